@@ -1,0 +1,56 @@
+"""mamba2_tutorial: the Mamba-2 SSD forward pass, from the recurrence to cuTile kernels.
+
+Everything the notebooks use lives here. Names are imported lazily so that ``import mamba2_tutorial``
+stays cheap (no cuTile import until a kernel is needed).
+
+Shapes follow the math throughout: x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n),
+chunk size Q, state (b, h, p, n).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    # the reference ladder (notebooks 01-03)
+    "ssd_recurrent": "reference",
+    "ssd_quadratic": "reference",
+    "ssd_chunked": "reference",
+    "ssd_decode_step": "reference",
+    "chunk_cumsum": "reference",
+    "chunk_state": "reference",
+    "state_passing": "reference",
+    "chunk_scan": "reference",
+    "segsum": "reference",
+    "segsum_naive": "reference",
+    # inputs and checks
+    "make_inputs": "inputs",
+    "SHAPES": "inputs",
+    "SSDShape": "inputs",
+    "assert_close": "checks",
+    "default_tolerance": "checks",
+    # environment and tiers
+    "environment_report": "env",
+    "launch": "launch",
+    "select_backend": "launch",
+    # kernels and the fused forward (notebooks 05-08)
+    "ssd_forward": "ssd",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mamba2_tutorial' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,29 @@
+"""Command line: ``python -m mamba2_tutorial {env,compile,bench} [...]``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "env": ("env", "print the environment report (versions, GPU, which tier runs the kernels)"),
+    "compile": ("compile", "compile every kernel ahead of time with tileiras (no GPU needed)"),
+    "bench": ("bench", "benchmark ssd_forward against mamba_ssm, fla and PyTorch on the GPU"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m mamba2_tutorial", description=__doc__)
+    parser.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[1]}" for k, v in COMMANDS.items()))
+    if not argv or argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0 if argv else 2
+    args = parser.parse_args(argv[:1])
+    module = importlib.import_module(f"mamba2_tutorial.{COMMANDS[args.command][0]}")
+    return int(module.main(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
