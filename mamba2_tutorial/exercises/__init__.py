@@ -1,0 +1,28 @@
+"""Workshop exercises: checks that run a learner's code on hidden, adversarial cases.
+
+Every ``check_*`` compares with :mod:`mamba2_tutorial.reference` and raises :class:`ExerciseFailed` (an
+AssertionError) with the failing case, the error, the first wrong element and a hint aimed at the usual
+mistake; on success it prints what was tested. The cuTile checks launch the kernel through
+:func:`mamba2_tutorial.launch.launch` on the GPU when one is usable, else on the CPU tile executor.
+
+    ex01_recurrence_step     check_recurrence_step(ssd_step)
+    ex02_segsum              check_segsum(segsum)
+    ex03_chunk_state_torch   check_chunk_state(chunk_state)
+    ex04_cutile_chunk_cumsum check_chunk_cumsum_kernel(chunk_cumsum_kernel)
+    ex05_cutile_chunk_state  check_chunk_state_kernel(chunk_state_kernel)
+"""
+
+from ._harness import ExerciseFailed
+from .chunk_cumsum import check_chunk_cumsum_kernel
+from .chunk_state import check_chunk_state, check_chunk_state_kernel
+from .recurrence import check_recurrence_step
+from .segsum import check_segsum
+
+__all__ = [
+    "ExerciseFailed",
+    "check_chunk_cumsum_kernel",
+    "check_chunk_state",
+    "check_chunk_state_kernel",
+    "check_recurrence_step",
+    "check_segsum",
+]

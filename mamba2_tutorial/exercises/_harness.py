@@ -1,0 +1,265 @@
+"""The machinery shared by every exercise check.
+
+A check runs the learner's function on hidden cases (distinct sizes in every dimension, ragged lengths,
+several seeds, extreme decay, low precision) and compares with :mod:`mamba2_tutorial.reference` through
+:func:`mamba2_tutorial.checks.assert_close`. On a wrong answer it raises :class:`ExerciseFailed` naming the
+case, the error, the first wrong element and a hint. Hints come from *mistake detectors*: each one recomputes
+the output the way a typical wrong solution would (e.g. ``exp(A)`` instead of ``exp(dt * A)``); if the
+learner's output matches it, the hint names that mistake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+
+class ExerciseFailed(AssertionError):
+    """A learner's answer is wrong. The message says on which case, where, by how much and what to try."""
+
+
+@dataclass
+class Case:
+    """One hidden test case: a name, the seed and the tensors given to the learner (for the diagnostic)."""
+
+    name: str
+    seed: int
+    inputs: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        parts = []
+        for key, value in self.inputs.items():
+            if isinstance(value, torch.Tensor):
+                dtype = str(value.dtype).replace("torch.", "")
+                parts.append(f"{key}: {tuple(value.shape)} {dtype}")
+            else:
+                parts.append(f"{key}={value!r}")
+        return f"case '{self.name}' (seed {self.seed}; " + ", ".join(parts) + ")"
+
+
+@dataclass
+class Mistake:
+    """A typical wrong solution: ``compute(case)`` returns what it would output, ``hint`` explains the fix."""
+
+    label: str
+    compute: Callable[[Case], torch.Tensor]
+    hint: str
+
+
+def fail(check: str, case: Case | None, what: str, hint: str | None = None) -> ExerciseFailed:
+    """Build (not raise) an ExerciseFailed with a uniform layout."""
+    head = f"{check} failed on {case.describe()}:" if case is not None else f"{check} failed:"
+    lines = [head, "  " + what.replace("\n", "\n  ")]
+    if hint:
+        lines.append(f"Hint: {hint}")
+    return ExerciseFailed("\n".join(lines))
+
+
+def call_learner(check: str, fn: Callable, case: Case, args: Sequence, hint: str | None = None):
+    """Call the learner's function; a NotImplementedError or any other exception becomes an ExerciseFailed."""
+    __tracebackhide__ = True
+    try:
+        return fn(*args)
+    except NotImplementedError as exc:
+        raise fail(
+            check,
+            None,
+            "the exercise is not implemented yet (it raised NotImplementedError).",
+            "replace the `raise NotImplementedError` line with your code, re-run the cell, "
+            "then re-run this check.",
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - we re-raise with context
+        raise fail(check, case, f"your code raised {type(exc).__name__}: {exc}", hint) from exc
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.6g}"
+
+
+def first_wrong(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float):
+    """Index (tuple) of the first element outside rtol/atol (NaN/inf mismatches count), or None."""
+    a = actual.detach().to(torch.float64).cpu()
+    e = expected.detach().to(torch.float64).cpu()
+    ok = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+    bad = (~ok).nonzero()
+    if bad.numel() == 0:
+        return None
+    return tuple(int(i) for i in bad[0])
+
+
+def _detect(actual: torch.Tensor, case: Case, mistakes: Iterable[Mistake], rtol: float, atol: float):
+    """The first typical mistake whose output the learner's output reproduces (within 10x the tolerance)."""
+    a = actual.detach().to(torch.float64).cpu()
+    for mistake in mistakes:
+        try:
+            wrong = mistake.compute(case)
+        except Exception:  # noqa: BLE001 - a detector that cannot run simply does not match
+            continue
+        if not isinstance(wrong, torch.Tensor) or wrong.shape != a.shape:
+            continue
+        w = wrong.detach().to(torch.float64).cpu()
+        if bool(torch.isclose(a, w, rtol=10 * rtol, atol=10 * atol, equal_nan=True).all()):
+            return mistake
+    return None
+
+
+def compare(
+    check: str,
+    actual,
+    expected: torch.Tensor,
+    case: Case,
+    *,
+    name: str = "output",
+    rtol: float,
+    atol: float,
+    hint: str,
+    mistakes: Iterable[Mistake] = (),
+    dtype_hint: str | None = None,
+    extra: Callable[[torch.Tensor], tuple[str, str] | None] | None = None,
+) -> None:
+    """Raise ExerciseFailed unless ``actual`` matches ``expected`` (via ``checks.assert_close``).
+
+    Order of diagnosis: type, shape, dtype, an exercise-specific structural test ``extra(actual)`` returning
+    (what, hint) or None, non-finite values, then the numeric comparison; on a numeric failure the message
+    adds the first wrong element and, when a typical mistake reproduces the learner's output, its hint.
+    """
+    __tracebackhide__ = True
+    from mamba2_tutorial.checks import assert_close, relative_error
+
+    if not isinstance(actual, torch.Tensor):
+        raise fail(
+            check,
+            case,
+            f"{name} should be a torch.Tensor of shape {tuple(expected.shape)}, got {type(actual).__name__}.",
+            hint,
+        )
+    if tuple(actual.shape) != tuple(expected.shape):
+        msg = f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}."
+        shape_hint = hint
+        if sorted(actual.shape) == sorted(expected.shape):
+            shape_hint = (
+                "same sizes in a different order: check the order of the output axes "
+                "(the docstring of the exercise lists them)."
+            )
+        raise fail(check, case, msg, shape_hint)
+    if actual.dtype != expected.dtype:
+        raise fail(
+            check,
+            case,
+            f"{name} has dtype {actual.dtype}, expected {expected.dtype}.",
+            dtype_hint or f"return a {expected.dtype} tensor (e.g. `.to({expected.dtype})`).",
+        )
+    if extra is not None:
+        found = extra(actual)
+        if found is not None:
+            raise fail(check, case, found[0], found[1])
+    a_nonfinite = ~torch.isfinite(actual)
+    e_nonfinite = ~torch.isfinite(expected)
+    stray = a_nonfinite & ~e_nonfinite
+    if stray.any():
+        idx = tuple(int(i) for i in stray.nonzero()[0])
+        n = int(stray.sum())
+        mistake = _detect(actual, case, mistakes, rtol, atol)
+        raise fail(
+            check,
+            case,
+            f"{name} has {n} NaN/inf value(s) where the reference is finite; first at index {idx}: "
+            f"yours {actual[idx].item()}, expected {_fmt(expected[idx].item())}.",
+            _hint(mistake, hint),
+        )
+    # infinities in the same places with the same sign (e.g. segsum's -inf mask) are right: compare the rest
+    same_inf = torch.isinf(expected) & (actual == expected)
+    if same_inf.any():
+        actual_cmp = actual.masked_fill(same_inf, 0)
+        expected_cmp = expected.masked_fill(same_inf, 0)
+    else:
+        actual_cmp, expected_cmp = actual, expected
+    try:
+        assert_close(actual_cmp, expected_cmp, rtol=rtol, atol=atol, name=name)
+    except AssertionError as exc:
+        idx = first_wrong(actual_cmp, expected_cmp, rtol, atol)
+        first = ""
+        if idx is not None:
+            first = (
+                f"\nfirst wrong element at index {idx}: yours {_fmt(actual[idx].item())}, "
+                f"expected {_fmt(expected[idx].item())}"
+            )
+        mistake = _detect(actual, case, mistakes, rtol, atol)
+        rel = float(relative_error(actual_cmp, expected_cmp))
+        detail = str(exc).strip()
+        raise fail(
+            check,
+            case,
+            f"{name} is wrong (relative error {rel:.3g}).\n{detail}{first}",
+            _hint(mistake, hint),
+        ) from None
+
+
+def _hint(mistake: Mistake | None, hint: str) -> str:
+    if mistake is None:
+        return hint
+    return f"your output matches a common mistake, {mistake.label}.\n      {mistake.hint}"
+
+
+def congratulate(check: str, cases: Sequence[Case], tested: str, backend: str | None = None) -> None:
+    """Print the success message: how many hidden cases, and what they covered."""
+    where = f" on the {backend} backend" if backend else ""
+    print(f"✅ {check} passed{where}: {len(cases)} hidden cases ({tested}).")
+
+
+def describe_cases(cases: Sequence[Case]) -> str:
+    return ", ".join(sorted({c.name for c in cases}))
+
+
+def unwritten(actual: torch.Tensor, what: str = "your kernel"):
+    """For kernel outputs pre-filled with NaN: (what, hint) when nothing was stored, else None."""
+    nan = torch.isnan(actual)
+    if bool(nan.all()):
+        return (
+            f"{what} stored nothing: every output element still holds the NaN the check filled it with.",
+            "finish the TODOs: the kernel must end with ct.store(...) of its result tile.",
+        )
+    return None
+
+
+def pick_backend():
+    """(name, device, reason): the backend :func:`mamba2_tutorial.launch.select_backend` picks here."""
+    from mamba2_tutorial.launch import select_backend
+
+    choice = select_backend("auto")
+    return choice.name, ("cuda" if choice.name == "gpu" else "cpu"), choice.reason
+
+
+def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: str, backend: str) -> None:
+    """Launch the learner's kernel with :func:`mamba2_tutorial.launch.launch` on ``backend`` ('cpu' or 'gpu').
+
+    A compile or runtime error becomes an ExerciseFailed naming the case and the backend.
+    """
+    __tracebackhide__ = True
+    from mamba2_tutorial.launch import launch
+
+    try:
+        launch(kernel, grid, args, backend=backend)
+        if backend == "gpu":
+            torch.cuda.synchronize()
+    except NotImplementedError as exc:
+        raise fail(
+            check,
+            None,
+            "the kernel is not implemented yet (it raised NotImplementedError).",
+            "replace the TODOs with cuTile code, re-run the cell, then re-run this check.",
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - re-raised with the case and a hint
+        kind = type(exc).__name__
+        extra = ""
+        if kind.startswith("Tile"):
+            extra = (
+                " cuTile type-checks the kernel before running it: read the line number in the message. "
+                "Tile shapes must be compile-time powers of two (pass sizes as ct.Constant[int]), loads "
+                "take the index in TILE units, and mma operands must share one dtype."
+            )
+        raise fail(
+            check, case, f"launching your kernel on the {backend} backend raised {kind}: {exc}", hint + extra
+        ) from exc

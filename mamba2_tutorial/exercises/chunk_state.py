@@ -1,0 +1,283 @@
+"""Exercises 3 and 5: each chunk's local state, in PyTorch and as a cuTile kernel.
+
+For chunk c of head h (positions k = 0 .. Q-1 inside the chunk, ``last`` = Q-1)::
+
+    states[b, c, h] = sum_k exp(dA_cumsum[b, h, c, last] - dA_cumsum[b, h, c, k]) * dt_out[b, h, c, k]
+                             * x[b, c*Q + k, h, :] (outer) B[b, c*Q + k, group(h), :]          (p, n) float32
+
+with group(h) = h // (h // g). Inputs: x (b, l, h, p), B (b, l, g, n), dt_out and dA_cumsum (b, h, nchunks, Q)
+float32 from :func:`mamba2_tutorial.reference.chunk_cumsum` (dt_out is 0 past the end of the sequence).
+Output: states (b, nchunks, h, p, n) float32, as :func:`mamba2_tutorial.reference.chunk_state`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._harness import (
+    Case,
+    Mistake,
+    call_learner,
+    compare,
+    congratulate,
+    pick_backend,
+    run_kernel,
+    unwritten,
+)
+
+CHECK = "check_chunk_state"
+CHECK_KERNEL = "check_chunk_state_kernel"
+
+_HINT = (
+    "pad x and B with zeros to nchunks*Q positions, reshape to (b, nchunks, Q, ...), map groups to heads "
+    "(repeat_interleave(h // g) on the group axis), weight each position k by "
+    "exp(dA_cumsum[..., -1:] - dA_cumsum) * dt_out, and contract over k in float32: "
+    "einsum('bhck,bckhp,bckhn->bchpn', ...)."
+)
+_RAGGED_HINT = (
+    "this case has l not divisible by Q: pad x and B along l with zeros to nchunks*Q "
+    "(torch.nn.functional.pad, or torch.zeros + slice assignment) before reshaping into chunks."
+)
+_BF16_HINT = (
+    "with bfloat16 inputs the answer is still float32 and must be ACCUMULATED in float32: upcast x "
+    "and B with .float() before multiplying (a bfloat16 einsum keeps only ~3 significant digits)."
+)
+_DECAY_HINT = (
+    "the weight of position k is exp(dA_cumsum[last] - dA_cumsum[k]): the decay from k to the END "
+    "of the chunk, a number in (0, 1]. Subtract inside the exp (never exp(a) / exp(b): both "
+    "underflow to 0 for strong decay and 0/0 = NaN)."
+)
+
+# name, b, l, h, p, g, n, Q, dtype, dt scale, A scale
+_SPECS = [
+    ("ragged: l=37, Q=8, g=2", 2, 37, 6, 5, 2, 7, 8, torch.float32, 1.0, 1.0),
+    ("one short chunk: l=5, Q=8", 1, 5, 4, 3, 1, 6, 8, torch.float32, 1.0, 1.0),
+    ("exact multiple: l=32, Q=16, g=3", 3, 32, 6, 4, 3, 5, 16, torch.float32, 1.0, 1.0),
+    ("extreme decay: dt*A down to -1e3", 1, 24, 3, 4, 1, 5, 8, torch.float32, 20.0, 50.0),
+    ("bfloat16 inputs, ragged: l=29", 2, 29, 4, 6, 2, 8, 8, torch.bfloat16, 1.0, 1.0),
+]
+
+
+def _cases(device: str = "cpu", specs=_SPECS) -> list[Case]:
+    from mamba2_tutorial.reference import chunk_cumsum
+
+    cases = []
+    for i, (name, b, l, h, p, g, n, Q, dtype, dts, As) in enumerate(specs):
+        seed = 400 + i
+        gen = torch.Generator().manual_seed(seed)
+        x = torch.randn(b, l, h, p, generator=gen).to(dtype)
+        B = torch.randn(b, l, g, n, generator=gen).to(dtype)
+        dt = torch.nn.functional.softplus(torch.randn(b, l, h, generator=gen) - 1.0) * dts
+        A = -torch.exp(torch.rand(h, generator=gen)) * As
+        dt_out, dA_cs = chunk_cumsum(dt, A, Q)
+        inputs = {"x": x, "B": B, "dt_out": dt_out, "dA_cumsum": dA_cs}
+        cases.append(Case(name, seed, {k: v.to(device) for k, v in inputs.items()}))
+    return cases
+
+
+def _variant(case: Case, *, decay="right", dt_in=True, mapping="interleave"):
+    """A (possibly wrong) chunk_state computed in float64, for the mistake detectors."""
+    i = {k: v.detach().cpu().double() for k, v in case.inputs.items()}
+    x, B, dt, dA = i["x"], i["B"], i["dt_out"], i["dA_cumsum"]
+    b, l, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    nc, Q = dt.shape[2], dt.shape[3]
+    heads = torch.arange(h) // (h // g) if mapping == "interleave" else torch.arange(h) % g
+    xp = torch.zeros(b, nc * Q, h, p, dtype=x.dtype)
+    xp[:, :l] = x
+    Bp = torch.zeros(b, nc * Q, g, n, dtype=x.dtype)
+    Bp[:, :l] = B
+    xc = xp.reshape(b, nc, Q, h, p)
+    Bc = Bp.reshape(b, nc, Q, g, n)[:, :, :, heads]
+    last = dA[..., -1:]
+    w = {
+        "right": torch.exp(last - dA),
+        "flipped": torch.exp(dA - last),
+        "from_start": torch.exp(dA),
+        "ratio": torch.exp(last.float()).double() / torch.exp(dA.float()).double(),
+        "none": torch.ones_like(dA),
+    }[decay]
+    if dt_in:
+        w = w * dt
+    return torch.einsum("bhck,bckhp,bckhn->bchpn", w, xc, Bc)
+
+
+def _mistakes() -> list[Mistake]:
+    return [
+        Mistake(
+            "the decay exponent flipped, exp(dA_cs[k] - dA_cs[last])",
+            lambda c: _variant(c, decay="flipped"),
+            _DECAY_HINT,
+        ),
+        Mistake(
+            "the decay from the chunk START, exp(dA_cs[k])",
+            lambda c: _variant(c, decay="from_start"),
+            _DECAY_HINT,
+        ),
+        Mistake(
+            "a ratio of exponentials, exp(dA_cs[last]) / exp(dA_cs[k])",
+            lambda c: _variant(c, decay="ratio"),
+            _DECAY_HINT,
+        ),
+        Mistake("no decay at all", lambda c: _variant(c, decay="none"), _DECAY_HINT),
+        Mistake(
+            "the input term without dt",
+            lambda c: _variant(c, dt_in=False),
+            "each position enters the state as dt_k * x_k (outer) B_k: multiply the decay weight by dt_out.",
+        ),
+        Mistake(
+            "the wrong group mapping (h % g)",
+            lambda c: _variant(c, mapping="modulo"),
+            "head i uses group i // (h // g) (consecutive heads share a group: repeat_interleave), "
+            "not i % g.",
+        ),
+    ]
+
+
+def _hint_for(case: Case) -> str:
+    x = case.inputs["x"]
+    if x.dtype in (torch.bfloat16, torch.float16):
+        return _BF16_HINT
+    l, nc, Q = x.shape[1], case.inputs["dt_out"].shape[2], case.inputs["dt_out"].shape[3]
+    return _RAGGED_HINT + " " + _HINT if nc * Q != l else _HINT
+
+
+def _tol(case: Case, expected: torch.Tensor) -> tuple[float, float]:
+    scale = max(1.0, float(expected.abs().max()))
+    return 1e-4, 1e-5 * scale
+
+
+def check_chunk_state(chunk_state_fn) -> None:
+    """Check a PyTorch ``chunk_state(x, B, dt_out, dA_cumsum) -> states (b, nchunks, h, p, n)``."""
+    __tracebackhide__ = True
+    from mamba2_tutorial.reference import chunk_state
+
+    cases = _cases()
+    mistakes = _mistakes()
+    for case in cases:
+        i = case.inputs
+        args = (i["x"], i["B"], i["dt_out"], i["dA_cumsum"])
+        expected = chunk_state(*args)
+        actual = call_learner(CHECK, chunk_state_fn, case, tuple(a.clone() for a in args), _hint_for(case))
+        rtol, atol = _tol(case, expected)
+        compare(
+            CHECK,
+            actual,
+            expected,
+            case,
+            name="states",
+            rtol=rtol,
+            atol=atol,
+            hint=_hint_for(case),
+            mistakes=mistakes,
+            dtype_hint="states are float32 whatever the input dtype: " + _BF16_HINT,
+        )
+    congratulate(
+        CHECK,
+        cases,
+        "ragged last chunks, a sequence shorter than one chunk, g in {1, 2, 3}, distinct "
+        "b/l/h/p/n, dt*A down to -1e3, bfloat16 inputs",
+    )
+
+
+# ------------------------------------------------------------------------------------------ the cuTile kernel
+
+_KERNEL_HINT = (
+    "block (bi, c, hi) loads x as (1, Q, 1, TP) at index (bi, c, hi, 0) and B as (1, Q, 1, TN) at "
+    "(bi, c, hi // HEADS_PER_GROUP, 0), both with padding_mode=ct.PaddingMode.ZERO, reshapes them "
+    "to (Q, TP) and (Q, TN), loads dt_out and dA_cumsum as (1, 1, 1, Q) at (bi, hi, c, 0), forms "
+    "w = exp(dA_last - dA_cs) * dt (Q,), and computes ct.mma(transpose(x * w[:, None]), B, acc) with "
+    "a float32 (TP, TN) accumulator; then stores it reshaped to (1, 1, 1, TP, TN) at (bi, c, hi, 0, 0)."
+)
+_KERNEL_PAD_HINT = (
+    "loads that run past the end of an array (the ragged last chunk along l, and the p or n axis "
+    "when TP > p or TN > n) need padding_mode=ct.PaddingMode.ZERO: the default padding is "
+    "UNDETERMINED (NaN on the CPU executor) and 0 * NaN is still NaN."
+)
+
+# name, b, l, h, p, g, n, Q, dtype, dt scale, A scale (p and n not powers of two: TP, TN > p, n)
+_KERNEL_SPECS = [
+    ("ragged: l=37, Q=8, g=2, p=5, n=7", 2, 37, 6, 5, 2, 7, 8, torch.float32, 1.0, 1.0),
+    ("exact multiple: l=32, Q=16, g=3", 1, 32, 6, 4, 3, 8, 16, torch.float32, 1.0, 1.0),
+    ("one short chunk: l=5, Q=8", 3, 5, 2, 3, 1, 6, 8, torch.float32, 1.0, 1.0),
+    ("extreme decay: dt*A down to -1e3", 1, 24, 3, 4, 1, 5, 8, torch.float32, 20.0, 50.0),
+    ("bfloat16 inputs, ragged: l=29", 2, 29, 4, 6, 2, 8, 8, torch.bfloat16, 1.0, 1.0),
+]
+
+
+def _next_pow2(v: int) -> int:
+    return 1 << max(0, (v - 1).bit_length())
+
+
+def _kernel_mistakes() -> list[Mistake]:
+    def unpadded(case):  # what a kernel without padding_mode=ZERO gives on the CPU executor
+        out = _variant(case)
+        x = case.inputs["x"]
+        l, nc, Q = x.shape[1], case.inputs["dt_out"].shape[2], case.inputs["dt_out"].shape[3]
+        if nc * Q != l:
+            out[:, -1] = float("nan")
+        return out
+
+    return [Mistake("loads without padding_mode=ZERO", unpadded, _KERNEL_PAD_HINT), *_mistakes()]
+
+
+def check_chunk_state_kernel(kernel) -> None:
+    """Launch the learner's ``chunk_state_kernel`` on hidden cases (GPU if usable, else the CPU executor).
+
+    Signature: ``kernel(x, B, dt_out, dA_cumsum, states, Q, TP, TN, HEADS_PER_GROUP)`` (the last four are
+    ``ct.Constant[int]``), grid ``(b, nchunks, h)``; ``states`` (b, nchunks, h, p, n) float32 is filled with
+    NaN before the launch.
+    """
+    __tracebackhide__ = True
+    from mamba2_tutorial.reference import chunk_state
+
+    backend, device, reason = pick_backend()
+    print(f"running on the {backend} backend ({reason})")
+    cases = _cases(device, _KERNEL_SPECS)
+    mistakes = _kernel_mistakes()
+    for case in cases:
+        i = case.inputs
+        x, B, dt_out, dA = i["x"], i["B"], i["dt_out"], i["dA_cumsum"]
+        b, l, h, p = x.shape
+        g, n = B.shape[2], B.shape[3]
+        nc, Q = dt_out.shape[2], dt_out.shape[3]
+        expected = chunk_state(x.cpu(), B.cpu(), dt_out.cpu(), dA.cpu())
+        states = torch.full((b, nc, h, p, n), float("nan"), device=device)
+        TP, TN = _next_pow2(p), _next_pow2(n)
+        run_kernel(
+            CHECK_KERNEL,
+            kernel,
+            (b, nc, h),
+            (x.clone(), B.clone(), dt_out.clone(), dA.clone(), states, Q, TP, TN, h // g),
+            case,
+            _KERNEL_HINT,
+            backend,
+        )
+        states = states.cpu()
+        scale = max(1.0, float(expected.abs().max()))
+        if (
+            x.dtype == torch.bfloat16
+        ):  # operands may be rounded to bfloat16 for the tensor cores, as mamba_ssm does
+            rtol, atol = 2e-2, 1e-2 * scale
+        else:
+            rtol, atol = 1e-4, 1e-5 * scale
+        hint = _KERNEL_PAD_HINT if nc * Q != l else _KERNEL_HINT
+        compare(
+            CHECK_KERNEL,
+            states,
+            expected,
+            case,
+            name="states",
+            rtol=rtol,
+            atol=atol,
+            hint=hint,
+            mistakes=mistakes,
+            extra=unwritten,
+        )
+    congratulate(
+        CHECK_KERNEL,
+        cases,
+        "ragged last chunks, p and n below the tile sizes TP and TN, g in {1, 2, 3}, "
+        "Q in {8, 16}, dt*A down to -1e3, bfloat16 inputs",
+        backend=backend,
+    )
