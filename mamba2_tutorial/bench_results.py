@@ -1,0 +1,374 @@
+"""Benchmark results: the JSON schema, its validator, the shipped H200 results, the printed table, the
+targets.
+
+This module is pure Python (no torch, no GPU): notebook 09 uses it on a CPU to show the H200 results shipped
+in the package (``mamba2_tutorial/data/benchmarks/h200.json``, written only by a real GPU run of
+``python -m mamba2_tutorial bench --out ...``).
+
+Schema (``SCHEMA_VERSION`` 1)::
+
+    {"schema_version": 1, "device": str, "date": "YYYY-MM-DD...",
+     "versions": {"torch", "cuda_tile", "triton", "mamba_ssm", "fla": str or null},
+     "ceilings": {"mma_tflops": float, "copy_tbps": float, "source": str},
+     "settings": {...free-form: dtype, warmup_ms, rep_ms, timer, command...},
+     "shapes": [record, ...], "sweep": [record, ...],
+     "overhead": null or {"name", "dims", "impls": {impl: {"event_ms", "host_us", "loop_us", "graph_us"}}}}
+
+    record = {"name": str, "dims": {"b", "l", "h", "p", "g", "n", "Q": int}, "dtype": str,
+              "ms": {impl: float or null}, "rel_err": {impl: float or null},   # impl in IMPLS, all four keys
+              "errors": {impl: str},             # why an implementation has no time (did not import, failed
+              check) "floor_ms": float,                 # roofline floor of the whole forward (counted FLOPs
+              and bytes) "cutile_kernels_ms": {"chunk_state", "state_passing", "chunk_scan": float}
+              (optional) "kernel_floor_ms": {same keys: float}
+              (optional) "flops": float, "bytes": float}
+              (optional)
+
+A null time always comes with a reason in ``errors``; a time always comes with a finite relative error (every
+implementation is checked against the float64 reference before it is timed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+IMPLS = ("cutile", "mamba_ssm", "fla", "torch")
+IMPL_LABELS = {
+    "cutile": "cuTile (ours)",
+    "mamba_ssm": "mamba_ssm Triton",
+    "fla": "fla chunk_simple_gla",
+    "torch": "PyTorch chunked (fp32)",
+}
+KERNELS = ("chunk_state", "state_passing", "chunk_scan")
+DIM_KEYS = ("b", "l", "h", "p", "g", "n", "Q")
+VERSION_KEYS = ("torch", "cuda_tile", "triton", "mamba_ssm", "fla")
+SHIPPED_RESOURCE = ("data", "benchmarks", "h200.json")
+
+# Issue 5's targets on the H200.
+LARGE_SHAPES = ("b8-l4096-h80", "b1-l32768-h80", "b2-l8192-h128-g8")
+TARGET_GEOMEAN_VS_MAMBA = 2.0
+TARGET_LARGE_VS_MAMBA = 1.5
+TARGET_LARGE_VS_FLA = 1.3
+TARGET_B8_MS = 0.6
+
+
+class ResultsError(ValueError):
+    """The results do not follow the schema; the message names the offending field."""
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _require(cond: bool, where: str, what: str) -> None:
+    if not cond:
+        raise ResultsError(f"{where}: {what}")
+
+
+def validate_record(rec, where: str = "record") -> None:
+    """Check one shape (or sweep) record; raise ResultsError naming the field."""
+    _require(isinstance(rec, Mapping), where, f"must be an object, got {type(rec).__name__}")
+    for key in ("name", "dims", "dtype", "ms", "rel_err", "floor_ms"):
+        _require(key in rec, where, f"missing key {key!r}")
+    _require(isinstance(rec["name"], str) and rec["name"], f"{where}.name", "must be a non-empty string")
+    where = f"{where}[{rec['name']}]"
+    dims = rec["dims"]
+    _require(isinstance(dims, Mapping), f"{where}.dims", "must be an object")
+    for k in DIM_KEYS:
+        v = dims.get(k)
+        _require(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0,
+            f"{where}.dims.{k}",
+            f"must be a positive int, got {v!r}",
+        )
+    _require(dims["h"] % dims["g"] == 0, f"{where}.dims", "h must be a multiple of g")
+    _require(isinstance(rec["dtype"], str), f"{where}.dtype", "must be a string")
+    _require(_num(rec["floor_ms"]) and rec["floor_ms"] > 0, f"{where}.floor_ms", "must be a positive number")
+    errors = rec.get("errors", {})
+    _require(isinstance(errors, Mapping), f"{where}.errors", "must be an object")
+    for key in ("ms", "rel_err"):
+        d = rec[key]
+        _require(isinstance(d, Mapping), f"{where}.{key}", "must be an object")
+        _require(
+            set(d) == set(IMPLS), f"{where}.{key}", f"keys must be exactly {list(IMPLS)}, got {sorted(d)}"
+        )
+    for impl in IMPLS:
+        ms, err = rec["ms"][impl], rec["rel_err"][impl]
+        if ms is None:
+            _require(
+                isinstance(errors.get(impl), str) and errors[impl],
+                f"{where}.errors.{impl}",
+                "a null time needs a reason",
+            )
+        else:
+            _require(
+                _num(ms) and ms > 0, f"{where}.ms.{impl}", f"must be a positive number or null, got {ms!r}"
+            )
+            _require(
+                _num(err) and err >= 0,
+                f"{where}.rel_err.{impl}",
+                f"a timed implementation needs a finite relative error, got {err!r}",
+            )
+        if err is not None:
+            _require(_num(err) and err >= 0, f"{where}.rel_err.{impl}", f"must be >= 0 or null, got {err!r}")
+    for key in ("cutile_kernels_ms", "kernel_floor_ms"):
+        if rec.get(key) is None:
+            continue
+        d = rec[key]
+        _require(
+            isinstance(d, Mapping) and set(d) == set(KERNELS),
+            f"{where}.{key}",
+            f"keys must be exactly {list(KERNELS)}",
+        )
+        for k, v in d.items():
+            _require(_num(v) and v > 0, f"{where}.{key}.{k}", f"must be a positive number, got {v!r}")
+    for key in ("flops", "bytes"):
+        if key in rec:
+            _require(_num(rec[key]) and rec[key] > 0, f"{where}.{key}", "must be a positive number")
+
+
+def validate_results(results) -> None:
+    """Check a whole results object against the schema (see the module docstring); raise ResultsError."""
+    _require(isinstance(results, Mapping), "results", f"must be an object, got {type(results).__name__}")
+    _require(
+        results.get("schema_version") == SCHEMA_VERSION,
+        "results.schema_version",
+        f"must be {SCHEMA_VERSION}, got {results.get('schema_version')!r}",
+    )
+    for key in ("device", "date"):
+        _require(
+            isinstance(results.get(key), str) and results[key], f"results.{key}", "must be a non-empty string"
+        )
+    versions = results.get("versions")
+    _require(isinstance(versions, Mapping), "results.versions", "must be an object")
+    for k in VERSION_KEYS:
+        _require(k in versions, "results.versions", f"missing key {k!r}")
+        _require(
+            versions[k] is None or isinstance(versions[k], str),
+            f"results.versions.{k}",
+            "must be a string or null",
+        )
+    ceil = results.get("ceilings")
+    _require(isinstance(ceil, Mapping), "results.ceilings", "must be an object")
+    for k in ("mma_tflops", "copy_tbps"):
+        _require(_num(ceil.get(k)) and ceil[k] > 0, f"results.ceilings.{k}", "must be a positive number")
+    shapes = results.get("shapes")
+    _require(isinstance(shapes, list) and shapes, "results.shapes", "must be a non-empty list")
+    for i, rec in enumerate(shapes):
+        validate_record(rec, f"results.shapes[{i}]")
+    names = [r["name"] for r in shapes]
+    _require(len(set(names)) == len(names), "results.shapes", f"names must be unique, got {names}")
+    sweep = results.get("sweep", [])
+    _require(isinstance(sweep, list), "results.sweep", "must be a list")
+    for i, rec in enumerate(sweep):
+        validate_record(rec, f"results.sweep[{i}]")
+    overhead = results.get("overhead")
+    if overhead is not None:
+        _require(
+            isinstance(overhead, Mapping) and isinstance(overhead.get("impls"), Mapping),
+            "results.overhead",
+            "must be null or an object with 'impls'",
+        )
+        for impl, row in overhead["impls"].items():
+            _require(
+                impl in IMPLS, f"results.overhead.impls.{impl}", f"unknown implementation; use {list(IMPLS)}"
+            )
+            _require(isinstance(row, Mapping), f"results.overhead.impls.{impl}", "must be an object")
+            for k in ("event_ms", "host_us", "loop_us", "graph_us"):
+                v = row.get(k)
+                _require(
+                    v is None or (_num(v) and v > 0),
+                    f"results.overhead.impls.{impl}.{k}",
+                    f"must be a positive number or null, got {v!r}",
+                )
+
+
+def load_results(path) -> dict:
+    """Read and validate a results JSON file."""
+    path = Path(path)
+    try:
+        results = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path}: not valid JSON ({exc})") from exc
+    validate_results(results)
+    return results
+
+
+def shipped_results_path() -> Path:
+    """Where the package keeps the measured H200 results."""
+    return Path(__file__).resolve().parent.joinpath(*SHIPPED_RESOURCE)
+
+
+def load_shipped_results() -> dict:
+    """The H200 results shipped with the package (measured by ``python -m mamba2_tutorial bench``), validated.
+
+    Raises FileNotFoundError if the package has none yet, ResultsError if the file breaks the schema.
+    """
+    path = shipped_results_path()
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no shipped benchmark results at {path}: they are written by a GPU run of "
+            "`python -m mamba2_tutorial bench --out mamba2_tutorial/data/benchmarks/h200.json`"
+        )
+    return load_results(path)
+
+
+# ----------------------------------------------------------------------------------------------------
+# derived numbers
+
+
+def speedup(rec: Mapping, other: str, ours: str = "cutile") -> float | None:
+    """How many times faster ``ours`` is than ``other`` on one record (None if either has no time)."""
+    a, b = rec["ms"].get(ours), rec["ms"].get(other)
+    if a is None or b is None:
+        return None
+    return b / a
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def check_targets(results: Mapping) -> list[tuple[str, float | None, bool]]:
+    """Issue 5's targets as (description, measured value, met?) rows; a missing measurement is not met."""
+    by_name = {r["name"]: r for r in results["shapes"]}
+    rows: list[tuple[str, float | None, bool]] = []
+    vs_mamba = [speedup(r, "mamba_ssm") for r in results["shapes"]]
+    g = geomean(vs_mamba) if all(v is not None for v in vs_mamba) else None
+    rows.append(
+        (
+            f"geomean speedup vs mamba_ssm over {len(vs_mamba)} shapes >= {TARGET_GEOMEAN_VS_MAMBA}x",
+            g,
+            g is not None and g >= TARGET_GEOMEAN_VS_MAMBA,
+        )
+    )
+    for name in LARGE_SHAPES:
+        rec = by_name.get(name)
+        for other, target in (("mamba_ssm", TARGET_LARGE_VS_MAMBA), ("fla", TARGET_LARGE_VS_FLA)):
+            s = speedup(rec, other) if rec else None
+            rows.append((f"{name}: speedup vs {other} >= {target}x", s, s is not None and s >= target))
+    rec = by_name.get("b8-l4096-h80")
+    ms = rec["ms"]["cutile"] if rec else None
+    rows.append((f"b8-l4096-h80: cutile <= {TARGET_B8_MS} ms", ms, ms is not None and ms <= TARGET_B8_MS))
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------
+# the printed table
+
+
+def _fmt_ms(ms, floor=None) -> str:
+    if ms is None:
+        return "-"
+    s = f"{ms:.3f}" if ms < 100 else f"{ms:.1f}"
+    if floor:
+        s += f" ({ms / floor:.1f}x)"
+    return s
+
+
+def _fmt_x(v) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    line = lambda r: "  ".join(
+        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+    )
+    return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
+
+
+def format_table(results: Mapping, *, records: str = "shapes") -> str:
+    """The benchmark as text: times in ms (and as multiples of the roofline floor), our speedups, our kernels.
+
+    ``records`` is "shapes" or "sweep".
+    """
+    recs = results[records]
+    impls = [i for i in IMPLS if any(r["ms"].get(i) is not None for r in recs)] or ["cutile"]
+    others = [i for i in impls if i != "cutile"]
+    header = ["shape", "floor ms"] + [f"{i} ms (x floor)" for i in impls] + [f"vs {o}" for o in others]
+    rows = []
+    for r in recs:
+        rows.append(
+            [r["name"], f"{r['floor_ms']:.3f}"]
+            + [_fmt_ms(r["ms"].get(i), r["floor_ms"]) for i in impls]
+            + [_fmt_x(speedup(r, o)) for o in others]
+        )
+    if len(recs) > 1 and others:
+        rows.append(
+            ["geomean", ""]
+            + [""] * len(impls)
+            + [_fmt_x(geomean(speedup(r, o) for r in recs)) for o in others]
+        )
+    parts = [
+        f"{results['device']}  ({results['date']})   ms = median device time per forward; "
+        "(Nx) = time / roofline floor; vs X = X's time / ours",
+        _table(header, rows),
+    ]
+
+    err_rows = [
+        [r["name"]] + [("-" if r["rel_err"].get(i) is None else f"{r['rel_err'][i]:.1e}") for i in IMPLS]
+        for r in recs
+    ]
+    parts += ["", "relative L2 error vs the float64 reference", _table(["shape"] + list(IMPLS), err_rows)]
+
+    krecs = [r for r in recs if r.get("cutile_kernels_ms")]
+    if krecs:
+        kh = ["shape"] + [f"{k} ms (x floor)" for k in KERNELS] + ["sum", "end-to-end"]
+        krows = []
+        for r in krecs:
+            kf = r.get("kernel_floor_ms") or {}
+            km = r["cutile_kernels_ms"]
+            krows.append(
+                [r["name"]]
+                + [_fmt_ms(km[k], kf.get(k)) for k in KERNELS]
+                + [_fmt_ms(sum(km.values())), _fmt_ms(r["ms"].get("cutile"))]
+            )
+        parts += ["", "our kernels, each timed alone", _table(kh, krows)]
+
+    problems = [
+        f"  {r['name']} {impl}: {msg}" for r in recs for impl, msg in sorted(r.get("errors", {}).items())
+    ]
+    if problems:
+        parts += ["", "not timed:"] + problems
+    return "\n".join(parts)
+
+
+def format_targets(results: Mapping) -> str:
+    rows = check_targets(results)
+    out = ["issue 5 targets:"]
+    for desc, value, ok in rows:
+        v = "-" if value is None else f"{value:.3f}"
+        out.append(f"  [{'PASS' if ok else 'FAIL'}] {desc}: {v}")
+    return "\n".join(out)
+
+
+def format_overhead(results: Mapping) -> str:
+    ov = results.get("overhead")
+    if not ov:
+        return "launch overhead: not measured"
+    header = ["impl", "device ms", "host us/call", "loop us/call", "graph us/call"]
+    rows = []
+    for impl, row in ov["impls"].items():
+        f = lambda v, fmt: "-" if v is None else format(v, fmt)
+        rows.append(
+            [
+                impl,
+                f(row.get("event_ms"), ".4f"),
+                f(row.get("host_us"), ".1f"),
+                f(row.get("loop_us"), ".1f"),
+                f(row.get("graph_us"), ".1f"),
+            ]
+        )
+    d = ov.get("dims", {})
+    title = (
+        f"launch and host overhead at {ov.get('name')} {d}: device = median event time (cold L2); "
+        "host = time to issue one call; loop = back-to-back calls incl. sync; graph = CUDA-graph replay"
+    )
+    return title + "\n" + _table(header, rows)
