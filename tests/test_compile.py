@@ -1,0 +1,203 @@
+"""Ahead-of-time compile checks (real tileiras, no GPU), signatures from example arguments, Tile IR text."""
+
+from __future__ import annotations
+
+import cuda.tile as ct
+import pytest
+import torch
+
+from mamba2_tutorial import compile as compile_mod
+from mamba2_tutorial.compile import (
+    CompileResult,
+    IRListing,
+    TileirasNotFound,
+    compile_kernel,
+    compile_specs,
+    cutile_ir,
+    find_tileiras,
+    format_table,
+    show_tile_ir,
+    tile_ir,
+)
+from mamba2_tutorial.kernels import KERNEL_MODULES, KernelSpec, all_kernel_specs, kernel_spec, primer
+from mamba2_tutorial.signature import kernel_signature
+
+PRIMER_NAMES = [s.name for s in primer.SPECS]
+
+
+@ct.kernel
+def _narrowing_store_kernel(x, y, TILE: ct.Constant[int]):
+    # a float32 tile stored into a float16 array: cuTile never narrows implicitly, so this is a compile error
+    t = ct.load(x, index=(ct.bid(0),), shape=(TILE,))
+    ct.store(y, index=(ct.bid(0),), tile=t.astype(ct.float32))
+
+
+def _narrowing_args():
+    x = torch.randn(40, dtype=torch.float16)
+    return (3, 1, 1), (x, torch.empty_like(x), 16)
+
+
+BROKEN = KernelSpec("test.narrowing_store", _narrowing_store_kernel, _narrowing_args)
+
+
+def test_registry_lists_primer_specs_with_unique_names():
+    assert "primer" in KERNEL_MODULES
+    specs = all_kernel_specs()
+    names = [s.name for s in specs]
+    assert len(names) == len(set(names))
+    for name in ("primer.vector_add", "primer.matmul_f32", "primer.matmul_bf16", "primer.row_cumsum"):
+        assert name in names
+        assert kernel_spec(name).name == name
+    with pytest.raises(KeyError, match="primer.vector_add"):
+        kernel_spec("primer.no_such_kernel")
+
+
+def test_missing_kernel_module_is_an_error_not_a_skip():
+    with pytest.raises(ModuleNotFoundError):
+        all_kernel_specs(("no_such_kernel_module",))
+
+
+def test_kernel_spec_rejects_a_plain_function():
+    with pytest.raises(TypeError, match="@ct.kernel"):
+        KernelSpec("bad", lambda: None, _narrowing_args)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_primer_kernels_compile(arch):
+    results = compile_specs(primer.SPECS, [arch], jobs=2)
+    assert [r.name for r in results] == PRIMER_NAMES
+    for r in results:
+        assert r.ok, f"{r.name} [{arch}] failed: {r.error}"
+        assert r.arch == arch
+        assert r.cubin_bytes > 1000
+        assert r.seconds > 0
+        assert r.error is None
+
+
+def test_compile_error_is_reported_not_raised():
+    r = compile_kernel(BROKEN, "sm_90")
+    assert isinstance(r, CompileResult)
+    assert not r.ok and r.cubin_bytes == 0
+    assert "float32" in r.error and "float16" in r.error, r.error
+
+
+def test_cli_prints_table_and_exit_code_0(capsys):
+    code = compile_mod.main(["--arch", "sm_90", "sm_120", "--kernel", "primer.vector_add", "--jobs", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    header = next(line for line in out.splitlines() if line.startswith("kernel"))
+    for column in ("arch", "ok", "cubin size", "seconds"):
+        assert column in header
+    rows = [line for line in out.splitlines() if line.startswith("primer.vector_add")]
+    assert len(rows) == 2
+    assert "sm_90" in rows[0] and "sm_120" in rows[1]
+    assert all(" ok " in row and "KiB" in row for row in rows)
+    assert "2/2 compiled" in out
+
+
+def test_cli_exit_code_1_and_error_when_a_kernel_fails(monkeypatch, capsys):
+    import mamba2_tutorial.kernels as kernels
+
+    real = kernels.all_kernel_specs
+    monkeypatch.setattr(kernels, "all_kernel_specs", lambda modules=None: real(modules) + [BROKEN])
+    code = compile_mod.main(["--arch", "sm_80", "--kernel", "test.narrowing_store", "primer.vector_add",
+                             "--jobs", "1"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "FAILED" in captured.out
+    assert "test.narrowing_store" in captured.err and "float16" in captured.err
+
+
+def test_cli_unknown_kernel_and_list(capsys):
+    assert compile_mod.main(["--kernel", "primer.nope"]) == 2
+    assert "primer.nope" in capsys.readouterr().err
+    assert compile_mod.main(["--list"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert listed == [s.name for s in all_kernel_specs()]
+
+
+def test_missing_tileiras_gives_an_actionable_message(monkeypatch, capsys):
+    import cuda.tile._compile as cc
+
+    def not_found():
+        raise FileNotFoundError("'tileiras' compiler not found")
+
+    monkeypatch.setattr(cc, "_find_compiler_bin", not_found)
+    with pytest.raises(TileirasNotFound, match=r"pip install 'cuda-tile\[tileiras\]"):
+        find_tileiras()
+    assert compile_mod.main(["--arch", "sm_90", "--kernel", "primer.vector_add"]) == 1
+    assert "cuda-tile[tileiras]" in capsys.readouterr().err
+    with pytest.raises(TileirasNotFound):
+        compile_kernel(primer.SPECS[0], "sm_90")
+
+
+def test_format_table_marks_failures():
+    table = format_table([CompileResult("k.a", "sm_90", True, 2048, 0.5),
+                          CompileResult("k.b", "sm_80", False, 0, 0.1, "TileTypeError: boom")])
+    lines = table.splitlines()
+    assert lines[0].split("|")[0].strip() == "kernel"
+    assert "2.0 KiB" in lines[2] and "FAILED" in lines[3]
+
+
+def test_tile_ir_of_matmul_shows_tile_loads_and_mma():
+    _, args = primer.SPECS[2].make_args()  # bf16 matmul
+    text = tile_ir(primer.matmul_kernel, args)
+    assert "entry @matmul_kernel" in text
+    assert "load_view_tko" in text and "store_view_tko" in text
+    assert "mmaf" in text
+    assert "tile<64x32xbf16>" in text and "tile<64x64xf32>" in text  # bf16 operands, f32 accumulator
+    assert "padding_value = zero" in text
+    assert "for %" in text
+
+
+def test_tile_ir_of_vector_add_and_debug_info():
+    _, args = primer.SPECS[0].make_args()
+    text = tile_ir(primer.vector_add_kernel, args)
+    assert "addf" in text and "tile<256xf32>" in text
+    with_loc = tile_ir(primer.vector_add_kernel, args, debug_info=True)
+    assert "primer.py" in with_loc
+
+
+def test_cutile_ir_shows_typed_ops():
+    _, args = primer.SPECS[1].make_args()
+    text = cutile_ir(primer.matmul_kernel, args)
+    assert "tile_mma" in text and "tile_load" in text
+    assert "Tile[float32,(64,64)]" in text
+
+
+def test_show_tile_ir_trims_and_renders():
+    _, args = primer.SPECS[0].make_args()
+    listing = show_tile_ir(primer.vector_add_kernel, args, max_lines=5, highlight=("addf",))
+    assert isinstance(listing, IRListing)
+    md = listing._repr_markdown_()
+    assert md.count("\n") < 12 and "more lines" in md and md.count("```") == 2
+    assert "addf" in listing  # the full text is kept
+    full = IRListing("a < b\naddf x\nc", title="t", highlight=("addf",))._repr_html_()
+    assert "a &lt; b" in full and "background" in full and "more lines" not in full
+
+
+def test_signature_maps_arguments_like_ct_launch():
+    _, args = primer.SPECS[2].make_args()
+    sig = kernel_signature(primer.matmul_kernel, args)
+    a_c, b_c, c_c, *consts = sig.parameters
+    assert a_c.dtype == ct.bfloat16 and a_c.ndim == 2 and a_c.index_dtype == ct.int32
+    assert a_c.stride_constant == (None, 1)
+    assert [c.value for c in consts] == [64, 64, 32]
+
+
+def test_signature_scalars_and_errors():
+    @ct.kernel
+    def scaled(x, y, alpha, n, TILE: ct.Constant[int]):
+        t = ct.load(x, index=(ct.bid(0),), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
+        ct.store(y, index=(ct.bid(0),), tile=t * alpha)
+
+    x = torch.randn(33)
+    sig = kernel_signature(scaled, (x, torch.empty_like(x), 0.5, 7, 16))
+    assert sig.parameters[2].dtype == ct.float32
+    assert sig.parameters[3].dtype == ct.int32
+    with pytest.raises(TypeError, match="takes 5 arguments"):
+        kernel_signature(scaled, (x, x, 0.5, 16))
+    with pytest.raises(TypeError, match="TILE"):
+        kernel_signature(scaled, (x, x, 0.5, 7, x))
+    with pytest.raises(TypeError, match="unsupported argument type"):
+        kernel_signature(scaled, (x, x, "0.5", 7, 16))
