@@ -36,7 +36,9 @@ __all__ = [
     "compile_specs",
     "cutile_ir",
     "find_tileiras",
+    "format_table",
     "main",
+    "show_source",
     "show_tile_ir",
     "tile_ir",
 ]
@@ -314,15 +316,16 @@ class IRListing:
     """Text shown as a code block in Jupyter (markdown/HTML) and as plain text elsewhere.
 
     ``max_lines`` trims long listings (the full text stays in ``.text``); ``highlight`` lists substrings whose
-    lines are marked in the HTML view.
+    lines are marked in the HTML view; ``language`` tags the markdown code block.
     """
 
     def __init__(self, text: str, *, title: str = "", max_lines: int | None = None,
-                 highlight: Sequence[str] = ()):
+                 highlight: Sequence[str] = (), language: str = "mlir"):
         self.text = text
         self.title = title
         self.max_lines = max_lines
         self.highlight = tuple(highlight)
+        self.language = language
 
     def _lines(self) -> tuple[list[str], int]:
         lines = self.text.rstrip("\n").splitlines()
@@ -347,7 +350,7 @@ class IRListing:
 
     def _repr_markdown_(self) -> str:
         head = f"**{self.title}**\n\n" if self.title else ""
-        return f"{head}```mlir\n{self._shown()}\n```"
+        return f"{head}```{self.language}\n{self._shown()}\n```"
 
     def _repr_html_(self) -> str:
         lines, hidden = self._lines()
@@ -369,3 +372,13 @@ def show_tile_ir(kernel, args, *, max_lines: int | None = 60, highlight: Sequenc
     return IRListing(tile_ir(kernel, args, debug_info=debug_info),
                      title=f"Tile IR of {_kernel_name(kernel)}", max_lines=max_lines, highlight=highlight)
 
+
+def show_source(obj, *, max_lines: int | None = None) -> IRListing:
+    """The Python source of a kernel (``@ct.kernel``) or function, from the package, for notebook display."""
+    import inspect
+
+    func = obj._annotated_function.pyfunc if hasattr(obj, "_annotated_function") else obj
+    name = getattr(func, "__qualname__", getattr(func, "__name__", "source"))
+    module = getattr(func, "__module__", "")
+    return IRListing(inspect.getsource(func), title=f"{module}.{name}" if module else name,
+                     max_lines=max_lines, language="python")
