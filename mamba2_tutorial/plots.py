@@ -1,0 +1,430 @@
+"""Figures for the reference ladder (notebooks 01-03): decay, state norms, the decay mask, the SSD matrix's
+block decomposition, and cost curves.
+
+Every function builds a :class:`matplotlib.figure.Figure` directly (no pyplot state, safe without a display),
+labels its axes, gives it a title (and a colorbar for heatmaps) and returns the Figure; nothing is shown. In
+Jupyter, a Figure as the last expression of a cell is displayed. Pass ``ax=`` to draw into an existing
+Axes instead (the function then returns that Axes' Figure).
+
+Inputs may be torch tensors or NumPy arrays; they are read as float64 on the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.colors import SymLogNorm
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+
+from . import costs
+
+__all__ = [
+    "plot_decay",
+    "plot_state_norms",
+    "plot_decay_mask",
+    "plot_segsum_comparison",
+    "ssd_matrix",
+    "plot_ssd_blocks",
+    "plot_cost_curves",
+    "FORM_COLORS",
+]
+
+#: One colour per form of the ladder, used in every figure.
+FORM_COLORS = {"recurrent": "tab:blue", "quadratic": "tab:red", "chunked": "tab:green"}
+_DIAG_COLOR = "tab:orange"
+_OFFDIAG_COLOR = "tab:blue"
+
+
+def _np(a) -> np.ndarray:
+    """A float64 NumPy copy of a tensor or array (CPU, detached)."""
+    if hasattr(a, "detach"):
+        a = a.detach().to("cpu").double().numpy()
+    return np.asarray(a, dtype=np.float64)
+
+
+def _new_axes(ax, *, figsize=(6.0, 4.5)):
+    if ax is not None:
+        return ax.figure, ax
+    fig = Figure(figsize=figsize, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _chunk_edges(length: int, chunk_size: int | None) -> list[int]:
+    if chunk_size is None:
+        return []
+    if chunk_size <= 0:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    return list(range(chunk_size, length, chunk_size))
+
+
+def _select_heads(nheads: int, heads: Sequence[int] | None, max_heads: int = 8) -> list[int]:
+    if heads is None:
+        return list(range(min(nheads, max_heads)))
+    heads = list(heads)
+    for hh in heads:
+        if not 0 <= hh < nheads:
+            raise ValueError(f"head index {hh} out of range for {nheads} heads")
+    return heads
+
+
+# -- rung 1: decay and state over time ---------------------------------------------------------------------
+def plot_decay(
+    dt, A, *, batch: int = 0, heads: Sequence[int] | None = None, title: str | None = None
+) -> Figure:
+    """Three panels over time t for a few heads of one batch element: the step size ``dt_t``, the per-step
+    decay ``exp(dt_t·A)`` (how much of the state survives one step) and the decay accumulated since the
+    start ``exp(dt_1·A + ... + dt_t·A)`` (log scale).
+
+    dt (b, l, h) (already processed: bias, softplus, clamp) or (l, h); A (h,).
+    """
+    dt = _np(dt)
+    A = _np(A)
+    if dt.ndim == 3:
+        dt = dt[batch]
+    if dt.ndim != 2 or A.ndim != 1 or A.shape[0] != dt.shape[1]:
+        raise ValueError(f"dt must be (b, l, h) or (l, h) and A (h,), got dt {dt.shape} and A {A.shape}")
+    l, h = dt.shape
+    heads = _select_heads(h, heads)
+    t = np.arange(l)
+    dA = dt * A  # (l, h): the log-decay per step, <= 0
+    fig = Figure(figsize=(7.0, 7.0), layout="constrained")
+    ax_dt, ax_step, ax_cum = fig.subplots(3, 1, sharex=True)
+    for hh in heads:
+        label = f"head {hh} (A = {A[hh]:.3g})"
+        ax_dt.plot(t, dt[:, hh], label=label)
+        ax_step.plot(t, np.exp(dA[:, hh]), label=label)
+        ax_cum.plot(t, np.exp(np.cumsum(dA[:, hh])), label=label)
+    ax_dt.set_ylabel("dt_t (step size)")
+    ax_dt.set_title("step size dt_t: large dt = take in more input, forget more")
+    ax_step.set_ylabel("exp(dt_t·A)")
+    ax_step.set_title("per-step decay of the state (1 = keep everything)")
+    ax_cum.set_ylabel("exp(Σ_{s≤t} dt_s·A)")
+    ax_cum.set_yscale("log")
+    ax_cum.set_title("decay accumulated since t = 0 (log scale)")
+    ax_cum.set_xlabel("time step t")
+    ax_dt.legend(fontsize="small", ncol=2)
+    fig.suptitle(title or f"Decay over time (batch {batch})")
+    return fig
+
+
+def plot_state_norms(
+    states,
+    *,
+    batch: int = 0,
+    heads: Sequence[int] | None = None,
+    chunk_size: int | None = None,
+    log: bool = False,
+    ax=None,
+    title: str | None = None,
+) -> Figure:
+    """The Frobenius norm ``‖state_t‖`` of each head's (p × n) state after every step t.
+
+    states: (b, l, h, p, n) (the state after each step; pick ``batch``) or (l, h, p, n).
+    ``chunk_size`` draws the chunk boundaries (notebook 03).
+    """
+    s = _np(states)
+    if s.ndim == 5:
+        s = s[batch]
+    if s.ndim != 4:
+        raise ValueError(f"states must be (b, l, h, p, n) or (l, h, p, n), got shape {s.shape}")
+    l, h = s.shape[:2]
+    norms = np.sqrt((s**2).sum(axis=(2, 3)))  # (l, h)
+    fig, ax = _new_axes(ax)
+    t = np.arange(l)
+    for hh in _select_heads(h, heads):
+        ax.plot(t, norms[:, hh], marker=".", markersize=3, label=f"head {hh}")
+    for edge in _chunk_edges(l, chunk_size):
+        ax.axvline(edge - 0.5, color="gray", linestyle=":", linewidth=1)
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("time step t")
+    ax.set_ylabel("‖state_t‖ (Frobenius norm over p × n)")
+    ax.set_title(title or "State norm over time: decay pulls it down, new input pushes it up")
+    ax.legend(fontsize="small", ncol=2)
+    return fig
+
+
+# -- rung 2: the decay mask and the segment sums ----------------------------------------------------------
+def _decay_matrix(dA_or_L, kind: str) -> np.ndarray:
+    """(l, l) decay mask L from a 1-D log-decay dA (l,) or a square matrix that already is L."""
+    import torch
+
+    if kind not in ("auto", "dA", "L"):
+        raise ValueError(f"kind must be 'auto', 'dA' or 'L', got {kind!r}")
+    a = dA_or_L if isinstance(dA_or_L, torch.Tensor) else torch.as_tensor(np.asarray(dA_or_L))
+    if kind == "auto":
+        kind = "dA" if a.ndim == 1 else "L"
+    if kind == "dA":
+        if a.ndim != 1:
+            raise ValueError(f"dA must be 1-D (l,) for one head, got shape {tuple(a.shape)}")
+        from .reference import segsum
+
+        return _np(torch.exp(segsum(a.double())))
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"L must be a square (l, l) matrix for one head, got shape {tuple(a.shape)}")
+    return _np(a)
+
+
+def _draw_chunks(ax, l: int, chunk_size: int | None, color="white") -> None:
+    for edge in _chunk_edges(l, chunk_size):
+        ax.axhline(edge - 0.5, color=color, linewidth=1.2)
+        ax.axvline(edge - 0.5, color=color, linewidth=1.2)
+
+
+def plot_decay_mask(
+    dA_or_L,
+    *,
+    kind: str = "auto",
+    log: bool = False,
+    chunk_size: int | None = None,
+    ax=None,
+    title: str | None = None,
+) -> Figure:
+    """The decay mask ``L[i, j] = exp(dA_{j+1} + ... + dA_i)`` of one head as a heatmap.
+
+    ``dA_or_L``: the per-step log-decay ``dA = dt·A`` of one head, shape (l,) (L is computed with the
+    stable :func:`mamba2_tutorial.reference.segsum`), or L itself, shape (l, l). ``kind`` forces the reading
+    ("dA" or "L"). ``log=True`` shows log10 L, which makes the slow decay of far-away steps visible. The
+    upper triangle (i < j: the future) is masked out. ``chunk_size`` draws chunk boundaries.
+    """
+    L = _decay_matrix(dA_or_L, kind)
+    l = L.shape[0]
+    upper = np.triu(np.ones((l, l), dtype=bool), k=1)
+    with np.errstate(divide="ignore"):
+        values = np.log10(L) if log else L.copy()
+    values = np.ma.masked_where(upper | ~np.isfinite(values), values)
+    fig, ax = _new_axes(ax, figsize=(6.0, 5.0))
+    cmap = _cmap("viridis")
+    vmin, vmax = (None, None) if log else (0.0, 1.0)
+    im = ax.imshow(values, cmap=cmap, interpolation="nearest", vmin=vmin, vmax=vmax)
+    _draw_chunks(ax, l, chunk_size)
+    label = "log10 L[i, j]" if log else "L[i, j] = exp(dA_{j+1} + … + dA_i)"
+    fig.colorbar(im, ax=ax, label=label)
+    ax.set_xlabel("j (input position: source)")
+    ax.set_ylabel("i (output position: target)")
+    ax.set_title(title or "Decay mask L: how much of input j survives at step i")
+    return fig
+
+
+def _cmap(name: str):
+    import matplotlib
+
+    cmap = matplotlib.colormaps[name].copy()
+    cmap.set_bad("lightgray")
+    return cmap
+
+
+def plot_segsum_comparison(a, *, title: str | None = None) -> Figure:
+    """Side by side: ``exp(segsum_naive(a))`` and ``exp(segsum(a))`` for one head's log-decays ``a`` (l,),
+    both computed in ``a``'s dtype, with the entries where the naive one is not finite (NaN or inf) or off
+    by more than 1e-3 (absolute) marked in red, and the count in the titles. Above the diagonal is grey.
+    """
+    import torch
+
+    from .reference import segsum, segsum_naive
+
+    a = a if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a))
+    if a.ndim != 1:
+        raise ValueError(f"a must be 1-D (l,) for one head, got shape {tuple(a.shape)}")
+    stable = _np(torch.exp(segsum(a)))
+    naive = _np(torch.exp(segsum_naive(a)))
+    exact = _np(torch.exp(segsum(a.double())))
+    l = a.shape[0]
+    lower = np.tril(np.ones((l, l), dtype=bool))
+    fig = Figure(figsize=(11.0, 4.8), layout="constrained")
+    axes = fig.subplots(1, 2)
+    dtype = str(a.dtype).replace("torch.", "")
+    for ax, values, name in ((axes[0], naive, "segsum_naive"), (axes[1], stable, "segsum")):
+        with np.errstate(invalid="ignore"):
+            bad = lower & (~np.isfinite(values) | (np.abs(values - exact) > 1e-3))
+        shown = np.ma.masked_where(~lower | ~np.isfinite(values), values)
+        im = ax.imshow(shown, cmap=_cmap("viridis"), vmin=0.0, vmax=1.0, interpolation="nearest")
+        if bad.any():
+            overlay = np.ma.masked_where(~bad, np.ones_like(values))
+            ax.imshow(overlay, cmap=_single_color("red"), vmin=0, vmax=1, interpolation="nearest")
+        ax.set_title(f"exp({name}(a)), {dtype}: {int(bad.sum())} wrong (red)")
+        ax.set_xlabel("j (source)")
+        ax.set_ylabel("i (target)")
+    fig.colorbar(im, ax=list(axes), label="L[i, j]")
+    fig.suptitle(title or "Segment sums: the naive difference of cumulative sums loses the decay")
+    return fig
+
+
+def _single_color(color: str):
+    from matplotlib.colors import ListedColormap
+
+    return ListedColormap([color])
+
+
+# -- rung 3: the block decomposition of the SSD matrix ----------------------------------------------------
+def ssd_matrix(dt, A, B, C, *, batch: int = 0, head: int = 0, scale_by_dt: bool = True):
+    """The (l × l) SSD matrix of one head, ``M[i, j] = L[i, j] · (C_i · B_j) · dt_j`` (float64 tensor), so
+    that ``y[:, head] = M @ x[:, head]`` (without D, z or an initial state).
+
+    dt (b, l, h) processed; A (h,); B, C (b, l, g, n); head ``head`` uses group ``head // (h // g)``.
+    ``scale_by_dt=False`` leaves out the ``dt_j`` column scaling (``L ∘ C Bᵀ`` as written in the paper).
+    """
+    import torch
+
+    from .reference import segsum
+
+    dt, A, B, C = (torch.as_tensor(v).detach().to("cpu", torch.float64) for v in (dt, A, B, C))
+    if dt.ndim != 3 or B.ndim != 4 or C.shape != B.shape or A.shape != (dt.shape[2],):
+        raise ValueError(
+            "expected dt (b, l, h), A (h,), B and C (b, l, g, n); got "
+            f"dt {tuple(dt.shape)}, A {tuple(A.shape)}, B {tuple(B.shape)}, C {tuple(C.shape)}"
+        )
+    h, g = dt.shape[2], B.shape[2]
+    if h % g:
+        raise ValueError(f"ngroups={g} must divide nheads={h}")
+    grp = head // (h // g)
+    a = dt[batch, :, head] * A[head]  # (l,)
+    L = torch.exp(segsum(a))  # (l, l)
+    CB = C[batch, :, grp] @ B[batch, :, grp].T  # (l, l)
+    M = L * CB
+    if scale_by_dt:
+        M = M * dt[batch, :, head][None, :]
+    return M
+
+
+def plot_ssd_blocks(
+    M,
+    chunk_size: int,
+    *,
+    annotate_rank: bool = True,
+    rank_rtol: float = 1e-9,
+    ax=None,
+    title: str | None = None,
+) -> Figure:
+    """The SSD matrix M (l × l) of one head cut into chunks of ``chunk_size``: diagonal blocks (orange; the
+    within-chunk part, computed as a small quadratic form) and the blocks below them (blue; the between-chunk
+    part, each of rank ≤ n because it factors through the chunk's state). Each off-diagonal block is labelled
+    with its numerical rank (singular values above ``rank_rtol`` × the largest), each diagonal block with its
+    size. Values are shown on a symmetric-log colour scale; the upper triangle (zero) is grey.
+    """
+    M = _np(M)
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        raise ValueError(f"M must be a square (l, l) matrix, got shape {M.shape}")
+    l = M.shape[0]
+    edges = [0, *_chunk_edges(l, chunk_size), l]
+    nchunks = len(edges) - 1
+    upper = np.triu(np.ones((l, l), dtype=bool), k=1)
+    vmax = float(np.abs(M[~upper]).max()) or 1.0
+    fig, ax = _new_axes(ax, figsize=(7.0, 6.0))
+    norm = SymLogNorm(linthresh=vmax * 1e-3, vmin=-vmax, vmax=vmax)
+    im = ax.imshow(np.ma.masked_where(upper, M), cmap=_cmap("RdBu_r"), norm=norm, interpolation="nearest")
+    fig.colorbar(im, ax=ax, label="M[i, j] = L[i, j]·(C_i·B_j)·dt_j (symmetric log scale)")
+    for r in range(nchunks):
+        r0, r1 = edges[r], edges[r + 1]
+        for c in range(r + 1):
+            c0, c1 = edges[c], edges[c + 1]
+            diag = r == c
+            ax.add_patch(
+                Rectangle(
+                    (c0 - 0.5, r0 - 0.5), c1 - c0, r1 - r0, fill=False,
+                    edgecolor=_DIAG_COLOR if diag else _OFFDIAG_COLOR, linewidth=2.5 if diag else 2.0,
+                    linestyle="-" if diag else "--",
+                )
+            )
+            if diag:
+                text = f"{r1 - r0}×{c1 - c0}"
+            elif annotate_rank:
+                block = M[r0:r1, c0:c1]
+                sv = np.linalg.svd(block, compute_uv=False)
+                rank = int((sv > rank_rtol * max(sv[0], np.finfo(float).tiny)).sum())
+                text = f"rank {rank}"
+            else:
+                continue
+            ax.text(
+                (c0 + c1 - 1) / 2, (r0 + r1 - 1) / 2, text, ha="center", va="center", fontsize=9,
+                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "linewidth": 0},
+            )
+    ax.legend(
+        handles=[
+            Patch(facecolor="none", edgecolor=_DIAG_COLOR, linewidth=2.5,
+                  label="diagonal blocks: within a chunk"),
+            Patch(facecolor="none", edgecolor=_OFFDIAG_COLOR, linewidth=2.0, linestyle="--",
+                  label="off-diagonal blocks: low rank (≤ n), via chunk states"),
+        ],
+        loc="upper right", fontsize="small",
+    )
+    ax.set_xlabel("j (input position)")
+    ax.set_ylabel("i (output position)")
+    ax.set_title(title or f"Block decomposition of the SSD matrix: {nchunks} chunks of {chunk_size}")
+    return fig
+
+
+# -- costs ----------------------------------------------------------------------------------------------
+def plot_cost_curves(
+    shape=None,
+    *,
+    seqlens: Sequence[int] | None = None,
+    batch: int | None = None,
+    nheads: int | None = None,
+    headdim: int | None = None,
+    dstate: int | None = None,
+    chunk_size: int | None = None,
+    ngroups: int | None = None,
+    bytes_per_element: int = 4,
+    mark: int | None = None,
+    title: str | None = None,
+) -> Figure:
+    """FLOPs (left) and working memory (right) of the recurrent, quadratic and chunked forms against the
+    sequence length, log-log, from :mod:`mamba2_tutorial.costs`.
+
+    Dimensions come from ``shape`` (an :class:`~mamba2_tutorial.inputs.SSDShape` or anything with the same
+    attributes) and/or keywords (keywords win). ``seqlens`` defaults to powers of two from 64 to 65536;
+    ``mark`` draws a vertical line at one length (e.g. the shape's own seqlen).
+    """
+    dims = {}
+    for key in ("batch", "nheads", "headdim", "dstate", "chunk_size", "ngroups"):
+        value = locals()[key]
+        if value is None and shape is not None:
+            value = getattr(shape, key, None)
+        dims[key] = value
+    if dims["batch"] is None:
+        dims["batch"] = 1
+    if dims["ngroups"] is None:
+        dims["ngroups"] = 1
+    missing = [k for k, v in dims.items() if v is None]
+    if missing:
+        raise ValueError(f"plot_cost_curves needs {', '.join(missing)} (from shape= or keywords)")
+    seqlens = list(seqlens) if seqlens is not None else [2**k for k in range(6, 17)]
+    if not seqlens or min(seqlens) <= 0:
+        raise ValueError(f"seqlens must be positive lengths, got {seqlens}")
+    curves = {
+        form: [
+            costs.form_cost(form, seqlen=int(s), bytes_per_element=bytes_per_element, **dims)
+            for s in seqlens
+        ]
+        for form in costs.FORMS
+    }
+    fig = Figure(figsize=(11.0, 4.5), layout="constrained")
+    ax_f, ax_m = fig.subplots(1, 2)
+    for form, values in curves.items():
+        style = {"color": FORM_COLORS[form], "marker": "o", "markersize": 3}
+        ax_f.plot(seqlens, [v.flops for v in values], label=form, **style)
+        ax_m.plot(seqlens, [v.memory_bytes for v in values], label=form, **style)
+    panels = ((ax_f, "FLOPs", "compute"), (ax_m, "bytes", "working memory (beyond inputs and outputs)"))
+    for ax, ylabel, what in panels:
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length l")
+        ax.set_ylabel(ylabel)
+        ax.set_title(what)
+        ax.grid(True, which="major", alpha=0.3)
+        if mark is not None:
+            ax.axvline(mark, color="gray", linestyle=":", linewidth=1)
+        ax.legend()
+    d = dims
+    fig.suptitle(
+        title
+        or (
+            f"Cost against sequence length (b={d['batch']}, h={d['nheads']}, p={d['headdim']}, "
+            f"n={d['dstate']}, g={d['ngroups']}, Q={d['chunk_size']}, {bytes_per_element}-byte elements)"
+        )
+    )
+    return fig
+
