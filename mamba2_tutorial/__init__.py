@@ -32,6 +32,8 @@ _EXPORTS = {
     "SSDShape": "inputs",
     "assert_close": "checks",
     "default_tolerance": "checks",
+    "relative_error": "checks",
+    "validate_ssd_inputs": "validation",
     # environment and tiers
     "environment_report": "env",
     "launch": "launch",

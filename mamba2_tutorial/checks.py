@@ -1,0 +1,284 @@
+"""One way to check a result: ``assert_close``, with dtype-aware tolerances and a report that explains.
+
+    assert_close(y_kernel, y_reference, name="y")
+
+passes silently or raises ``AssertionError`` with the number of mismatching elements, the max absolute and
+relative errors and where they occur (indices named after the math dims when the layout is known), the
+values there, the relative L2 error, and a hint at the likely cause.
+
+Default tolerances (``default_tolerance``), for ``|actual - expected| <= atol + rtol·|expected|``, taken
+from the LOWER precision of the two tensors (a float32 kernel checked against a float64 reference is held to
+float32 tolerances). Each leaves room for the rounding of an SSD forward in that dtype, not for a wrong
+result:
+
+=========  ======  ======  ===========================================================================
+dtype      rtol    atol    why
+=========  ======  ======  ===========================================================================
+float64    1e-10   1e-10   roundoff 1.1e-16: sums of thousands of terms agree to ~1e-13; 1000x margin
+float32    1e-4    1e-5    roundoff 6e-8 accumulated over long sums and exp of cumsums: ~1e-6 typical
+float16    5e-3    5e-3    roundoff 4.9e-4: output rounding plus fp16 operands inside the kernel
+bfloat16   2e-2    2e-2    roundoff 3.9e-3 (8-bit mantissa): output rounding plus bf16 operands
+=========  ======  ======  ===========================================================================
+
+Lower-precision comparisons still use ``relative_error`` (||a - e|| / ||e||, L2, float64) when a single
+number is wanted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["assert_close", "default_tolerance", "relative_error", "TOLERANCES"]
+
+#: (rtol, atol) per dtype; see the module docstring for why
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-10, 1e-10),
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (5e-3, 5e-3),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+
+# machine epsilon decides which of two dtypes is the lower precision
+_EPS = {torch.float64: 2.0**-52, torch.float32: 2.0**-23, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
+
+# index names of the package's layouts, chosen by the ``name`` of the compared tensor
+_LAYOUTS: dict[str, tuple[str, ...]] = {
+    "y": ("b", "l", "h", "p"),
+    "out": ("b", "l", "h", "p"),
+    "x": ("b", "l", "h", "p"),
+    "z": ("b", "l", "h", "p"),
+    "y_t": ("b", "h", "p"),
+    "dt": ("b", "l", "h"),
+    "B": ("b", "l", "g", "n"),
+    "C": ("b", "l", "g", "n"),
+    "state": ("b", "h", "p", "n"),
+    "new_state": ("b", "h", "p", "n"),
+    "final_states": ("b", "h", "p", "n"),
+    "initial_states": ("b", "h", "p", "n"),
+    "states": ("b", "c", "h", "p", "n"),
+    "chunk_states": ("b", "c", "h", "p", "n"),
+    "chunk_init_states": ("b", "c", "h", "p", "n"),
+    "dt_out": ("b", "h", "c", "Q"),
+    "dA_cumsum": ("b", "h", "c", "Q"),
+}
+
+
+def _as_tensor(value, what: str) -> tuple[torch.Tensor, torch.dtype]:
+    """(values as a float64 CPU tensor, the dtype that sets the tolerance)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        src = t.dtype
+        if t.is_complex():
+            raise TypeError(f"{what} is complex ({t.dtype}); assert_close compares real tensors")
+        return t.to("cpu", torch.float64), src
+    arr = np.asarray(value)
+    name = str(arr.dtype)
+    if name == "bfloat16":  # ml_dtypes.bfloat16 arrays
+        return torch.from_numpy(arr.astype(np.float32)).double(), torch.bfloat16
+    if arr.dtype.kind not in "fiub":
+        raise TypeError(f"{what} must be a tensor or array of numbers, got dtype {arr.dtype}")
+    src = {"float16": torch.float16, "float32": torch.float32}.get(name, torch.float64)
+    return torch.from_numpy(arr.astype(np.float64)), src
+
+
+def default_tolerance(dtype) -> tuple[float, float]:
+    """``(rtol, atol)`` for results of this dtype (a torch dtype, numpy dtype or its name); see TOLERANCES.
+
+    Integer and unknown dtypes get the float64 tolerances.
+    """
+    if not isinstance(dtype, torch.dtype):
+        name = str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype
+        dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}.get(
+            name.replace("torch.", ""), torch.float64
+        )
+    return TOLERANCES.get(dtype, TOLERANCES[torch.float64])
+
+
+def _lower_precision(a: torch.dtype, b: torch.dtype) -> torch.dtype:
+    return max((a, b), key=lambda d: _EPS.get(d, 0.0))
+
+
+def relative_error(actual, expected) -> float:
+    """``||actual - expected||_2 / ||expected||_2`` computed in float64 (tensors or arrays, any device).
+
+    0.0 when both are all zeros, inf when only ``expected`` is; NaN if either holds a NaN. Raises ValueError
+    if the shapes differ.
+    """
+    a, _ = _as_tensor(actual, "actual")
+    e, _ = _as_tensor(expected, "expected")
+    if a.shape != e.shape:
+        raise ValueError(
+            f"relative_error: shapes differ: actual {tuple(a.shape)} vs expected {tuple(e.shape)}"
+        )
+    num = torch.linalg.vector_norm(a - e).item()
+    den = torch.linalg.vector_norm(e).item()
+    if math.isnan(num) or math.isnan(den):
+        return math.nan
+    if den == 0.0:
+        return 0.0 if num == 0.0 else math.inf
+    return num / den
+
+
+def _short(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _fmt_index(flat: int, shape: tuple[int, ...], dims: tuple[str, ...] | None) -> str:
+    idx = np.unravel_index(flat, shape) if shape else ()
+    idx = tuple(int(i) for i in idx)
+    if dims is not None and len(dims) == len(idx):
+        return "(" + ", ".join(f"{d}={i}" for d, i in zip(dims, idx)) + ")"
+    return str(idx)
+
+
+def _diagnose(a, e, bad, dims, shape) -> list[str]:
+    """Honest guesses at the cause, from the pattern of the mismatches."""
+    hints: list[str] = []
+    n = a.numel()
+    a_nan, a_inf = torch.isnan(a), torch.isinf(a)
+    e_finite = torch.isfinite(e)
+    if n and bool(a_nan.all()):
+        return ["every element of actual is NaN: an output that was never written (torch.empty), "
+                "or a read of uninitialized memory / padding"]
+    nonfinite = (a_nan | a_inf) & e_finite
+    if bool(nonfinite.any()):
+        hints.append(
+            f"actual has {int((a_nan & e_finite).sum())} NaN and {int((a_inf & e_finite).sum())} inf where "
+            "expected is finite: an exp of a positive exponent (clamp segment sums / decay exponents at 0), "
+            "0·inf, a division by zero, or a read past the end of the data"
+        )
+    if n and bool((a == 0).all()) and bool((e != 0).any()):
+        hints.append("actual is all zeros: the result was never stored (or was stored into a copy)")
+    if dims is not None and len(dims) == len(shape) and bool(bad.any()):
+        where = bad.nonzero()
+        for axis, dim in enumerate(dims):
+            size = shape[axis]
+            hit = torch.unique(where[:, axis])
+            if size < 2 or hit.numel() == size:
+                continue
+            if dim == "l":
+                t0 = int(hit.min())
+                if t0 > 0:
+                    hints.append(
+                        f"mismatches only at sequence positions l >= {t0} (of {size}); "
+                        f"the first {t0} are right. "
+                        "If that is where the last, ragged chunk starts: the tail past the sequence end "
+                        "(masking or zero padding of the partial chunk). If it is an earlier chunk boundary: "
+                        "the state entering that chunk (state passing)"
+                    )
+                elif int(hit.max()) < size - 1:
+                    hints.append(f"mismatches only at sequence positions l <= {int(hit.max())} (of {size})")
+            elif dim == "h":
+                heads = [int(i) for i in hit[:8]]
+                more = " ..." if hit.numel() > 8 else ""
+                hints.append(
+                    f"only heads {heads}{more} of {size} mismatch: check per-head parameters (A, D, dt_bias) "
+                    "and each head's group (head i uses group i // (h // g))"
+                )
+            elif dim == "b":
+                hints.append(
+                    f"only batch entries {[int(i) for i in hit[:8]]} of {size} mismatch: check batch offsets"
+                )
+            elif dim == "c":
+                c0 = int(hit.min())
+                hints.append(
+                    f"mismatches only in chunks {[int(i) for i in hit[:8]]} of {size}"
+                    + (" (only the last: the ragged tail)" if c0 == size - 1 else "")
+                )
+    if not hints and bool(bad.any()):
+        frac = float(bad.float().mean())
+        rel = relative_error(a, e)
+        if frac < 0.01 and rel < 1e-2:
+            hints.append(
+                f"only {frac:.2%} of the elements fail and the relative L2 error is {rel:.1e}: the result is "
+                "nearly right, so either a rounding-level difference (is the tolerance right for the dtype?) "
+                "or an error confined to a few elements"
+            )
+    return hints
+
+
+def assert_close(
+    actual,
+    expected,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    name: str = "output",
+    hint: str | None = None,
+    dims: str | Sequence[str] | None = None,
+) -> None:
+    """Raise AssertionError unless ``|actual - expected| <= atol + rtol·|expected|`` everywhere.
+
+    ``actual``/``expected``: torch tensors (any device, any dtype) or numpy arrays; compared in float64.
+    ``rtol``/``atol`` default to ``default_tolerance`` of the lower precision of the two dtypes (either one
+    may be given alone). NaN never passes; an inf passes only where expected has the same inf. ``name`` labels
+    the message and, for the package's tensors (``y``, ``final_states``, ``states``, ``dA_cumsum``...), names
+    the index dims; ``dims`` (e.g. ``"b l h p"``) names them explicitly. ``hint`` is added to the message,
+    after the automatic diagnosis.
+    """
+    a, a_dtype = _as_tensor(actual, f"{name} (actual)")
+    e, e_dtype = _as_tensor(expected, f"{name} (expected)")
+    if a.shape != e.shape:
+        msg = f"{name}: shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}"
+        if a.numel() == e.numel():
+            msg += " (same number of elements: a missing reshape or transpose?)"
+        raise AssertionError(msg + (f"\n  hint: {hint}" if hint else ""))
+
+    tol_dtype = _lower_precision(a_dtype, e_dtype)
+    d_rtol, d_atol = default_tolerance(tol_dtype)
+    rtol = d_rtol if rtol is None else float(rtol)
+    atol = d_atol if atol is None else float(atol)
+    if isinstance(dims, str):
+        dims = tuple(dims.replace(",", " ").split())
+    elif dims is not None:
+        dims = tuple(dims)
+    else:
+        dims = _LAYOUTS.get(name)
+    shape = tuple(a.shape)
+    if dims is not None and len(dims) != len(shape):
+        dims = None
+
+    err = (a - e).abs()
+    both_inf_same = torch.isinf(a) & torch.isinf(e) & (a == e)
+    err = torch.where(both_inf_same, torch.zeros_like(err), err)
+    bad = ~(err <= atol + rtol * e.abs())  # NaN anywhere compares False, so it is bad
+    bad = bad & ~both_inf_same
+    if not bool(bad.any()):
+        return
+
+    nbad, n = int(bad.sum()), a.numel()
+    if (rtol, atol) == (d_rtol, d_atol):
+        tol_note = f"the {_short(tol_dtype)} defaults"
+    else:
+        tol_note = f"the {_short(tol_dtype)} defaults are rtol={d_rtol:.0e}, atol={d_atol:.0e}"
+    finite_err = torch.where(torch.isnan(err), torch.full_like(err, math.inf), err)
+    worst = int(torch.argmax(finite_err).item())
+    rel = finite_err / e.abs()
+    rel = torch.where(torch.isnan(rel), torch.full_like(rel, math.inf), rel)
+    worst_rel = int(torch.argmax(rel).item())
+    first = int(bad.flatten().nonzero()[0].item())
+    flat_a, flat_e = a.flatten(), e.flatten()
+
+    def at(i: int) -> str:
+        return f"{_fmt_index(i, shape, dims)}: actual {flat_a[i].item():.6g}, expected {flat_e[i].item():.6g}"
+
+    lines = [
+        f"{name}: {nbad} of {n} elements ({nbad / n:.2%}) differ beyond tolerance "
+        f"(rtol={rtol:.1e}, atol={atol:.1e}; {tol_note}; "
+        f"actual {_short(a_dtype)}, expected {_short(e_dtype)})",
+        f"  max abs error {err.flatten()[worst].item():.3e} at {at(worst)}",
+        f"  max rel error {(err / e.abs()).flatten()[worst_rel].item():.3e} at {at(worst_rel)}",
+        f"  first mismatch at {at(first)}",
+        f"  relative L2 error {relative_error(a, e):.3e}",
+    ]
+    if dims is not None:
+        lines.append(f"  indices are ({', '.join(dims)}), shape {shape}")
+    for h in _diagnose(a, e, bad, dims, shape):
+        lines.append(f"  diagnosis: {h}")
+    if hint:
+        lines.append(f"  hint: {hint}")
+    raise AssertionError("\n".join(lines))

@@ -1,0 +1,67 @@
+"""Rung 1: the SSD as a recurrence, one time step at a time (O(l) steps, each O(h·p·n)).
+
+For every head (b and h are batch dimensions)::
+
+    state_t = exp(dt_t · A) · state_{t-1}  +  dt_t · x_t ⊗ B_t        state (p, n), x_t (p,), B_t (n,)
+    y_t     = state_t · C_t  +  D · x_t                                y_t (p,), C_t (n,)
+    y_t     = y_t · silu(z_t)                                          (if z is given)
+
+This is the definition every faster form is checked against. It is sequential in t, which is why the
+dual (quadratic) and chunked forms exist.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..validation import validate_ssd_inputs
+from ._dt import compute_dtype, process_dt
+from ._heads import groups_to_heads, skip_and_gate
+from .decode import decode_update
+
+__all__ = ["ssd_recurrent"]
+
+
+def ssd_recurrent(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    *,
+    D: torch.Tensor | None = None,
+    z: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    initial_states: torch.Tensor | None = None,
+    dt_softplus: bool = False,
+    dt_limit: tuple[float, float] = (0.0, float("inf")),
+    return_final_states: bool = False,
+):
+    """SSD forward by the sequential scan.
+
+    Args: x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n), D (h,) or (h, p), z (b, l, h, p),
+    dt_bias (h,), initial_states (b, h, p, n). Returns y (b, l, h, p) in x.dtype, or (y, final_states) with
+    final_states (b, h, p, n) in float32 (float64 for float64 x).
+    """
+    b, l, h, p, g, n = validate_ssd_inputs(
+        x, dt, A, B, C, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states, dt_limit=dt_limit
+    )
+    dtype = compute_dtype(x.dtype)
+    dt = process_dt(dt, dt_bias=dt_bias, dt_softplus=dt_softplus, dt_limit=dt_limit, dtype=dtype)  # (b, l, h)
+    A = A.to(dtype)  # (h,)
+    xc = x.to(dtype)  # (b, l, h, p)
+    Bh = groups_to_heads(B.to(dtype), h)  # (b, l, h, n)
+    Ch = groups_to_heads(C.to(dtype), h)  # (b, l, h, n)
+
+    if initial_states is None:
+        state = torch.zeros(b, h, p, n, dtype=dtype, device=x.device)
+    else:
+        state = initial_states.to(dtype)  # (b, h, p, n)
+
+    y = torch.empty(b, l, h, p, dtype=dtype, device=x.device)
+    for t in range(l):
+        state = decode_update(state, xc[:, t], dt[:, t], A, Bh[:, t])  # (b, h, p, n)
+        y[:, t] = torch.einsum("bhpn,bhn->bhp", state, Ch[:, t])  # y_t = state_t · C_t
+
+    y = skip_and_gate(y, xc, D=D, z=z).to(x.dtype)
+    return (y, state) if return_final_states else y

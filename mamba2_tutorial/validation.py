@@ -1,0 +1,274 @@
+"""Argument validation shared by the reference SSD forms and the cuTile ``ssd_forward``.
+
+Every error names the argument, the expected shape written with the math names, and what was received, e.g.::
+
+    ValueError: B must have shape (b, l, g, n) = (2, 37, g, n) (4 dimensions), got (2, 37, 16)
+
+Shapes (the conventions of the whole package):
+
+    x (b, l, h, p)   dt (b, l, h)   A (h,)   B, C (b, l, g, n)   D (h,) or (h, p)   z (b, l, h, p)
+    dt_bias (h,)     initial_states (b, h, p, n)
+
+with b batch, l sequence length, h heads, p head dimension, g groups (g divides h; head i reads group
+``i // (h // g)``) and n state size.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import NamedTuple
+
+import torch
+
+__all__ = ["SSDDims", "FLOAT_DTYPES", "validate_ssd_inputs", "validate_decode_inputs", "check_shape",
+           "check_chunk_size"]
+
+#: dtypes the SSD functions accept for x, B, C and z
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_FLOAT_NAMES = "float16, bfloat16, float32 or float64"
+
+
+class SSDDims(NamedTuple):
+    """The sizes of one SSD problem, named as in the math."""
+
+    batch: int  # b
+    seqlen: int  # l
+    nheads: int  # h
+    headdim: int  # p
+    ngroups: int  # g
+    dstate: int  # n
+
+
+def _require_tensor(value, name: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def _format_expected(dims: tuple[str, ...], sizes: tuple) -> str:
+    names = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+    values = [str(s) if s is not None else d for d, s in zip(dims, sizes)]
+    shown = "(" + ", ".join(values) + ("," if len(values) == 1 else "") + ")"
+    return names if shown == names else f"{names} = {shown}"
+
+
+def check_shape(tensor: torch.Tensor, name: str, dims: tuple[str, ...], sizes: tuple) -> None:
+    """Raise ValueError unless ``tensor`` has ``len(dims)`` dimensions with the given sizes.
+
+    ``dims`` are the math names, e.g. ``("b", "l", "g", "n")``; ``sizes`` the expected sizes, ``None``
+    where any size is allowed.
+    """
+    expected = _format_expected(dims, sizes)
+    got = tuple(tensor.shape)
+    if tensor.ndim != len(dims):
+        raise ValueError(
+            f"{name} must have shape {expected} ({len(dims)} dimensions), "
+            f"got {got} ({tensor.ndim} dimensions)"
+        )
+    for dim, want, have in zip(dims, sizes, got):
+        if want is not None and want != have:
+            raise ValueError(f"{name} must have shape {expected}, got {got} (size of {dim} differs)")
+
+
+def _check_float(tensor: torch.Tensor, name: str) -> None:
+    if tensor.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must have a floating dtype ({_FLOAT_NAMES}), got {tensor.dtype}")
+
+
+def _check_same_dtype(tensor: torch.Tensor, name: str, ref: torch.Tensor, ref_name: str, group: str) -> None:
+    _check_float(tensor, name)
+    if tensor.dtype != ref.dtype:
+        raise TypeError(
+            f"{name} has dtype {tensor.dtype} but {ref_name} has dtype {ref.dtype}: {group} must share one "
+            f"floating dtype ({_FLOAT_NAMES}); cast with .to({ref_name}.dtype)"
+        )
+
+
+def _check_device(tensor: torch.Tensor, name: str, ref: torch.Tensor, ref_name: str) -> None:
+    if tensor.device != ref.device:
+        raise ValueError(
+            f"{name} is on device {tensor.device} but {ref_name} is on device {ref.device}: "
+            f"all tensors must be on one device"
+        )
+
+
+def _check_nonempty(tensor: torch.Tensor, name: str, dims: tuple[str, ...]) -> None:
+    empty = [f"{d} = 0" for d, s in zip(dims, tensor.shape) if s == 0]
+    if empty:
+        raise ValueError(
+            f"{name} with shape {_format_expected(dims, tuple(tensor.shape))} is empty ({', '.join(empty)}): "
+            f"every dimension must be at least 1"
+        )
+
+
+def check_chunk_size(chunk_size) -> None:
+    """Raise TypeError unless chunk_size is an int (not a bool), ValueError unless it is positive."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral):
+        raise TypeError(f"chunk_size (Q) must be an int, got {type(chunk_size).__name__} {chunk_size!r}")
+    if chunk_size <= 0:
+        raise ValueError(f"chunk_size (Q) must be a positive int, got {chunk_size}")
+
+
+def _check_dt_limit(dt_limit) -> None:
+    if not isinstance(dt_limit, (tuple, list)) or len(dt_limit) != 2:
+        raise TypeError(f"dt_limit must be a pair (lo, hi) of numbers, got {dt_limit!r}")
+    lo, hi = dt_limit
+    for part, value in (("lo", lo), ("hi", hi)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"dt_limit must be a pair (lo, hi) of numbers; {part} is {value!r}")
+    if math.isnan(lo) or math.isnan(hi) or not lo <= hi:
+        raise ValueError(f"dt_limit = (lo, hi) must have lo <= hi, got {tuple(dt_limit)!r}")
+
+
+def _check_groups(nheads: int, ngroups: int) -> None:
+    if ngroups == 0 or nheads % ngroups != 0:
+        raise ValueError(
+            f"nheads h = {nheads} must be divisible by ngroups g = {ngroups} (the size of dim 2 of B and C): "
+            f"head i reads group i // (h // g)"
+        )
+
+
+def _check_optional(value, name, dims, sizes, x, x_name):
+    """Type, shape and device of an optional float parameter (any floating dtype)."""
+    if value is None:
+        return
+    _require_tensor(value, name)
+    check_shape(value, name, dims, sizes)
+    _check_float(value, name)
+    _check_device(value, name, x, x_name)
+
+
+def _check_D(D, x, x_name, nheads, headdim) -> None:
+    if D is None:
+        return
+    _require_tensor(D, "D")
+    if D.ndim == 2:
+        check_shape(D, "D", ("h", "p"), (nheads, headdim))
+    elif D.ndim == 1:
+        check_shape(D, "D", ("h",), (nheads,))
+    else:
+        raise ValueError(
+            f"D must have shape (h,) = ({nheads},) or (h, p) = ({nheads}, {headdim}), got {tuple(D.shape)}"
+        )
+    _check_float(D, "D")
+    _check_device(D, "D", x, x_name)
+
+
+def validate_ssd_inputs(
+    x, dt, A, B, C, *, chunk_size=None, D=None, z=None, dt_bias=None, initial_states=None, dt_limit=None
+) -> SSDDims:
+    """Check the arguments of an SSD forward and return their dims ``SSDDims(b, l, h, p, g, n)``.
+
+    Raises TypeError (not a tensor, wrong dtype, chunk_size not an int) or ValueError (wrong shape or rank,
+    an empty dimension, h not divisible by g, chunk_size <= 0, tensors on different devices, dt_limit with
+    lo > hi), always naming the argument and the expected shape in math names. x, B, C and z must share one
+    floating dtype; dt, A, D, dt_bias and initial_states may have any floating dtype (mamba_ssm keeps A, D and
+    dt_bias in float32). ``chunk_size`` and ``dt_limit`` are checked only when given.
+    """
+    _require_tensor(x, "x")
+    if x.ndim != 4:
+        raise ValueError(
+            f"x must have shape (b, l, h, p) (4 dimensions), got {tuple(x.shape)} ({x.ndim} dimensions)"
+        )
+    _check_float(x, "x")
+    b, l, h, p = x.shape
+    _check_nonempty(x, "x", ("b", "l", "h", "p"))
+
+    _require_tensor(dt, "dt")
+    check_shape(dt, "dt", ("b", "l", "h"), (b, l, h))
+    _check_float(dt, "dt")
+    _check_device(dt, "dt", x, "x")
+
+    _require_tensor(A, "A")
+    check_shape(A, "A", ("h",), (h,))
+    _check_float(A, "A")
+    _check_device(A, "A", x, "x")
+
+    _require_tensor(B, "B")
+    check_shape(B, "B", ("b", "l", "g", "n"), (b, l, None, None))
+    g, n = B.shape[2], B.shape[3]
+    _check_nonempty(B, "B", ("b", "l", "g", "n"))
+    _check_same_dtype(B, "B", x, "x", "x, B, C and z")
+    _check_device(B, "B", x, "x")
+
+    _require_tensor(C, "C")
+    check_shape(C, "C", ("b", "l", "g", "n"), (b, l, g, n))
+    _check_same_dtype(C, "C", x, "x", "x, B, C and z")
+    _check_device(C, "C", x, "x")
+
+    _check_groups(h, g)
+
+    if z is not None:
+        _require_tensor(z, "z")
+        check_shape(z, "z", ("b", "l", "h", "p"), (b, l, h, p))
+        _check_same_dtype(z, "z", x, "x", "x, B, C and z")
+        _check_device(z, "z", x, "x")
+
+    _check_D(D, x, "x", h, p)
+    _check_optional(dt_bias, "dt_bias", ("h",), (h,), x, "x")
+    _check_optional(initial_states, "initial_states", ("b", "h", "p", "n"), (b, h, p, n), x, "x")
+    if chunk_size is not None:
+        check_chunk_size(chunk_size)
+    if dt_limit is not None:
+        _check_dt_limit(dt_limit)
+    return SSDDims(b, l, h, p, g, n)
+
+
+def validate_decode_inputs(
+    state, x_t, dt_t, A, B_t, C_t, *, D=None, z_t=None, dt_bias=None, dt_limit=None
+) -> SSDDims:
+    """Check the arguments of one decode step and return ``SSDDims`` with ``seqlen = 1``.
+
+    Shapes: state (b, h, p, n), x_t (b, h, p), dt_t (b, h), A (h,), B_t and C_t (b, g, n), D (h,) or (h, p),
+    z_t (b, h, p), dt_bias (h,).
+    """
+    _require_tensor(x_t, "x_t")
+    if x_t.ndim != 3:
+        raise ValueError(
+            f"x_t must have shape (b, h, p) (3 dimensions), got {tuple(x_t.shape)} ({x_t.ndim} dimensions)"
+        )
+    _check_float(x_t, "x_t")
+    b, h, p = x_t.shape
+    _check_nonempty(x_t, "x_t", ("b", "h", "p"))
+
+    _require_tensor(dt_t, "dt_t")
+    check_shape(dt_t, "dt_t", ("b", "h"), (b, h))
+    _check_float(dt_t, "dt_t")
+    _check_device(dt_t, "dt_t", x_t, "x_t")
+
+    _require_tensor(A, "A")
+    check_shape(A, "A", ("h",), (h,))
+    _check_float(A, "A")
+    _check_device(A, "A", x_t, "x_t")
+
+    _require_tensor(B_t, "B_t")
+    check_shape(B_t, "B_t", ("b", "g", "n"), (b, None, None))
+    g, n = B_t.shape[1], B_t.shape[2]
+    _check_nonempty(B_t, "B_t", ("b", "g", "n"))
+    _check_same_dtype(B_t, "B_t", x_t, "x_t", "x_t, B_t, C_t and z_t")
+    _check_device(B_t, "B_t", x_t, "x_t")
+
+    _require_tensor(C_t, "C_t")
+    check_shape(C_t, "C_t", ("b", "g", "n"), (b, g, n))
+    _check_same_dtype(C_t, "C_t", x_t, "x_t", "x_t, B_t, C_t and z_t")
+    _check_device(C_t, "C_t", x_t, "x_t")
+
+    _check_groups(h, g)
+
+    _require_tensor(state, "state")
+    check_shape(state, "state", ("b", "h", "p", "n"), (b, h, p, n))
+    _check_float(state, "state")
+    _check_device(state, "state", x_t, "x_t")
+
+    if z_t is not None:
+        _require_tensor(z_t, "z_t")
+        check_shape(z_t, "z_t", ("b", "h", "p"), (b, h, p))
+        _check_same_dtype(z_t, "z_t", x_t, "x_t", "x_t, B_t, C_t and z_t")
+        _check_device(z_t, "z_t", x_t, "x_t")
+
+    _check_D(D, x_t, "x_t", h, p)
+    _check_optional(dt_bias, "dt_bias", ("h",), (h,), x_t, "x_t")
+    if dt_limit is not None:
+        _check_dt_limit(dt_limit)
+    return SSDDims(b, 1, h, p, g, n)
