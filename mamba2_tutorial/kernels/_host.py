@@ -1,0 +1,70 @@
+"""Host-side helpers of the SSD kernels' wrappers: tile sizes, placeholder arrays, allocation, launch."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+__all__ = [
+    "KERNEL_DTYPES",
+    "allocate",
+    "check_chunk_size",
+    "check_kernel_dtype",
+    "launch",
+    "next_power_of_two",
+    "placeholder",
+    "tile_size",
+]
+
+#: dtypes of x, B, C, z that the cuTile SSD kernels take (mma operands; float32 accumulation)
+KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def next_power_of_two(n: int) -> int:
+    """Smallest power of two >= n (1 for n <= 1)."""
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def tile_size(dim: int, cap: int, floor: int = 1) -> int:
+    """A power-of-two tile for a dimension of size ``dim``: its next power of two, clipped to [floor, cap]."""
+    return max(floor, min(cap, next_power_of_two(dim)))
+
+
+def check_kernel_dtype(name: str, tensor: torch.Tensor) -> None:
+    if tensor.dtype not in KERNEL_DTYPES:
+        raise TypeError(
+            f"{name} has dtype {tensor.dtype}; the cuTile kernels take float32, float16 or bfloat16 "
+            f"(use mamba2_tutorial.ssd_chunked for float64)"
+        )
+
+
+def check_chunk_size(chunk_size: int) -> None:
+    if chunk_size & (chunk_size - 1):
+        raise ValueError(
+            f"chunk_size (Q) must be a power of two for the cuTile kernels (a chunk is one tile), "
+            f"got {chunk_size}; mamba_ssm's usual sizes are 64, 128 and 256"
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def placeholder(device: torch.device, dtype: torch.dtype, ndim: int) -> torch.Tensor:
+    """A tiny array passed for an absent optional input (D, z, dt_bias, initial_states).
+
+    The kernel never loads it: a ``ct.Constant`` flag (HAS_Z, D_MODE, ...) compiles the load away. It exists
+    only because every kernel parameter needs an argument. Cached, so ssd_forward allocates nothing for it.
+    """
+    return torch.zeros((1,) * ndim, dtype=dtype, device=device)
+
+
+def allocate(shape, dtype: torch.dtype, device: torch.device, poison: bool) -> torch.Tensor:
+    """An output buffer: uninitialized (the hot path), or NaN-filled so that an unwritten element shows up."""
+    if poison:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def launch(kernel, grid, args, backend: str) -> None:
+    from mamba2_tutorial.launch import launch as _launch
+
+    _launch(kernel, grid, args, backend=backend)

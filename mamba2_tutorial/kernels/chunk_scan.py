@@ -1,0 +1,237 @@
+"""Kernel 3 of 3: each chunk's output, from the state entering the chunk and the chunk's own inputs.
+
+For row m of chunk c (position t = c·Q + m) and head h, with S_c the state entering the chunk (kernel 2):
+
+    y_m = exp(dA_cs_m) · (C_m · S_cᵀ)                                      inter-chunk: the past, via S_c
+        + sum_{k <= m} (C_m · B_k) · exp(dA_cs_m - dA_cs_k) · dt_k · x_k    intra-chunk: the chunk itself
+        + D · x_m                                                         skip (optional, D (h,) or (h, p))
+    out_m = y_m · silu(z_m)                                               gate (optional)
+
+The intra-chunk sum is a masked matrix product: P = (C Bᵀ) ∘ decay ∘ causal ∘ dt is a (Q, Q) lower-triangular
+matrix and the sum is P @ x. C Bᵀ is computed tile by tile on the tensor cores and used at once: it never
+goes to global memory (mamba_ssm writes it, in float32, from a separate kernel).
+
+Tiling. One block per (output tile, batch·chunk, head):
+
+    grid = (Q/TM · cdiv(p, TP),  b · nchunks,  h)
+
+A block owns TM rows of the chunk and TP columns of the head dimension, so its output tile is (TM, TP). It
+loads C for its rows once, (TM, NS) with NS the state size padded to a power of two, and then
+
+1. inter-chunk: acc = (C @ S_cᵀ) · exp(dA_cs_m)                               one (TM, NS) @ (NS, TP) mma
+2. intra-chunk: for each key tile kt = 0 .. (its last row)/TK  (causality: later tiles contribute nothing)
+       P = (C @ B_ktᵀ) ∘ exp(dA_cs_m - dA_cs_k) ∘ [k <= m] ∘ dt_k          (TM, TK), in float32
+       acc += P @ x_kt                                                         (TM, TK) @ (TK, TP) mma
+3. epilogue: acc += D · x_m;  acc *= silu(z_m);  store in x's dtype.
+
+Every mma accumulates in float32. Its operands are in x's dtype, as in mamba_ssm: bf16/fp16 operands run at
+tensor-core speed (P and the state are rounded to bf16/fp16 first), float32 operands keep full float32
+precision. The decay exp(dA_cs_m - dA_cs_k) is taken only of min(difference, 0): on the masked-out upper
+triangle the difference is positive and could overflow, so it is clamped before the exponential, not after.
+
+Ragged last chunk: loads past the sequence end are zero-padded and dt is 0 there, so padded rows and columns
+contribute nothing; the store drops rows past the end. A tile whose rows all lie past the end does nothing
+(a load or store entirely out of bounds is undefined in cuTile).
+"""
+
+from __future__ import annotations
+
+import cuda.tile as ct
+import torch
+
+from ._host import (
+    allocate,
+    check_chunk_size,
+    check_kernel_dtype,
+    launch,
+    next_power_of_two,
+    placeholder,
+    tile_size,
+)
+from .spec import KernelSpec
+
+__all__ = ["SPECS", "chunk_scan_fwd", "chunk_scan_kernel", "chunk_scan_tiles", "launch_chunk_scan"]
+
+LOG2E = 1.4426950408889634
+ZERO = ct.PaddingMode.ZERO
+
+D_NONE, D_PER_HEAD, D_PER_CHANNEL = 0, 1, 2  # D absent, D (h,), D (h, p)
+
+
+@ct.kernel
+def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # inputs
+                      out,                                                     # output
+                      heads_per_group: int,
+                      Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
+                      TP: ct.Constant[int], NS: ct.Constant[int],
+                      D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
+    """x, z (b, l, h, p); dt_out, dA_cumsum (b, h, nchunks, Q) fp32; C, B (b, l, g, n);
+    chunk_init_states (b, nchunks, h, p, n) fp32; D (h,) or (h, p) -> out (b, l, h, p) in x's dtype."""
+    pid_mp = ct.bid(0)
+    pid_bc = ct.bid(1)
+    h = ct.bid(2)
+    nchunks = dA_cumsum.shape[2]
+    b = pid_bc // nchunks
+    c = pid_bc % nchunks
+    p_tiles = ct.cdiv(x.shape[3], TP)
+    i_m = pid_mp // p_tiles                 # which TM rows of the chunk
+    i_p = pid_mp % p_tiles                  # which TP columns of the head dimension
+    g = h // heads_per_group
+    seqlen = x.shape[1]
+    m_tile = c * (Q // TM) + i_m            # row tile index along l, in units of TM
+
+    if m_tile * TM < seqlen:                # skip tiles entirely past the end of the sequence
+        dA_m = ct.load(dA_cumsum, (b, h, c, i_m), shape=(1, 1, 1, TM)).reshape((TM,))
+        C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
+        C_m = C_m.astype(x.dtype)
+
+        # 1. inter-chunk: (C_m @ S_cᵀ) scaled row by row with exp(dA_cs_m) (<= 1 for A <= 0)
+        S_c = ct.load(chunk_init_states, (b, c, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
+        S_c = S_c.reshape((TP, NS)).astype(x.dtype)
+        acc = ct.mma(C_m, ct.transpose(S_c), ct.zeros((TM, TP), dtype=ct.float32))
+        acc = acc * ct.exp2(dA_m * LOG2E)[:, None]
+
+        # 2. intra-chunk: key tiles up to and including the one holding this tile's last row
+        m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)        # row positions inside the chunk
+        # causality bounds the key tiles by this tile's last row; the sequence end bounds them too (a key tile
+        # entirely past the end would be an out-of-bounds load)
+        n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
+        for kt in range(n_k):
+            k_tile = c * (Q // TK) + kt
+            dA_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
+            dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
+            B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO).reshape((TK, NS))
+            x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
+            CB = ct.mma(C_m, ct.transpose(B_k.astype(x.dtype)), ct.zeros((TM, TK), dtype=ct.float32))
+            k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
+            causal = m_pos[:, None] >= k_pos[None, :]
+            decay = ct.exp2(ct.minimum(dA_m[:, None] - dA_k[None, :], 0.0) * LOG2E)
+            P = ct.where(causal, CB * decay * dt_k[None, :], 0.0)
+            acc = ct.mma(P.astype(x.dtype), x_k, acc)
+
+        # 3. epilogue: skip connection D·x and gate silu(z), in float32
+        if D_MODE != D_NONE:
+            x_m = ct.load(x, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO).reshape((TM, TP))
+            if D_MODE == D_PER_HEAD:
+                D_h = ct.load(D, (h,), shape=()).astype(ct.float32)
+            else:
+                D_h = ct.load(D, (h, i_p), shape=(1, TP), padding_mode=ZERO).astype(ct.float32)
+            acc = acc + x_m.astype(ct.float32) * D_h
+        if HAS_Z:
+            z_m = ct.load(z, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
+            z_m = z_m.reshape((TM, TP)).astype(ct.float32)
+            acc = acc * (z_m / (1.0 + ct.exp2(-z_m * LOG2E)))        # z · sigmoid(z)
+        ct.store(out, (b, m_tile, h, i_p), acc.astype(out.dtype).reshape((1, TM, 1, TP)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Host side: tile sizes, the wrapper, example launches.
+# ----------------------------------------------------------------------------------------------------
+def chunk_scan_tiles(chunk_size: int, headdim: int, dstate: int, dtype: torch.dtype):
+    """(TM, TK, TP, NS): output rows, key rows per step, head-dim columns, padded state size.
+
+    bf16/fp16: 64 × 64 output tiles (4 row tiles per 256-chunk, so b · nchunks · h · 4 blocks). float32 mma
+    has no fast tensor-core path and its code grows with the tile: 32 × 32. NS covers the whole state size n,
+    so C and B are loaded once per tile and C Bᵀ is one mma.
+    """
+    cap = 32 if dtype == torch.float32 else 64
+    TM = min(chunk_size, cap)
+    return TM, TM, tile_size(headdim, cap), next_power_of_two(dstate)
+
+
+def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False):
+    """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks."""
+    b, l, h, p = x.shape
+    g, n = C.shape[2], C.shape[3]
+    nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
+    device = x.device
+    if out is None:
+        out = allocate((b, l, h, p), x.dtype, device, poison)
+    TM, TK, TP, NS = chunk_scan_tiles(Q, p, n, x.dtype)
+    grid = ((Q // TM) * -(-p // TP), b * nchunks, h)
+    d_mode = D_NONE if D is None else (D_PER_HEAD if D.ndim == 1 else D_PER_CHANNEL)
+    args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, B,
+            chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
+            h // g, Q, TM, TK, TP, NS, d_mode, z is not None)
+    launch(chunk_scan_kernel, grid, args, backend)
+    return out
+
+
+def chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, chunk_init_states, *, D=None, z=None, backend="auto",
+                   _poison=False):
+    """Kernel 3 on its own: the output y (b, l, h, p) in x's dtype, like ``reference.chunk_scan``.
+
+    x (b, l, h, p), dt_out and dA_cumsum (b, h, nchunks, Q) float32 (kernel 1), C and B (b, l, g, n),
+    chunk_init_states (b, nchunks, h, p, n) float32 (kernel 2), D (h,) or (h, p), z (b, l, h, p).
+    """
+    from mamba2_tutorial.validation import check_shape
+
+    for name, t in (("x", x), ("C", C), ("B", B)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        check_kernel_dtype(name, t)
+    for name, t in (("dt_out", dt_out), ("dA_cumsum", dA_cumsum), ("chunk_init_states", chunk_init_states)):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
+            got = getattr(t, "dtype", type(t).__name__)
+            raise TypeError(f"{name} must be a float32 torch.Tensor, got {got}")
+    check_shape(x, "x", ("b", "l", "h", "p"), (None,) * 4)
+    b, l, h, p = x.shape
+    check_shape(C, "C", ("b", "l", "g", "n"), (b, l, None, None))
+    g, n = C.shape[2], C.shape[3]
+    check_shape(B, "B", ("b", "l", "g", "n"), (b, l, g, n))
+    if B.dtype != x.dtype or C.dtype != x.dtype:
+        raise TypeError(f"x, B and C must share one dtype, got {x.dtype}, {B.dtype}, {C.dtype}")
+    if g == 0 or h % g:
+        raise ValueError(f"nheads h = {h} must be divisible by ngroups g = {g}")
+    check_shape(dt_out, "dt_out", ("b", "h", "nchunks", "Q"), (b, h, None, None))
+    Q = dt_out.shape[3]
+    check_chunk_size(Q)
+    nchunks = -(-l // Q)
+    check_shape(dt_out, "dt_out", ("b", "h", "nchunks", "Q"), (b, h, nchunks, Q))
+    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "nchunks", "Q"), (b, h, nchunks, Q))
+    check_shape(chunk_init_states, "chunk_init_states", ("b", "nchunks", "h", "p", "n"),
+                (b, nchunks, h, p, n))
+    if D is not None:
+        check_shape(D, "D", ("h",) if D.ndim == 1 else ("h", "p"), (h,) if D.ndim == 1 else (h, p))
+    if z is not None:
+        check_shape(z, "z", ("b", "l", "h", "p"), (b, l, h, p))
+        if z.dtype != x.dtype:
+            raise TypeError(f"z must have x's dtype {x.dtype}, got {z.dtype}")
+    x, dt_out, dA_cumsum, C, B, chunk_init_states = (
+        t.contiguous() for t in (x, dt_out, dA_cumsum, C, B, chunk_init_states))
+    D = None if D is None else D.contiguous()
+    z = None if z is None else z.contiguous()
+    return launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, poison=_poison)
+
+
+def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80):
+    def make():
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(b, l, h, p, generator=gen).to(dtype)
+        z = torch.randn(b, l, h, p, generator=gen).to(dtype)
+        C = torch.randn(b, l, g, n, generator=gen).to(dtype)
+        B = torch.randn(b, l, g, n, generator=gen).to(dtype)
+        nchunks = -(-l // Q)
+        dt_out = torch.rand(b, h, nchunks, Q, generator=gen)
+        dA_cumsum = -dt_out.cumsum(-1)
+        S = torch.randn(b, nchunks, h, p, n, generator=gen)
+        D = torch.randn(h, generator=gen) if d_mode == D_PER_HEAD else torch.randn(h, p, generator=gen)
+        TM, TK, TP, NS = chunk_scan_tiles(Q, p, n, dtype)
+        grid = ((Q // TM) * -(-p // TP), b * nchunks, h)
+        args = (x, z, dt_out, dA_cumsum, C, B, S, D, torch.empty_like(x),
+                h // g, Q, TM, TK, TP, NS, d_mode, has_z)
+        return grid, args
+
+    return make
+
+
+SPECS: list[KernelSpec] = [
+    KernelSpec("ssd.chunk_scan_bf16_q256", chunk_scan_kernel,
+               _example_args(torch.bfloat16, 256, D_PER_HEAD, False, p=64, n=128)),
+    KernelSpec("ssd.chunk_scan_bf16_q256_z", chunk_scan_kernel,
+               _example_args(torch.bfloat16, 256, D_PER_CHANNEL, True, p=64, n=128)),
+    KernelSpec("ssd.chunk_scan_f16_q64", chunk_scan_kernel,
+               _example_args(torch.float16, 64, D_PER_HEAD, True)),
+    KernelSpec("ssd.chunk_scan_f32_q64", chunk_scan_kernel,
+               _example_args(torch.float32, 64, D_PER_CHANNEL, True)),
+]

@@ -1,0 +1,138 @@
+"""Kernel 2 of 3: carry the state across chunks, the only sequential step of the SSD forward pass.
+
+Kernel 1 gave every chunk c its local state s_c (what the chunk adds, starting from zero). The state entering
+chunk c+1 is the state entering chunk c, decayed over the whole chunk, plus what chunk c adds:
+
+    S_0     = initial_states (or 0)
+    S_c+1   = exp(dA_cs_c[Q-1]) · S_c + s_c          dA_cs_c[Q-1] = sum of dt·A over chunk c (<= 0)
+    final   = S_nchunks
+
+``chunk_init_states[:, c]`` holds S_c, the state ENTERING chunk c (mamba_ssm's convention): kernel 3 needs it
+for the inter-chunk part of chunk c's output. ``final_states`` holds S_nchunks.
+
+Tiling. The recurrence is sequential in c but independent for every element of the (p, n) state, so each block
+owns one (TP, TN) tile of the state of one (batch, head) and walks over all chunks in a runtime loop, keeping
+the running state in a float32 loop-carried tile:
+
+    grid = (cdiv(p, TP) · cdiv(n, TN),  b,  h)
+
+Per chunk a block reads one state tile and one scalar and writes one state tile: the kernel is memory-bound,
+and smaller tiles give more blocks to hide the latency of the dependent loop.
+"""
+
+from __future__ import annotations
+
+import cuda.tile as ct
+import torch
+
+from ._host import allocate, launch, placeholder, tile_size
+from .spec import KernelSpec
+
+__all__ = [
+    "SPECS",
+    "launch_state_passing",
+    "state_passing_fwd",
+    "state_passing_kernel",
+    "state_passing_tiles",
+]
+
+LOG2E = 1.4426950408889634
+ZERO = ct.PaddingMode.ZERO
+
+
+@ct.kernel
+def state_passing_kernel(states, dA_cumsum, initial_states,  # inputs
+                         chunk_init_states, final_states,    # outputs
+                         Q: ct.Constant[int], TP: ct.Constant[int], TN: ct.Constant[int],
+                         HAS_INITIAL_STATES: ct.Constant[bool]):
+    """states (b, nchunks, h, p, n) fp32, dA_cumsum (b, h, nchunks, Q) fp32, initial_states (b, h, p, n)
+    -> chunk_init_states (b, nchunks, h, p, n) fp32, final_states (b, h, p, n) fp32."""
+    pid_pn = ct.bid(0)
+    b = ct.bid(1)
+    h = ct.bid(2)
+    n_tiles = ct.cdiv(states.shape[4], TN)
+    i_p = pid_pn // n_tiles
+    i_n = pid_pn % n_tiles
+    nchunks = states.shape[1]
+
+    # S: the running state tile, float32. Its type (dtype and shape) must be the same on every iteration.
+    if HAS_INITIAL_STATES:
+        S = ct.load(initial_states, (b, h, i_p, i_n), shape=(1, 1, TP, TN), padding_mode=ZERO)
+        S = S.reshape((TP, TN)).astype(ct.float32)
+    else:
+        S = ct.zeros((TP, TN), dtype=ct.float32)
+
+    for c in range(nchunks):
+        ct.store(chunk_init_states, (b, c, h, i_p, i_n), S.reshape((1, 1, 1, TP, TN)))
+        # shape=() loads one element; the index is then an element index: dA_cumsum[b, h, c, Q-1]
+        dA_chunk = ct.load(dA_cumsum, (b, h, c, Q - 1), shape=())
+        s_c = ct.load(states, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        S = ct.exp2(dA_chunk * LOG2E) * S + s_c.reshape((TP, TN))
+
+    ct.store(final_states, (b, h, i_p, i_n), S.reshape((1, 1, TP, TN)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Host side: tile sizes, the wrapper, example launches.
+# ----------------------------------------------------------------------------------------------------
+def state_passing_tiles(headdim: int, dstate: int) -> tuple[int, int]:
+    """(TP, TN): at most 32 × 64 float32 (8 KiB) per block, so one (batch, head) gives several blocks."""
+    return tile_size(headdim, 32), tile_size(dstate, 64)
+
+
+def launch_state_passing(states, dA_cumsum, initial_states, backend, poison=False):
+    """Allocate the outputs and launch :data:`state_passing_kernel` (no argument checks)."""
+    b, nchunks, h, p, n = states.shape
+    Q = dA_cumsum.shape[3]
+    device = states.device
+    chunk_init_states = allocate((b, nchunks, h, p, n), torch.float32, device, poison)
+    final_states = allocate((b, h, p, n), torch.float32, device, poison)
+    TP, TN = state_passing_tiles(p, n)
+    grid = (-(-p // TP) * -(-n // TN), b, h)
+    has_init = initial_states is not None
+    args = (states, dA_cumsum, initial_states if has_init else placeholder(device, torch.float32, 4),
+            chunk_init_states, final_states, Q, TP, TN, has_init)
+    launch(state_passing_kernel, grid, args, backend)
+    return chunk_init_states, final_states
+
+
+def state_passing_fwd(states, dA_cumsum, initial_states=None, *, backend="auto", _poison=False):
+    """Kernel 2 on its own: ``(chunk_init_states, final_states)``, like ``reference.state_passing``.
+
+    states (b, nchunks, h, p, n) float32 (kernel 1), dA_cumsum (b, h, nchunks, Q) float32, initial_states
+    (b, h, p, n) or None -> chunk_init_states (b, nchunks, h, p, n) float32 (the state entering each chunk)
+    and final_states (b, h, p, n) float32.
+    """
+    from mamba2_tutorial.validation import check_shape
+
+    for name, t in (("states", states), ("dA_cumsum", dA_cumsum)):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
+            got = getattr(t, "dtype", type(t).__name__)
+            raise TypeError(f"{name} must be a float32 torch.Tensor, got {got}")
+    check_shape(states, "states", ("b", "nchunks", "h", "p", "n"), (None,) * 5)
+    b, nchunks, h, p, n = states.shape
+    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "nchunks", "Q"), (b, h, nchunks, None))
+    if initial_states is not None:
+        check_shape(initial_states, "initial_states", ("b", "h", "p", "n"), (b, h, p, n))
+        initial_states = initial_states.contiguous()
+    return launch_state_passing(states.contiguous(), dA_cumsum.contiguous(), initial_states, backend, _poison)
+
+
+def _example_args(b=2, nchunks=5, h=4, p=48, n=80, Q=64):
+    def make():
+        gen = torch.Generator().manual_seed(0)
+        states = torch.randn(b, nchunks, h, p, n, generator=gen)
+        dA_cumsum = -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1)
+        TP, TN = state_passing_tiles(p, n)
+        grid = (-(-p // TP) * -(-n // TN), b, h)
+        args = (states, dA_cumsum, torch.randn(b, h, p, n, generator=gen),
+                torch.empty_like(states), torch.empty(b, h, p, n), Q, TP, TN, True)
+        return grid, args
+
+    return make
+
+
+SPECS: list[KernelSpec] = [
+    KernelSpec("ssd.state_passing_p64_n128", state_passing_kernel, _example_args(p=64, n=128, Q=256)),
+    KernelSpec("ssd.state_passing_ragged", state_passing_kernel, _example_args()),
+]
