@@ -1,0 +1,3 @@
+"""CPU implementations of cuTile operations, one module per family; importing this package registers them."""
+
+from . import elementwise, matmul, memory, misc, reduce, shape  # noqa: F401
