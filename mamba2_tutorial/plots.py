@@ -211,9 +211,7 @@ def plot_decay_mask(
 def _cmap(name: str):
     import matplotlib
 
-    cmap = matplotlib.colormaps[name].copy()
-    cmap.set_bad("lightgray")
-    return cmap
+    return matplotlib.colormaps[name].with_extremes(bad="lightgray")
 
 
 def plot_segsum_comparison(a, *, title: str | None = None) -> Figure:
