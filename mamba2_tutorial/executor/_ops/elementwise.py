@@ -178,7 +178,7 @@ def _make_cmp(name):
     def impl(x, y, /):
         if _both_loose(x, y):
             return pyfn(_py(x), _py(y))
-        if not isinstance(x, Tile | _PY) or not isinstance(y, Tile | _PY):
+        if not isinstance(x, (Tile, *_PY)) or not isinstance(y, (Tile, *_PY)):
             return pyfn(x, y)  # e.g. comparing DTypes, handled by Python
         dt = promote(x, y)
         return Tile(np.asarray(npfn(values_as(x, dt), values_as(y, dt))), ct.bool_)
