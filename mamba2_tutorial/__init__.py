@@ -40,6 +40,9 @@ _EXPORTS = {
     "select_backend": "launch",
     # kernels and the fused forward (notebooks 05-08)
     "ssd_forward": "ssd",
+    "chunk_state_fwd": "ssd",
+    "state_passing_fwd": "ssd",
+    "chunk_scan_fwd": "ssd",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,94 @@
+"""``ssd_forward``: the Mamba-2 SSD forward pass as three cuTile kernels.
+
+The same function as ``mamba_ssm.ops.triton.ssd_combined.mamba_chunk_scan_combined`` (forward), with the same
+arguments, semantics and return convention, so one can replace the other::
+
+    dt_out, dA_cumsum, states = chunk_state_fwd(...)      kernel 1   per (chunk, head): parallel
+    chunk_init_states, final  = state_passing_fwd(...)    kernel 2   per (batch, head): sequential over chunks
+    out                       = chunk_scan_fwd(...)       kernel 3   per (chunk, head): parallel
+
+Shapes: x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n), D (h,) or (h, p), z (b, l, h, p),
+dt_bias (h,), initial_states (b, h, p, n). Intermediates: dt_out and dA_cumsum (b, h, nchunks, Q), states and
+chunk_init_states (b, nchunks, h, p, n), all float32.
+
+``backend="auto"`` runs on the GPU when one is usable and on the CPU tile executor otherwise
+(:func:`mamba2_tutorial.launch.select_backend`); ``"gpu"`` or ``"cpu"`` force one.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .kernels._host import check_chunk_size, check_kernel_dtype
+from .kernels.chunk_scan import chunk_scan_fwd, launch_chunk_scan
+from .kernels.chunk_state import chunk_state_fwd, launch_chunk_state
+from .kernels.state_passing import launch_state_passing, state_passing_fwd
+
+__all__ = ["chunk_scan_fwd", "chunk_state_fwd", "ssd_forward", "state_passing_fwd"]
+
+_INT32_MAX = 2**31 - 1
+
+
+def _resolve_backend(backend: str, x: torch.Tensor) -> str:
+    """"gpu" or "cpu", decided once per call; an error before any kernel runs if x can't go there."""
+    from .launch import select_backend
+
+    name = select_backend(backend).name
+    if name == "gpu" and x.device.type != "cuda":
+        if backend == "auto":  # a usable GPU, but the inputs are on the host: run where the data is
+            return "cpu"
+        raise ValueError(f"backend 'gpu' needs CUDA tensors, but x is on {x.device}; move them with .cuda()")
+    return name
+
+
+def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None,
+                dt_softplus=False, dt_limit=(0.0, float("inf")), return_final_states=False, backend="auto",
+                _poison=False):
+    """Mamba-2 SSD forward with the three cuTile kernels: ``out`` or ``(out, final_states)``.
+
+    Arguments and results as ``mamba_chunk_scan_combined``: out (b, l, h, p) in x's dtype; final_states
+    (b, h, p, n) float32. x, B, C (and z) must share one dtype: float32, float16 or bfloat16 (mma operands;
+    every product accumulates in float32). ``chunk_size`` (Q) must be a power of two; the sequence length l is
+    arbitrary (the last chunk may be ragged). All arguments are checked before any kernel runs.
+
+    ``_poison`` (tests only) fills every intermediate and output with NaN before the kernels run, so that an
+    element no block wrote shows up in the result.
+    """
+    from .validation import validate_ssd_inputs
+
+    b, l, h, p, g, n = validate_ssd_inputs(
+        x, dt, A, B, C, chunk_size=chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+        dt_limit=dt_limit,
+    )
+    check_kernel_dtype("x", x)
+    check_chunk_size(chunk_size)
+    for name, t in (("x", x), ("z", z), ("B", B), ("C", C)):
+        if t is not None and t.numel() > _INT32_MAX:
+            raise ValueError(f"{name} has {t.numel()} elements; the kernels index with int32 (< 2**31)")
+    where = _resolve_backend(backend, x)
+
+    if min(b, l, h, p) == 0 or n == 0:  # nothing to launch: an empty output, the state passes through
+        out = _empty_output(x, D, z)
+        final = (initial_states.float().clone() if initial_states is not None
+                 else torch.zeros(b, h, p, n, dtype=torch.float32, device=x.device))
+        return (out, final) if return_final_states else out
+
+    x, dt, A, B, C = (t.contiguous() for t in (x, dt, A, B, C))
+    D, z, dt_bias, initial_states = (
+        None if t is None else t.contiguous() for t in (D, z, dt_bias, initial_states))
+
+    dt_out, dA_cumsum, states = launch_chunk_state(
+        x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison)
+    chunk_init_states, final_states = launch_state_passing(states, dA_cumsum, initial_states, where, _poison)
+    out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison)
+    return (out, final_states) if return_final_states else out
+
+
+def _empty_output(x, D, z):
+    """out when there is nothing to scan (some size is 0; with n = 0 only D·x survives), gated by silu(z)."""
+    y = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+    if D is not None:
+        y = y + x.float() * (D.float()[:, None] if D.ndim == 1 else D.float())
+    if z is not None:
+        y = y * torch.nn.functional.silu(z.float())
+    return y.to(x.dtype)
