@@ -266,7 +266,7 @@ def check_targets(results: Mapping) -> list[tuple[str, float | None, bool]]:
 def _fmt_ms(ms, floor=None) -> str:
     if ms is None:
         return "-"
-    s = f"{ms:.3f}" if ms < 100 else f"{ms:.1f}"
+    s = f"{ms:.1f}" if ms >= 100 else f"{ms:.3f}" if ms >= 0.01 else f"{ms:.2g}"
     if floor:
         s += f" ({ms / floor:.1f}x)"
     return s
@@ -296,7 +296,7 @@ def format_table(results: Mapping, *, records: str = "shapes") -> str:
     rows = []
     for r in recs:
         rows.append(
-            [r["name"], f"{r['floor_ms']:.3f}"]
+            [r["name"], _fmt_ms(r["floor_ms"])]
             + [_fmt_ms(r["ms"].get(i), r["floor_ms"]) for i in impls]
             + [_fmt_x(speedup(r, o)) for o in others]
         )
