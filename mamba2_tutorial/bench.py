@@ -85,17 +85,18 @@ def _first(out):
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def _make_cutile() -> Impl:
+def _make_cutile(backend: str = "gpu") -> Impl:
+    """Our ``ssd_forward`` (``backend="cpu"``, the tile executor, only to test the wiring on a CPU)."""
     from .ssd import ssd_forward
 
     def prepare(inp, Q):
         x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
-        return lambda: _first(ssd_forward(x, dt, A, B, C, Q, backend="gpu"))
+        return lambda: _first(ssd_forward(x, dt, A, B, C, Q, backend=backend))
 
-    return Impl("cutile", prepare, kernels=_cutile_kernels)
+    return Impl("cutile", prepare, kernels=lambda inp, Q: _cutile_kernels(inp, Q, backend))
 
 
-def _cutile_kernels(inp, Q) -> dict[str, Forward]:
+def _cutile_kernels(inp, Q, backend: str = "gpu") -> dict[str, Forward]:
     """Our three kernels as separate calls on their real inputs (each stage's input made once by the one
     before).
 
@@ -104,16 +105,16 @@ def _cutile_kernels(inp, Q) -> dict[str, Forward]:
     from .ssd import chunk_scan_fwd, chunk_state_fwd, state_passing_fwd
 
     x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
-    stage1 = lambda: chunk_state_fwd(x, B, dt, A, Q, backend="gpu")
+    stage1 = lambda: chunk_state_fwd(x, dt, A, B, Q, backend=backend)
     dt_out, dA_cumsum, states = stage1()
-    stage2 = lambda: state_passing_fwd(states, dA_cumsum, backend="gpu")
+    stage2 = lambda: state_passing_fwd(states, dA_cumsum, backend=backend)
     init_states, _final = stage2()
-    stage3 = lambda: chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, init_states, backend="gpu")
+    stage3 = lambda: chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, init_states, backend=backend)
 
     def chain():
-        d_out, dA, st = chunk_state_fwd(x, B, dt, A, Q, backend="gpu")
-        init, _ = state_passing_fwd(st, dA, backend="gpu")
-        return _first(chunk_scan_fwd(x, d_out, dA, C, B, init, backend="gpu"))
+        d_out, dA, st = chunk_state_fwd(x, dt, A, B, Q, backend=backend)
+        init, _ = state_passing_fwd(st, dA, backend=backend)
+        return _first(chunk_scan_fwd(x, d_out, dA, C, B, init, backend=backend))
 
     return {"chunk_state": stage1, "state_passing": stage2, "chunk_scan": stage3, "chain": chain}
 

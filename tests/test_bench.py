@@ -425,6 +425,14 @@ def test_gate_checks_the_kernel_chain_too():
     assert calls == ["tiny-g3/cutile"]
 
 
+def test_our_kernels_wired_into_the_harness_on_the_cpu_executor():
+    """The harness calls ssd_forward and the three kernel wrappers with the right arguments (tile executor)."""
+    rec, calls = _run_one({"cutile": bench._make_cutile(backend="cpu")}, name="tiny", seed=4)
+    assert rec["ms"]["cutile"] is not None, rec["errors"]
+    assert rec["rel_err"]["cutile"] < 1e-2 and "cutile_kernels" not in rec["errors"]
+    assert calls == ["tiny/cutile"] + [f"tiny/kernel/{k}" for k in bench_results.KERNELS]
+
+
 def test_check_output_shape_and_gate():
     y = torch.randn(2, 5, 3, 4, dtype=torch.float64)
     assert bench.check_output("ok", y, y, gate=1e-3) == 0.0
