@@ -426,7 +426,7 @@ def test_gate_checks_the_kernel_chain_too():
 
 
 def test_our_kernels_wired_into_the_harness_on_the_cpu_executor():
-    """The harness calls ssd_forward and the three kernel wrappers with the right arguments (tile executor)."""
+    """The harness calls ssd_forward and the three kernel wrappers with the right arguments (CPU)."""
     rec, calls = _run_one({"cutile": bench._make_cutile(backend="cpu")}, name="tiny", seed=4)
     assert rec["ms"]["cutile"] is not None, rec["errors"]
     assert rec["rel_err"]["cutile"] < 1e-2 and "cutile_kernels" not in rec["errors"]
