@@ -191,6 +191,9 @@ def plot_tile_grid(
         fig = ax.figure
     _draw_grid(ax, shape, tile, one_d=one_d, highlight=marks, labels=labels, label_fmt=label_fmt,
                show_elements=show_elements)
+    pm, pn = max(_cdiv(shape[0], tile[0]) * tile[0], 1), max(_cdiv(shape[1], tile[1]) * tile[1], 1)
+    if not one_d and max(pm / pn, pn / pm) > 5:  # very elongated: stretch rather than draw a sliver
+        ax.set_aspect("auto")
     grid = tile_grid_shape(array_shape, tile_shape)
     if title is None:
         shape_txt = f"({shape[1]},)" if one_d else f"{shape}"

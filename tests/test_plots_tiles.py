@@ -46,6 +46,8 @@ def test_2d_grid_labels_every_tile_and_shades_padding():
 def test_exact_fit_has_no_padding_and_1d_strip():
     ax = plot_tile_grid((16, 32), (8, 16)).axes[0]
     assert not [r for r in _rects(ax) if r.get_hatch() == "//"]
+    assert ax.get_aspect() == 1.0  # square elements
+    assert plot_tile_grid((13, 150), (8, 64)).axes[0].get_aspect() == "auto"  # too flat: stretched
     ax1 = plot_tile_grid(1000, 256, highlight=3, label_fmt="block {index}").axes[0]
     assert _texts(ax1) == ["block 0", "block 1", "block 2", "block 3"]
     hatched = [r for r in _rects(ax1) if r.get_hatch() == "//"]
