@@ -1,14 +1,14 @@
-"""JupyterLab in a real browser: run notebooks in headless Chromium, fail on any cell error, take a screenshot.
+"""JupyterLab in a real browser: run notebooks in headless Chromium, fail on any cell error, screenshot.
 
 Opt-in (``-m browser``); needs Debian's Chromium (``apt-get install -y chromium``) and the PyPI ``playwright``
 package (a dev dependency; its own browser download is not needed: we drive the system Chromium)::
 
     .venv/bin/python -m pytest -o addopts='' -m browser tests/test_browser.py
 
-The test copies ``notebooks/`` to a temporary folder (the browser may save notebooks), starts JupyterLab on a free
-localhost port with a random token, opens each notebook in a fresh workspace, runs all cells, waits until the
-kernel is idle and every code cell has run, then checks the notebook model for error outputs and the page for
-rendered tracebacks. Screenshots go to ``artifacts/browser/`` (or ``$MAMBA2_BROWSER_ARTIFACTS``).
+The test copies ``notebooks/`` to a temporary folder (the browser may save notebooks), starts JupyterLab on a
+free localhost port with a random token, opens each notebook in a fresh workspace, runs all cells, waits until
+the kernel is idle and every code cell has run, then checks the notebook model for error outputs and the page
+for rendered tracebacks. Screenshots go to ``artifacts/browser/`` (or ``$MAMBA2_BROWSER_ARTIFACTS``).
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # 00_start_here plus one notebook that launches cuTile kernels (on the CPU executor here)
+DEFAULT_NOTEBOOKS = ("00_start_here.ipynb", "04_cutile_primer.ipynb")
 # (override with MAMBA2_BROWSER_NOTEBOOKS="a.ipynb,solutions/b.ipynb", paths relative to notebooks/)
 NOTEBOOKS = [
     n.strip()
-    for n in os.environ.get("MAMBA2_BROWSER_NOTEBOOKS", "00_start_here.ipynb,04_cutile_primer.ipynb").split(",")
+    for n in os.environ.get("MAMBA2_BROWSER_NOTEBOOKS", ",".join(DEFAULT_NOTEBOOKS)).split(",")
     if n.strip()
 ]
 CHROMIUM_ARGS = [
@@ -96,7 +97,7 @@ def lab(tmp_path_factory):
         [
             sys.executable, "-m", "jupyter", "lab",
             "--no-browser", "--allow-root",
-            f"--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={root}",
             "--LabApp.expose_app_in_browser=True",
