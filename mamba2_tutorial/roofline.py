@@ -274,6 +274,40 @@ def kernel_costs(
     return out
 
 
+def design_floors_ms(dims, ceilings: Ceilings | None = None, **cost_kwargs) -> dict[str, float]:
+    """Floors of a few kernel designs (ms), from the bytes each must move between kernels.
+
+    * three kernels, fp32 states: chunk states written, read and re-written by state passing, read by chunk
+      scan;
+    * the same with the states entering each chunk stored in bf16 (mamba_ssm's choice);
+    * state passing fused into chunk state (one kernel walks the chunks of a (batch, head, state tile) in
+      order, carrying the state in registers, and writes only the entering states), fp32 or bf16 states;
+    * one fused kernel: nothing but the inputs and the output cross memory (the floor of the whole forward).
+    """
+    d = dims_of(dims)
+    kw = dict(cost_kwargs)
+    three = kernel_costs(d, **kw)
+    three_bf16 = kernel_costs(d, **(kw | {"init_state_bytes": 2}))
+
+    def fused_two(init_bytes: int) -> float:
+        k = kernel_costs(d, **(kw | {"init_state_bytes": init_bytes}))
+        both = k["chunk_state"] + k["state_passing"]
+        # the chunk states never leave the fused kernel: no write, no read
+        terms = {n: v for n, v in both.byte_terms.items() if not n.startswith("chunk states")}
+        first = _cost(both.flop_terms, terms, both.vector_flops)
+        return first.floor_ms(ceilings) + k["chunk_scan"].floor_ms(ceilings)
+
+    return {
+        "3 kernels, fp32 states": sum(c.floor_ms(ceilings) for c in three.values()),
+        "3 kernels, bf16 entering states": sum(c.floor_ms(ceilings) for c in three_bf16.values()),
+        "state passing fused into chunk state, fp32": fused_two(4),
+        "state passing fused into chunk state, bf16": fused_two(2),
+        "1 fused kernel": forward_cost(
+            d, **{k: v for k, v in kw.items() if k in ("io_bytes", "dt_bytes", "causal")}
+        ).floor_ms(ceilings),
+    }
+
+
 @dataclass(frozen=True)
 class Ceilings:
     """The two rates a kernel cannot beat: dense bf16 tensor-core FLOP/s and device-memory bytes/s (read +

@@ -115,6 +115,20 @@ def test_kernel_costs_add_up_and_count_the_state_traffic():
     assert floors == {k: c.floor_ms() for k, c in kc.items()}
 
 
+def test_design_floors():
+    d = roofline.dims_of(SHAPES["b8-l4096-h80"])
+    f = roofline.design_floors_ms(d)
+    values = list(f.values())
+    assert values == sorted(values, reverse=True)  # each design moves fewer bytes than the one before
+    assert f["3 kernels, fp32 states"] == pytest.approx(sum(roofline.kernel_floors_ms(d).values()))
+    assert f["1 fused kernel"] == roofline.floor_ms(d)
+    # fused: chunk state + state passing minus the chunk states' write and read (2 x 335,544,320 bytes)
+    kc = roofline.kernel_costs(d)
+    first_bytes = kc["chunk_state"].bytes + kc["state_passing"].bytes - 2 * 335_544_320
+    want = max(first_bytes / 4.3e12, kc["chunk_state"].flops / 790e12) * 1e3 + kc["chunk_scan"].floor_ms()
+    assert f["state passing fused into chunk state, fp32"] == pytest.approx(want)
+
+
 def test_bytes_agree_with_costs_io_bytes():
     """costs.io_bytes (notebook 03) counts dt and A as float32: the same as forward_cost with dt_bytes=4."""
     for name in ("b2-l8192-h128-g8", "tiny-g3"):
