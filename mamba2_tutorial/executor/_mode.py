@@ -17,7 +17,32 @@ from cuda.tile._execution import is_function_wrapper, is_stub
 from . import _ops  # noqa: F401  (registers the implementations)
 from ._registry import HANDLERS, unsupported
 
-__all__ = ["CpuMode"]
+__all__ = ["CpuMode", "KNOWN_UNSUPPORTED"]
+
+# cuTile operations the CPU executor deliberately does not implement (calling one raises NotImplementedError
+# naming it). Not needed by this project: advanced indexing, block-scaled mma, byte packing, raw pointers.
+KNOWN_UNSUPPORTED = frozenset({
+    "load_advanced_indexing",
+    "store_advanced_indexing",
+    "Slice.__init__",
+    "mma_scaled",
+    "pack_to_bytes",
+    "unpack_from_bytes",
+    "Array.foreign_pointer",
+    "Array.from_foreign",
+    "Array.get_raw_memory",
+    "RawArrayMemory.dtype",
+    "RawArrayMemory.load_offset",
+    "RawArrayMemory.store_offset",
+    "RawArrayMemory.atomic_cas_offset",
+    "RawArrayMemory.atomic_xchg_offset",
+    "RawArrayMemory.atomic_add_offset",
+    "RawArrayMemory.atomic_max_offset",
+    "RawArrayMemory.atomic_min_offset",
+    "RawArrayMemory.atomic_and_offset",
+    "RawArrayMemory.atomic_or_offset",
+    "RawArrayMemory.atomic_xor_offset",
+})
 
 _RESOLVED: dict = {}  # stub function object -> implementation (stubs never change)
 

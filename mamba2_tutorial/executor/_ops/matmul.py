@@ -77,8 +77,3 @@ def matmul(x, y, /):
         return Tile(D.convert(p, acc_dt, dt), dt)
     r = finish(p, acc_dt)
     return Tile(D.convert(r._a, acc_dt, dt), dt)
-
-
-@op("mma_scaled")
-def mma_scaled(*args, **kwargs):
-    raise NotImplementedError("cuda.tile.mma_scaled is not supported by the CPU executor")

@@ -98,3 +98,24 @@ def assume_divisible_by(x, divisor):
 @op("grid_dependency_control_wait", "grid_dependency_control_launch_dependents")
 def _pdl_noop():
     return None
+
+
+# Attributes implemented as Python properties on Tile / CpuArray / CpuTiledView; registered too, in case a kernel
+# reaches the base class's stub (e.g. ``ct.Tile.dtype.fget(t)``).
+def _attr(name):
+    def impl(self):
+        return getattr(self, name)
+
+    impl.__name__ = name
+    return impl
+
+
+for _cls, _names in (("Tile", ("dtype", "shape", "ndim")), ("Array", ("dtype", "shape", "strides", "ndim")),
+                     ("TiledView", ("dtype", "tile_shape", "traversal_steps"))):
+    for _n in _names:
+        op(f"{_cls}.{_n}")(_attr(_n))
+
+
+@op("Tile.__index__")
+def _tile_index(self):
+    return self.__index__()
