@@ -1,6 +1,7 @@
 """Fail loudly when cuTile moves: the CPU executor relies on cuda-tile 1.7.x and on private hooks.
 
-If this file fails after a cuTile upgrade, read the new sources before touching the executor: the dispatch hook,
+If this file fails after a cuTile upgrade, read the new sources before touching the executor: the dispatch
+hook,
 promotion, annotations and the AOT compilation API are what the CPU executor is built on.
 """
 
@@ -129,7 +130,7 @@ def test_every_stub_is_known_to_the_executor():
     from mamba2_tutorial.executor._mode import KNOWN_UNSUPPORTED
 
     names = set()
-    for name, obj in vars(stub_mod).items():
+    for obj in vars(stub_mod).values():
         if callable(obj) and not isinstance(obj, type) and is_stub(obj):
             host_only = not getattr(obj, "_cutile_function_wrapper", False)
             if not host_only:
@@ -141,4 +142,5 @@ def test_every_stub_is_known_to_the_executor():
             if callable(obj) and is_stub(obj):
                 names.add(f"{cls.__name__}.{attr}")
     unknown = sorted(n for n in names if n not in HANDLERS and n not in KNOWN_UNSUPPORTED)
-    assert not unknown, f"cuTile stubs the CPU executor neither implements nor lists as unsupported: {unknown}"
+    assert not unknown, f"stubs the CPU executor neither implements nor lists as unsupported: {unknown}"
+

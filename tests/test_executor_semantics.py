@@ -1,7 +1,7 @@
 """cuTile's rules on the CPU executor: compile errors, typing, padding, bounds, block order, unsupported ops.
 
-Dtype rules are checked with ``ct.static_assert`` inside kernels: the static check proves the GPU compiler agrees,
-and the executor evaluates the same assertion with its own dtypes at run time.
+Dtype rules are checked with ``ct.static_assert`` inside kernels: the static check proves the GPU compiler
+agrees, and the executor evaluates the same assertion with its own dtypes at run time.
 """
 
 from __future__ import annotations

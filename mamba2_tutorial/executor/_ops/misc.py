@@ -100,8 +100,8 @@ def _pdl_noop():
     return None
 
 
-# Attributes implemented as Python properties on Tile / CpuArray / CpuTiledView; registered too, in case a kernel
-# reaches the base class's stub (e.g. ``ct.Tile.dtype.fget(t)``).
+# Attributes implemented as Python properties on Tile / CpuArray / CpuTiledView; registered too, in case a
+# kernel reaches the base class's stub (e.g. ``ct.Tile.dtype.fget(t)``).
 def _attr(name):
     def impl(self):
         return getattr(self, name)
