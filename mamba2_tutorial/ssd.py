@@ -67,12 +67,6 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
             raise ValueError(f"{name} has {t.numel()} elements; the kernels index with int32 (< 2**31)")
     where = _resolve_backend(backend, x)
 
-    if min(b, l, h, p) == 0 or n == 0:  # nothing to launch: an empty output, the state passes through
-        out = _empty_output(x, D, z)
-        final = (initial_states.float().clone() if initial_states is not None
-                 else torch.zeros(b, h, p, n, dtype=torch.float32, device=x.device))
-        return (out, final) if return_final_states else out
-
     x, dt, A, B, C = (t.contiguous() for t in (x, dt, A, B, C))
     D, z, dt_bias, initial_states = (
         None if t is None else t.contiguous() for t in (D, z, dt_bias, initial_states))
@@ -82,13 +76,3 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     chunk_init_states, final_states = launch_state_passing(states, dA_cumsum, initial_states, where, _poison)
     out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison)
     return (out, final_states) if return_final_states else out
-
-
-def _empty_output(x, D, z):
-    """out when there is nothing to scan (some size is 0; with n = 0 only D·x survives), gated by silu(z)."""
-    y = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-    if D is not None:
-        y = y + x.float() * (D.float()[:, None] if D.ndim == 1 else D.float())
-    if z is not None:
-        y = y * torch.nn.functional.silu(z.float())
-    return y.to(x.dtype)
