@@ -246,7 +246,7 @@ def assert_close(
     both_inf_same = torch.isinf(a) & torch.isinf(e) & (a == e)
     err = torch.where(both_inf_same, torch.zeros_like(err), err)
     bad = ~(err <= atol + rtol * e.abs())  # NaN anywhere compares False, so it is bad
-    bad = bad & ~both_inf_same
+    bad = (bad | torch.isinf(e) | torch.isinf(a)) & ~both_inf_same  # an inf must be matched exactly
     if not bool(bad.any()):
         return
 
