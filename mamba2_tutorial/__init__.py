@@ -38,6 +38,12 @@ _EXPORTS = {
     "environment_report": "env",
     "launch": "launch",
     "select_backend": "launch",
+    # the compiler's view and tile figures (notebooks 04-07)
+    "tile_ir": "compile",
+    "show_tile_ir": "compile",
+    "show_source": "compile",
+    "plot_tile_grid": "plots_tiles",
+    "plot_matmul_tiles": "plots_tiles",
     # kernels and the fused forward (notebooks 05-08)
     "ssd_forward": "ssd",
     "chunk_state_fwd": "ssd",
