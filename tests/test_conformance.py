@@ -7,8 +7,8 @@ executor's result. Array sizes are distinct and not powers of two, so every kern
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cuda.tile as ct
