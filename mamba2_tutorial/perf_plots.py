@@ -64,6 +64,7 @@ def plot_time_vs_seqlen(results: Mapping, *, ax=None) -> Figure:
     ax.plot(ls, [r["floor_ms"] for r in recs], "k--", lw=1, label="roofline floor")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    _length_ticks(ax, ls)
     ax.set_xlabel("sequence length l")
     ax.set_ylabel("time per forward (ms, median)")
     ax.set_title(f"Time vs sequence length ({_sweep_label(recs)})\n{_device(results)}", fontsize=10)
@@ -72,12 +73,18 @@ def plot_time_vs_seqlen(results: Mapping, *, ax=None) -> Figure:
     return fig
 
 
-def plot_speedup_vs_seqlen(results: Mapping, *, ax=None) -> Figure:
-    """How many times faster ours is than each other implementation, against sequence length."""
+def _length_ticks(ax, ls) -> None:
+    ax.set_xticks(ls, [str(l) for l in ls])
+    ax.minorticks_off()
+
+
+def plot_speedup_vs_seqlen(results: Mapping, *, ax=None, include_torch: bool = False) -> Figure:
+    """How many times faster ours is than each other implementation, against sequence length (the PyTorch
+    reference, tens of times slower, only with ``include_torch``)."""
     recs = _sweep(results)
     fig, ax = _new_axes(ax)
     for impl in IMPLS:
-        if impl == "cutile":
+        if impl == "cutile" or (impl == "torch" and not include_torch):
             continue
         pts = [(r["dims"]["l"], speedup(r, impl)) for r in recs]
         pts = [(l, s) for l, s in pts if s is not None]
@@ -87,7 +94,7 @@ def plot_speedup_vs_seqlen(results: Mapping, *, ax=None) -> Figure:
             )
     ax.axhline(1.0, color="k", lw=1)
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    _length_ticks(ax, [r["dims"]["l"] for r in recs])
     ax.set_xlabel("sequence length l")
     ax.set_ylabel("speedup of cuTile (their time / ours)")
     ax.set_title(f"Speedup vs sequence length ({_sweep_label(recs)})\n{_device(results)}", fontsize=10)

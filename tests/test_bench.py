@@ -552,7 +552,7 @@ def test_summarize_median_and_quantiles():
         summarize([])
 
 
-def test_figures_from_the_fixture(fixture_results):
+def test_figures_from_the_fixture(fixture_results, tmp_path):
     from matplotlib.figure import Figure
 
     from mamba2_tutorial import perf_plots
@@ -570,6 +570,13 @@ def test_figures_from_the_fixture(fixture_results):
         assert ax.get_legend() is not None
     fig = perf_plots.summary_figure(fixture_results)
     assert len(fig.axes) == 4
+    fig.savefig(tmp_path / "summary.png")  # what `bench --plot FILE.png` writes
+    assert (tmp_path / "summary.png").stat().st_size > 10_000
+    labels = lambda f: [t.get_text() for t in f.axes[0].get_legend().get_texts()]
+    assert not any("PyTorch" in t for t in labels(perf_plots.plot_speedup_vs_seqlen(fixture_results)))
+    assert any(
+        "PyTorch" in t for t in labels(perf_plots.plot_speedup_vs_seqlen(fixture_results, include_torch=True))
+    )
     no_sweep = dict(fixture_results, sweep=[])
     with pytest.raises(ValueError, match="sweep"):
         perf_plots.plot_time_vs_seqlen(no_sweep)
@@ -599,3 +606,62 @@ def test_tiny_real_benchmark_run_on_gpu():
     assert rec["rel_err"]["cutile"] < 2e-2 and rec["cutile_kernels_ms"], rec["errors"]
     assert results["overhead"]["impls"]["cutile"]["event_ms"] is not None
     print(bench_results.format_table(results))
+
+
+# ----------------------------------------------------------------------------------------------------
+# the optimization log
+
+
+NOTES = """
+# notes
+
+## The two numbers
+| a | b |
+
+### Attempt 1: bf16 states
+- Kernel: state_passing
+- Change: store the entering states in bf16
+- Prediction: 0.08 ms less,
+  because 336 MB less traffic
+- Shape: b8-l4096-h80
+- Before (ms): 1.20
+- After (ms): 0.96 ms
+- Why they differ: the kernel was latency-bound
+
+### Attempt 2: fuse
+- Kernel: chunk_state
+- Change: fuse
+- Prediction: less
+- Shape: b8-l4096-h80
+- Before (ms): to measure
+- After (ms): -
+- Why they differ: to measure
+
+## Later section
+- Kernel: not an attempt
+"""
+
+
+def test_parse_perf_notes():
+    from mamba2_tutorial.perf_notes import parse_perf_notes
+
+    a1, a2 = parse_perf_notes(NOTES)
+    assert (a1["number"], a1["title"]) == (1, "bf16 states")
+    assert a1["Prediction"] == "0.08 ms less, because 336 MB less traffic"  # continuation line joined
+    assert (a1["before_ms"], a1["after_ms"]) == (1.2, 0.96) and a1["speedup"] == pytest.approx(1.25)
+    assert a2["before_ms"] is None and a2["after_ms"] is None and a2["speedup"] is None
+    with pytest.raises(ValueError, match="attempt 2 .fuse. lacks fields .'Shape'."):
+        parse_perf_notes(
+            NOTES.replace("- Shape: b8-l4096-h80\n- Before (ms): to measure", "- Before (ms): x")
+        )
+    with pytest.raises(ValueError, match="appears twice"):
+        parse_perf_notes(NOTES.replace("Attempt 2", "Attempt 1"))
+
+
+def test_the_repository_perf_notes_parse():
+    from mamba2_tutorial.perf_notes import read_perf_notes
+
+    attempts = read_perf_notes()
+    assert len(attempts) >= 5 and [a["number"] for a in attempts] == sorted(a["number"] for a in attempts)
+    for a in attempts:  # a number is either a real measurement or absent; never a placeholder that parses
+        assert a["after_ms"] is None or a["after_ms"] > 0
