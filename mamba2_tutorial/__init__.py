@@ -49,6 +49,9 @@ _EXPORTS = {
     "chunk_state_fwd": "ssd",
     "state_passing_fwd": "ssd",
     "chunk_scan_fwd": "ssd",
+    # performance (notebook 09)
+    "floor_ms": "roofline",
+    "load_shipped_results": "bench_results",
 }
 
 __all__ = sorted(_EXPORTS)
