@@ -14,6 +14,7 @@ __all__ = [
     "launch",
     "next_power_of_two",
     "placeholder",
+    "resolve_backend",
     "tile_size",
 ]
 
@@ -21,6 +22,7 @@ __all__ = [
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+@functools.lru_cache(maxsize=256)
 def next_power_of_two(n: int) -> int:
     """Smallest power of two >= n (1 for n <= 1)."""
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
@@ -64,7 +66,30 @@ def allocate(shape, dtype: torch.dtype, device: torch.device, poison: bool) -> t
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-def launch(kernel, grid, args, backend: str) -> None:
-    from mamba2_tutorial.launch import launch as _launch
+def resolve_backend(backend: str, x: torch.Tensor) -> str:
+    """"gpu" or "cpu" for a call whose tensors live where ``x`` is; decided once per call, before any launch.
 
-    _launch(kernel, grid, args, backend=backend)
+    ``"auto"`` picks the GPU when one is usable (:func:`mamba2_tutorial.launch.select_backend`) and the data
+    is on it, else the CPU executor; ``"gpu"`` with host tensors is an error.
+    """
+    from mamba2_tutorial.launch import select_backend
+
+    name = select_backend(backend).name
+    if name == "gpu" and x.device.type != "cuda":
+        if backend == "auto":  # a usable GPU, but the inputs are on the host: run where the data is
+            return "cpu"
+        raise ValueError(f"backend 'gpu' needs CUDA tensors, but x is on {x.device}; move them with .cuda()")
+    return name
+
+
+def launch(kernel, grid, args, backend: str) -> None:
+    """Launch on a resolved backend: "gpu" goes straight to ``ct.launch`` on the current stream (the least
+    host overhead), "cpu" to the CPU tile executor through :func:`mamba2_tutorial.launch.launch`."""
+    if backend == "gpu":
+        import cuda.tile as ct
+
+        ct.launch(torch.cuda.current_stream(), grid, kernel, args)
+    else:
+        from mamba2_tutorial.launch import launch as launch_anywhere
+
+        launch_anywhere(kernel, grid, args, backend=backend)

@@ -36,6 +36,8 @@ contribute nothing; the store drops rows past the end. A tile whose rows all lie
 
 from __future__ import annotations
 
+import functools
+
 import cuda.tile as ct
 import torch
 
@@ -46,6 +48,7 @@ from ._host import (
     launch,
     next_power_of_two,
     placeholder,
+    resolve_backend,
     tile_size,
 )
 from .spec import KernelSpec
@@ -127,6 +130,7 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
 # ----------------------------------------------------------------------------------------------------
 # Host side: tile sizes, the wrapper, example launches.
 # ----------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=256)
 def chunk_scan_tiles(chunk_size: int, headdim: int, dstate: int, dtype: torch.dtype):
     """(TM, TK, TP, NS): output rows, key rows per step, head-dim columns, padded state size.
 
@@ -201,7 +205,8 @@ def chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, chunk_init_states, *, D=None, z=N
         t.contiguous() for t in (x, dt_out, dA_cumsum, C, B, chunk_init_states))
     D = None if D is None else D.contiguous()
     z = None if z is None else z.contiguous()
-    return launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, poison=_poison)
+    where = resolve_backend(backend, x)
+    return launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison)
 
 
 def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80):

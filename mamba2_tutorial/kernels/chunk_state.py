@@ -30,10 +30,20 @@ padded positions add nothing to the state and dA_cs stays constant past the end 
 
 from __future__ import annotations
 
+import functools
+
 import cuda.tile as ct
 import torch
 
-from ._host import allocate, check_chunk_size, check_kernel_dtype, launch, placeholder, tile_size
+from ._host import (
+    allocate,
+    check_chunk_size,
+    check_kernel_dtype,
+    launch,
+    placeholder,
+    resolve_backend,
+    tile_size,
+)
 from .spec import KernelSpec
 
 __all__ = ["SPECS", "chunk_state_fwd", "chunk_state_kernel", "chunk_state_tiles", "launch_chunk_state"]
@@ -119,6 +129,7 @@ def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
 # ----------------------------------------------------------------------------------------------------
 # Host side: tile sizes, the wrapper, example launches.
 # ----------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=256)
 def chunk_state_tiles(headdim: int, dstate: int, dtype: torch.dtype) -> tuple[int, int]:
     """(TP, TN): the state tile of one block. Powers of two covering p and n, capped.
 
@@ -166,7 +177,8 @@ def chunk_state_fwd(x, dt, A, B, chunk_size, *, dt_bias=None, dt_softplus=False,
     check_chunk_size(chunk_size)
     x, dt, A, B = (t.contiguous() for t in (x, dt, A, B))
     dt_bias = None if dt_bias is None else dt_bias.contiguous()
-    return launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, backend, _poison)
+    where = resolve_backend(backend, x)
+    return launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison)
 
 
 def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):

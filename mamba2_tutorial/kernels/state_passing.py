@@ -22,10 +22,12 @@ and smaller tiles give more blocks to hide the latency of the dependent loop.
 
 from __future__ import annotations
 
+import functools
+
 import cuda.tile as ct
 import torch
 
-from ._host import allocate, launch, placeholder, tile_size
+from ._host import allocate, launch, placeholder, resolve_backend, tile_size
 from .spec import KernelSpec
 
 __all__ = [
@@ -75,6 +77,7 @@ def state_passing_kernel(states, dA_cumsum, initial_states,  # inputs
 # ----------------------------------------------------------------------------------------------------
 # Host side: tile sizes, the wrapper, example launches.
 # ----------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=256)
 def state_passing_tiles(headdim: int, dstate: int) -> tuple[int, int]:
     """(TP, TN): at most 32 × 64 float32 (8 KiB) per block, so one (batch, head) gives several blocks."""
     return tile_size(headdim, 32), tile_size(dstate, 64)
@@ -115,7 +118,8 @@ def state_passing_fwd(states, dA_cumsum, initial_states=None, *, backend="auto",
     if initial_states is not None:
         check_shape(initial_states, "initial_states", ("b", "h", "p", "n"), (b, h, p, n))
         initial_states = initial_states.contiguous()
-    return launch_state_passing(states.contiguous(), dA_cumsum.contiguous(), initial_states, backend, _poison)
+    where = resolve_backend(backend, states)
+    return launch_state_passing(states.contiguous(), dA_cumsum.contiguous(), initial_states, where, _poison)
 
 
 def _example_args(b=2, nchunks=5, h=4, p=48, n=80, Q=64):
