@@ -181,8 +181,12 @@ def compile_specs(specs, archs: Sequence[str], *, jobs: int = 1, cache: bool = F
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    # forkserver: workers fork from a clean server process, not from this one (which may hold torch/OpenMP
+    # threads that make a plain fork unsafe); spawn where forkserver does not exist.
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["mamba2_tutorial.kernels", "mamba2_tutorial.compile"])
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
         futures = [pool.submit(_compile_by_name, spec.name, arch, cache) for spec, arch in tasks]
         results = []
