@@ -201,3 +201,18 @@ def test_signature_scalars_and_errors():
         kernel_signature(scaled, (x, x, 0.5, 7, x))
     with pytest.raises(TypeError, match="unsupported argument type"):
         kernel_signature(scaled, (x, x, "0.5", 7, 16))
+
+
+def test_signature_int64_annotations_and_tuples():
+    @ct.kernel
+    def wide(big: ct.IndexedWithInt64, n: ct.ScalarInt64, shape: ct.Constant[tuple], pair):
+        ct.store(big, index=(ct.bid(0),), tile=ct.zeros((16,), dtype=ct.float32))
+
+    x = torch.zeros(50)
+    sig = kernel_signature(wide, (x, 3, (16, 32), (x, 2.0)))
+    big, n, shape, pair = sig.parameters
+    assert big.index_dtype == ct.int64
+    assert n.dtype == ct.int64
+    assert [c.value for c in shape.items] == [16, 32]
+    assert pair.items[0].dtype == ct.float32 and pair.items[1].dtype == ct.float32
+    assert compile_mod.tile_ir_bytecode(wide, (x, 3, (16, 32), (x, 2.0)))  # cuTile accepts the signature
