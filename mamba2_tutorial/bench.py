@@ -100,7 +100,8 @@ def _cutile_kernels(inp, Q, backend: str = "gpu") -> dict[str, Forward]:
     """Our three kernels as separate calls on their real inputs (each stage's input made once by the one
     before).
 
-    The last entry, "chain", runs the three in order and returns y, so the harness can check the chain too.
+    "chain" runs the three in order and returns y, so the harness can check the chain too; "meta" holds the
+    element sizes of the chunk states and entering states, for the kernels' roofline floors.
     """
     from .ssd import chunk_scan_fwd, chunk_state_fwd, state_passing_fwd
 
@@ -116,7 +117,9 @@ def _cutile_kernels(inp, Q, backend: str = "gpu") -> dict[str, Forward]:
         init, _ = state_passing_fwd(st, dA, backend=backend)
         return _first(chunk_scan_fwd(x, d_out, dA, C, B, init, backend=backend))
 
-    return {"chunk_state": stage1, "state_passing": stage2, "chunk_scan": stage3, "chain": chain}
+    meta = {"state_bytes": states.element_size(), "init_state_bytes": init_states.element_size()}
+    stages = {"chunk_state": stage1, "state_passing": stage2, "chunk_scan": stage3}
+    return stages | {"chain": chain, "meta": meta}
 
 
 def import_mamba_chunk_scan_combined():
@@ -394,6 +397,7 @@ def bench_shape(
     y_ref = _reference(inp, d.Q)
     forwards: dict[str, Forward] = {}
     kernel_fns: dict[str, Forward] | None = None
+    kernel_meta: dict = {}
     for name, impl in impls.items():
         try:
             fwd = impl.prepare(inp, d.Q)
@@ -403,6 +407,7 @@ def bench_shape(
             if kernels and impl.kernels is not None:
                 try:
                     kernel_fns = impl.kernels(inp, d.Q)
+                    kernel_meta = kernel_fns.pop("meta", {})
                     check_output(f"{name} kernels one by one", kernel_fns.pop("chain")(), y_ref, gate=gate)
                 except Exception as exc:  # noqa: BLE001
                     kernel_fns = None
@@ -444,7 +449,7 @@ def bench_shape(
         "flops": fwd_cost.flops,
         "bytes": fwd_cost.bytes,
         "bound": fwd_cost.bound(ceilings),
-        "kernel_floor_ms": roofline.kernel_floors_ms(d, ceilings, **cost_kw),
+        "kernel_floor_ms": roofline.kernel_floors_ms(d, ceilings, **cost_kw, **kernel_meta),
     }
     if kernel_ms is not None:
         rec["cutile_kernels_ms"] = kernel_ms

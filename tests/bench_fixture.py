@@ -66,6 +66,7 @@ def _reference_kernels(inp, Q):
         "state_passing": lambda: reference.state_passing(states, dA),
         "chunk_scan": lambda: reference.chunk_scan(x, dt_out, dA, C, B, init),
         "chain": chain,
+        "meta": {"state_bytes": states.element_size(), "init_state_bytes": init.element_size()},
     }
 
 
