@@ -8,8 +8,9 @@ arguments, semantics and return convention, so one can replace the other::
     out                       = chunk_scan_fwd(...)       kernel 3   per (chunk, head): parallel
 
 Shapes: x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n), D (h,) or (h, p), z (b, l, h, p),
-dt_bias (h,), initial_states (b, h, p, n). Intermediates: dt_out and dA_cumsum (b, h, nchunks, Q), states and
-chunk_init_states (b, nchunks, h, p, n), all float32.
+dt_bias (h,), initial_states (b, h, p, n). Intermediates: dt_out and dA_cumsum (b, h, nchunks, Q) float32,
+states (b, nchunks, h, p, n) float32, chunk_init_states (b, nchunks, h, p, n) in x's dtype (the dtype kernel 3
+rounds the state to before its mma, so storing it narrower costs no accuracy and halves its traffic).
 
 ``backend="auto"`` runs on the GPU when one is usable and on the CPU tile executor otherwise
 (:func:`mamba2_tutorial.launch.select_backend`); ``"gpu"`` or ``"cpu"`` force one.
@@ -93,6 +94,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
 
     dt_out, dA_cumsum, states = launch_chunk_state(
         x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison)
-    chunk_init_states, final_states = launch_state_passing(states, dA_cumsum, initial_states, where, _poison)
+    # the states entering each chunk are stored in x's dtype: kernel 3 rounds them to it for its mma anyway
+    chunk_init_states, final_states = launch_state_passing(states, dA_cumsum, initial_states, where, _poison,
+                                                           out_dtype=x.dtype)
     out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison)
     return (out, final_states) if return_final_states else out

@@ -69,7 +69,8 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
                       TP: ct.Constant[int], NS: ct.Constant[int],
                       D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
     """x, z (b, l, h, p); dt_out, dA_cumsum (b, h, nchunks, Q) fp32; C, B (b, l, g, n);
-    chunk_init_states (b, nchunks, h, p, n) fp32; D (h,) or (h, p) -> out (b, l, h, p) in x's dtype."""
+    chunk_init_states (b, nchunks, h, p, n) fp32 or x's dtype; D (h,) or (h, p)
+    -> out (b, l, h, p) in x's dtype."""
     pid_mp = ct.bid(0)
     pid_bc = ct.bid(1)
     h = ct.bid(2)
@@ -166,7 +167,7 @@ def chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, chunk_init_states, *, D=None, z=N
     """Kernel 3 on its own: the output y (b, l, h, p) in x's dtype, like ``reference.chunk_scan``.
 
     x (b, l, h, p), dt_out and dA_cumsum (b, h, nchunks, Q) float32 (kernel 1), C and B (b, l, g, n),
-    chunk_init_states (b, nchunks, h, p, n) float32 (kernel 2), D (h,) or (h, p), z (b, l, h, p).
+    chunk_init_states (b, nchunks, h, p, n) float32 or x's dtype (kernel 2), D (h,) or (h, p), z (b, l, h, p).
     """
     from mamba2_tutorial.validation import check_shape
 
@@ -175,7 +176,8 @@ def chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, chunk_init_states, *, D=None, z=N
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         check_kernel_dtype(name, t)
     for name, t in (("dt_out", dt_out), ("dA_cumsum", dA_cumsum), ("chunk_init_states", chunk_init_states)):
-        if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
+        allowed = (torch.float32, x.dtype) if name == "chunk_init_states" else (torch.float32,)
+        if not isinstance(t, torch.Tensor) or t.dtype not in allowed:
             got = getattr(t, "dtype", type(t).__name__)
             raise TypeError(f"{name} must be a float32 torch.Tensor, got {got}")
     check_shape(x, "x", ("b", "l", "h", "p"), (None,) * 4)

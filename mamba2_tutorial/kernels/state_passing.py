@@ -8,7 +8,10 @@ chunk c+1 is the state entering chunk c, decayed over the whole chunk, plus what
     final   = S_nchunks
 
 ``chunk_init_states[:, c]`` holds S_c, the state ENTERING chunk c (mamba_ssm's convention): kernel 3 needs it
-for the inter-chunk part of chunk c's output. ``final_states`` holds S_nchunks.
+for the inter-chunk part of chunk c's output. ``final_states`` holds S_nchunks. The running state is always
+float32; ``chunk_init_states`` may be stored narrower: ``ssd_forward`` stores it in x's dtype, the dtype
+kernel 3 rounds it to for its mma anyway, which halves its memory traffic for bf16/fp16 at no cost in
+accuracy (mamba_ssm does the same).
 
 Tiling. The recurrence is sequential in c but independent for every element of the (p, n) state, so each block
 owns one (TP, TN) tile of the state of one (batch, head) and walks over all chunks in a runtime loop, keeping
@@ -48,7 +51,7 @@ def state_passing_kernel(states, dA_cumsum, initial_states,  # inputs
                          Q: ct.Constant[int], TP: ct.Constant[int], TN: ct.Constant[int],
                          HAS_INITIAL_STATES: ct.Constant[bool]):
     """states (b, nchunks, h, p, n) fp32, dA_cumsum (b, h, nchunks, Q) fp32, initial_states (b, h, p, n)
-    -> chunk_init_states (b, nchunks, h, p, n) fp32, final_states (b, h, p, n) fp32."""
+    -> chunk_init_states (b, nchunks, h, p, n) fp32 (or narrower), final_states (b, h, p, n) fp32."""
     pid_pn = ct.bid(0)
     b = ct.bid(1)
     h = ct.bid(2)
@@ -65,7 +68,8 @@ def state_passing_kernel(states, dA_cumsum, initial_states,  # inputs
         S = ct.zeros((TP, TN), dtype=ct.float32)
 
     for c in range(nchunks):
-        ct.store(chunk_init_states, (b, c, h, i_p, i_n), S.reshape((1, 1, 1, TP, TN)))
+        S_out = S.astype(chunk_init_states.dtype)             # a no-op for a float32 output
+        ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_out.reshape((1, 1, 1, TP, TN)))
         # shape=() loads one element; the index is then an element index: dA_cumsum[b, h, c, Q-1]
         dA_chunk = ct.load(dA_cumsum, (b, h, c, Q - 1), shape=())
         s_c = ct.load(states, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
@@ -83,12 +87,12 @@ def state_passing_tiles(headdim: int, dstate: int) -> tuple[int, int]:
     return tile_size(headdim, 32), tile_size(dstate, 64)
 
 
-def launch_state_passing(states, dA_cumsum, initial_states, backend, poison=False):
-    """Allocate the outputs and launch :data:`state_passing_kernel` (no argument checks)."""
+def launch_state_passing(states, dA_cumsum, initial_states, backend, poison=False, out_dtype=torch.float32):
+    """Allocate the outputs (chunk_init_states in ``out_dtype``), launch :data:`state_passing_kernel`."""
     b, nchunks, h, p, n = states.shape
     Q = dA_cumsum.shape[3]
     device = states.device
-    chunk_init_states = allocate((b, nchunks, h, p, n), torch.float32, device, poison)
+    chunk_init_states = allocate((b, nchunks, h, p, n), out_dtype, device, poison)
     final_states = allocate((b, h, p, n), torch.float32, device, poison)
     TP, TN = state_passing_tiles(p, n)
     grid = (-(-p // TP) * -(-n // TN), b, h)
