@@ -145,7 +145,7 @@ def resolve_dtype(dtype) -> object:
 
 def round_tf32(a: np.ndarray) -> np.ndarray:
     """Round float32 values to TF32 (10-bit mantissa), round-to-nearest-even; inf and NaN pass through."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
+    a = np.array(a, dtype=np.float32, order="C")
     u = a.view(np.uint32)
     finite = (u & 0x7F800000) != 0x7F800000
     lsb = (u >> 13) & 1

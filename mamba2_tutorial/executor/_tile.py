@@ -56,14 +56,12 @@ class Tile(ct.Tile):
     # --- Python protocol ----------------------------------------------------------------------------------
     def __bool__(self) -> bool:
         if self._a.ndim != 0:
-            raise TileTypeError(
-                f"Expected a scalar value, but given value has type Tile[{self._dt},{self._a.shape}]"
-            )
+            raise TileTypeError(f"Expected a scalar value, but given value has type {self.describe()}")
         return bool(self._a)
 
     def __index__(self) -> int:
         if self._a.ndim != 0 or not (D.is_int(self._dt) or D.is_bool(self._dt)):
-            raise TileTypeError(f"Only a 0-d integer tile can be used as an index, got {self!r}")
+            raise TileTypeError(f"Only a 0-d integer tile can be used as an index, got {self.describe()}")
         return int(self._a)
 
     def __int__(self) -> int:
@@ -71,7 +69,7 @@ class Tile(ct.Tile):
 
     def __float__(self) -> float:
         if self._a.ndim != 0:
-            raise TileTypeError(f"Expected a scalar value, got {self!r}")
+            raise TileTypeError(f"Expected a scalar value, got {self.describe()}")
         return float(self._a)
 
     def __abs__(self):
@@ -101,28 +99,36 @@ class Tile(ct.Tile):
         return format_tile(self)
 
     def __format__(self, spec: str) -> str:
-        return format_tile(self) if not spec else format(self._a.item() if self._a.ndim == 0 else str(self),
-        spec)
+        return format_tile(self, spec)
 
     def __repr__(self) -> str:
-        return f"Tile[{self._dt},{self._a.shape}]({format_tile(self)})"
+        # cuTile prints tiles (also inside tuples) as nested lists: [0, 1, 2, 3]
+        return format_tile(self)
+
+    def describe(self) -> str:
+        """``Tile[float32,(16, 8)]``: dtype and shape, for error messages."""
+        return f"Tile[{self._dt},{self._a.shape}]"
 
 
-def _fmt_scalar(v, dtype) -> str:
+def _fmt_scalar(v, dtype, spec: str = "") -> str:
     if D.is_bool(dtype):
-        return "1" if v else "0"
+        return format(int(bool(v)), spec) if spec else ("1" if v else "0")
     if D.is_float(dtype):
-        return f"{float(v):f}"
-    return str(int(v))
+        f = float(v)
+        if spec:
+            return format(f, spec)
+        return str(np.float64(f)) if dtype == ct.float64 else str(np.float32(f))
+    return format(int(v), spec)
 
 
-def format_tile(t: Tile) -> str:
-    """Render a tile as cuTile's print does: ``42`` for 0-d, ``[0, 1, 2, 3]`` and nested lists otherwise."""
+def format_tile(t: Tile, spec: str = "") -> str:
+    """Render a tile as cuTile's print does: ``42`` for 0-d, ``[0, 1, 2, 3]`` and nested lists otherwise;
+    a format ``spec`` (``f"{t:.1f}"``) applies to each element."""
     a = t._a
 
     def rec(x):
         if x.ndim == 0:
-            return _fmt_scalar(x[()], t._dt)
+            return _fmt_scalar(x[()], t._dt, spec)
         return "[" + ", ".join(rec(x[i]) for i in range(x.shape[0])) + "]"
 
     return rec(a)

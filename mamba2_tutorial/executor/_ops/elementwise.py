@@ -354,5 +354,5 @@ def bitcast(x, /, dtype):
     t = as_tile(x)
     if t._dt.bitwidth != dtype.bitwidth:
         raise TileTypeError(f"bitcast needs dtypes of the same width, got {t._dt} and {dtype}")
-    a = np.ascontiguousarray(t._a)
+    a = np.array(t._a, order="C")
     return Tile(a.view(D.storage_dtype(dtype)).copy(), dtype)

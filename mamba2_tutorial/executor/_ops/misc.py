@@ -17,9 +17,19 @@ from .._tile import Tile, format_tile
 from ._common import as_tile
 
 
-def _prefix() -> str:
+def _emit(text: str) -> None:
+    """Write ``text``, starting each new output line with the block id (``[block (x, y, z)] ``)."""
     mode = DispatchMode.get_current()
-    return f"[block {mode.block_id}] "
+    prefix = f"[block {mode.block_id}] "
+    at_start = getattr(mode, "at_line_start", True)
+    out = []
+    for piece in text.splitlines(keepends=True):
+        if at_start:
+            out.append(prefix)
+        out.append(piece)
+        at_start = piece.endswith("\n")
+    mode.at_line_start = at_start
+    sys.stdout.write("".join(out))
 
 
 def _text(v) -> str:
@@ -30,7 +40,7 @@ def _text(v) -> str:
 
 @op("print")
 def print_(*args, sep=" ", end="\n"):
-    sys.stdout.write(_prefix() + sep.join(_text(a) for a in args) + end)
+    _emit(sep.join(_text(a) for a in args) + end)
 
 
 _SPEC = re.compile(r"%([-+ #0]*\d*(?:\.\d+)?)(hh|h|ll|l|z|j|t|L)?([diuoxXeEfFgGaAc%])")
@@ -57,7 +67,7 @@ def printf(format, *args):
         return "[" + ", ".join(one(v) for v in np.asarray(t._a, dtype=np.float64 if D.is_float(t._dt)
                                                           else np.int64).reshape(-1)) + "]"
 
-    sys.stdout.write(_prefix() + _SPEC.sub(sub, format))
+    _emit(_SPEC.sub(sub, format))
 
 
 @op("assert_")

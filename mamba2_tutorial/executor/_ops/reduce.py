@@ -135,7 +135,7 @@ def _scan(x, axis, reverse, fn):
     r = fn(a, axis=ax, dtype=a.dtype)
     if reverse:
         r = np.flip(r, ax)
-    return finish(np.ascontiguousarray(r), dt)
+    return finish(np.array(r, order="C"), dt)
 
 
 @op("cumsum")
@@ -170,7 +170,7 @@ def reduce_(x, /, axis, func, identity, *, keepdims=False):
     # move reduced axes to the end and flatten them into one power-of-two axis
     perm = [d for d in range(nd) if d not in axes] + list(axes)
     keep_shape = [xs[0]._a.shape[d] for d in range(nd) if d not in axes]
-    cur = [Tile(np.ascontiguousarray(np.transpose(v._a, perm)).reshape(keep_shape + [-1]), v._dt) for v in xs]
+    cur = [Tile(np.array(np.transpose(v._a, perm), order="C").reshape(keep_shape + [-1]), v._dt) for v in xs]
     while cur[0]._a.shape[-1] > 1:
         n = cur[0]._a.shape[-1] // 2
         lhs = [_slice_axis(v, -1 % v._a.ndim, slice(0, n)) for v in cur]
@@ -183,7 +183,7 @@ def reduce_(x, /, axis, func, identity, *, keepdims=False):
         a = v._a.reshape(keep_shape)
         if keepdims:
             a = a.reshape([1 if d in axes else xs[0]._a.shape[d] for d in range(nd)])
-        outs.append(Tile(np.ascontiguousarray(a), v._dt))
+        outs.append(Tile(np.array(a, order="C"), v._dt))
     return tuple(outs) if is_tuple else outs[0]
 
 

@@ -59,7 +59,7 @@ def permute(x, /, axes):
     axes = tuple(normalize_axis(a, t._a.ndim) for a in axes)
     if sorted(axes) != list(range(t._a.ndim)):
         raise TileValueError(f"Invalid permutation {axes} for a tile of rank {t._a.ndim}")
-    return Tile(np.ascontiguousarray(np.transpose(t._a, axes)), t._dt)
+    return Tile(np.array(np.transpose(t._a, axes), order="C"), t._dt)
 
 
 @op("transpose")
@@ -74,7 +74,7 @@ def transpose(x, /, axis0=None, axis1=None):
         raise TileValueError("transpose() needs both axis0 and axis1, or neither")
     else:
         a0, a1 = normalize_axis(axis0, nd), normalize_axis(axis1, nd)
-    return Tile(np.ascontiguousarray(np.swapaxes(t._a, a0, a1)), t._dt)
+    return Tile(np.array(np.swapaxes(t._a, a0, a1), order="C"), t._dt)
 
 
 @op("broadcast_to")
