@@ -46,6 +46,7 @@ _EXPORTS = {
     "plot_matmul_tiles": "plots_tiles",
     # kernels and the fused forward (notebooks 05-08)
     "ssd_forward": "ssd",
+    "ssd_plan": "ssd",
     "chunk_state_fwd": "ssd",
     "state_passing_fwd": "ssd",
     "chunk_scan_fwd": "ssd",

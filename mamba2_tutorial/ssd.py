@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import torch
 
-from .kernels._host import check_chunk_size, check_kernel_dtype, resolve_backend
-from .kernels.chunk_scan import chunk_scan_fwd, launch_chunk_scan
-from .kernels.chunk_state import chunk_state_fwd, launch_chunk_state
-from .kernels.state_passing import launch_state_passing, state_passing_fwd
+from .kernels._host import LaunchPlan, cdiv, check_chunk_size, check_kernel_dtype, resolve_backend
+from .kernels.chunk_scan import chunk_scan_fwd, chunk_scan_plan, launch_chunk_scan
+from .kernels.chunk_state import chunk_state_fwd, chunk_state_plan, launch_chunk_state
+from .kernels.state_passing import launch_state_passing, state_passing_fwd, state_passing_plan
 
-__all__ = ["chunk_scan_fwd", "chunk_state_fwd", "ssd_forward", "state_passing_fwd"]
+__all__ = ["chunk_scan_fwd", "chunk_state_fwd", "ssd_forward", "ssd_plan", "state_passing_fwd"]
 
 _INT32_MAX = 2**31 - 1
 
@@ -99,3 +99,20 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
                                                            out_dtype=x.dtype)
     out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison)
     return (out, final_states) if return_final_states else out
+
+
+def ssd_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int,
+             dtype: torch.dtype = torch.bfloat16) -> dict[str, LaunchPlan]:
+    """How ``ssd_forward`` launches its three kernels for a problem of this size: grid and tiles of each.
+
+    The same plans the launches use, e.g. for figures of the tiles over the tensors::
+
+        ssd_plan(8, 4096, 80, 64, 1, 128, 256)["chunk_scan"].grid   # (4, 128, 80)
+    """
+    if h % g:
+        raise ValueError(f"nheads h = {h} must be divisible by ngroups g = {g}")
+    return {
+        "chunk_state": chunk_state_plan(b, l, h, p, n, Q, dtype),
+        "state_passing": state_passing_plan(b, cdiv(l, Q), h, p, n, Q),
+        "chunk_scan": chunk_scan_plan(b, l, h, p, n, Q, dtype),
+    }

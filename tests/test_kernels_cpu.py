@@ -17,7 +17,7 @@ import mamba2_tutorial.launch as launch_module
 from mamba2_tutorial import reference as ref
 from mamba2_tutorial.checks import assert_close, relative_error
 from mamba2_tutorial.inputs import SSDShape, make_inputs
-from mamba2_tutorial.ssd import chunk_scan_fwd, chunk_state_fwd, ssd_forward, state_passing_fwd
+from mamba2_tutorial.ssd import chunk_scan_fwd, chunk_state_fwd, ssd_forward, ssd_plan, state_passing_fwd
 
 # (b, l, h, p, g, n, Q): every dim distinct where possible, l mostly not a multiple of Q
 CASES = {
@@ -302,6 +302,20 @@ def test_ssd_forward_rejects_an_empty_sequence(no_kernel_may_run):
     B, C = torch.zeros(b, l, g, n), torch.zeros(b, l, g, n)
     with pytest.raises(ValueError, match="l = 0"):
         ssd_forward(x, dt, -torch.ones(h), B, C, 16, backend="cpu")
+
+
+def test_ssd_plan_covers_every_output_tile():
+    for dims in [(8, 4096, 80, 64, 1, 128, 256), CASES["wide-p"], CASES["l<Q-wide-n"]]:
+        b, l, h, p, g, n, Q = dims
+        for dtype in (torch.bfloat16, torch.float32):
+            plan = ssd_plan(b, l, h, p, g, n, Q, dtype)
+            nchunks = math.ceil(l / Q)
+            k1, k2, k3 = plan["chunk_state"], plan["state_passing"], plan["chunk_scan"]
+            assert k1.grid == (math.ceil(p / k1.tiles["TP"]) * math.ceil(n / k1.tiles["TN"]), b * nchunks, h)
+            assert k2.grid == (math.ceil(p / k2.tiles["TP"]) * math.ceil(n / k2.tiles["TN"]), b, h)
+            assert k3.grid == (Q // k3.tiles["TM"] * math.ceil(p / k3.tiles["TP"]), b * nchunks, h)
+            assert k3.tiles["NS"] >= n and all(v & (v - 1) == 0 for v in k3.tiles.values())
+    assert ssd_plan(8, 4096, 80, 64, 1, 128, 256)["chunk_scan"].grid == (4, 128, 80)
 
 
 # ----------------------------------------------------------------------------------------------------

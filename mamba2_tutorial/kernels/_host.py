@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import torch
 
 __all__ = [
     "KERNEL_DTYPES",
+    "LaunchPlan",
     "allocate",
     "check_chunk_size",
     "check_kernel_dtype",
@@ -20,6 +22,17 @@ __all__ = [
 
 #: dtypes of x, B, C, z that the cuTile SSD kernels take (mma operands; float32 accumulation)
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class LaunchPlan(NamedTuple):
+    """How one kernel is launched for one problem size: its grid and its tile sizes (the ct.Constant ones)."""
+
+    grid: tuple[int, int, int]
+    tiles: dict  # e.g. {"Q": 256, "TP": 64, "TN": 128}
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 @functools.lru_cache(maxsize=256)

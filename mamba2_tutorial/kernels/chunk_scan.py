@@ -42,7 +42,9 @@ import cuda.tile as ct
 import torch
 
 from ._host import (
+    LaunchPlan,
     allocate,
+    cdiv,
     check_chunk_size,
     check_kernel_dtype,
     launch,
@@ -53,7 +55,8 @@ from ._host import (
 )
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "chunk_scan_fwd", "chunk_scan_kernel", "chunk_scan_tiles", "launch_chunk_scan"]
+__all__ = ["SPECS", "chunk_scan_fwd", "chunk_scan_kernel", "chunk_scan_plan", "chunk_scan_tiles",
+           "launch_chunk_scan"]
 
 LOG2E = 1.4426950408889634
 ZERO = ct.PaddingMode.ZERO
@@ -144,21 +147,29 @@ def chunk_scan_tiles(chunk_size: int, headdim: int, dstate: int, dtype: torch.dt
     return TM, TM, tile_size(headdim, cap), next_power_of_two(dstate)
 
 
+@functools.lru_cache(maxsize=256)
+def chunk_scan_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype) -> LaunchPlan:
+    """Grid and tiles of :data:`chunk_scan_kernel` for x (b, l, h, p), C and B with state size n."""
+    TM, TK, TP, NS = chunk_scan_tiles(Q, p, n, dtype)
+    tiles = {"Q": Q, "TM": TM, "TK": TK, "TP": TP, "NS": NS}
+    return LaunchPlan(((Q // TM) * cdiv(p, TP), b * cdiv(l, Q), h), tiles)
+
+
 def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False):
     """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks."""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
-    nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
+    Q = dA_cumsum.shape[3]
     device = x.device
     if out is None:
         out = allocate((b, l, h, p), x.dtype, device, poison)
-    TM, TK, TP, NS = chunk_scan_tiles(Q, p, n, x.dtype)
-    grid = ((Q // TM) * -(-p // TP), b * nchunks, h)
+    plan = chunk_scan_plan(b, l, h, p, n, Q, x.dtype)
+    t = plan.tiles
     d_mode = D_NONE if D is None else (D_PER_HEAD if D.ndim == 1 else D_PER_CHANNEL)
     args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, B,
             chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
-            h // g, Q, TM, TK, TP, NS, d_mode, z is not None)
-    launch(chunk_scan_kernel, grid, args, backend)
+            h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], d_mode, z is not None)
+    launch(chunk_scan_kernel, plan.grid, args, backend)
     return out
 
 
@@ -223,11 +234,11 @@ def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80):
         dA_cumsum = -dt_out.cumsum(-1)
         S = torch.randn(b, nchunks, h, p, n, generator=gen)
         D = torch.randn(h, generator=gen) if d_mode == D_PER_HEAD else torch.randn(h, p, generator=gen)
-        TM, TK, TP, NS = chunk_scan_tiles(Q, p, n, dtype)
-        grid = ((Q // TM) * -(-p // TP), b * nchunks, h)
+        plan = chunk_scan_plan(b, l, h, p, n, Q, dtype)
+        t = plan.tiles
         args = (x, z, dt_out, dA_cumsum, C, B, S, D, torch.empty_like(x),
-                h // g, Q, TM, TK, TP, NS, d_mode, has_z)
-        return grid, args
+                h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], d_mode, has_z)
+        return plan.grid, args
 
     return make
 

@@ -36,7 +36,9 @@ import cuda.tile as ct
 import torch
 
 from ._host import (
+    LaunchPlan,
     allocate,
+    cdiv,
     check_chunk_size,
     check_kernel_dtype,
     launch,
@@ -46,7 +48,8 @@ from ._host import (
 )
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "chunk_state_fwd", "chunk_state_kernel", "chunk_state_tiles", "launch_chunk_state"]
+__all__ = ["SPECS", "chunk_state_fwd", "chunk_state_kernel", "chunk_state_plan", "chunk_state_tiles",
+           "launch_chunk_state"]
 
 LOG2E = 1.4426950408889634  # exp(u) = exp2(u · log2(e)); exp2 is the GPU's native exponential
 SOFTPLUS_THRESHOLD = 20.0  # mamba_ssm: softplus(u) for u <= 20, u itself above (they agree to fp32 there)
@@ -141,6 +144,13 @@ def chunk_state_tiles(headdim: int, dstate: int, dtype: torch.dtype) -> tuple[in
     return tile_size(headdim, 64), tile_size(dstate, 128)
 
 
+@functools.lru_cache(maxsize=256)
+def chunk_state_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype) -> LaunchPlan:
+    """Grid and tiles of :data:`chunk_state_kernel` for x (b, l, h, p), states (b, cdiv(l, Q), h, p, n)."""
+    TP, TN = chunk_state_tiles(p, n, dtype)
+    return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b * cdiv(l, Q), h), {"Q": Q, "TP": TP, "TN": TN})
+
+
 def launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, backend, poison=False):
     """Allocate the outputs and launch :data:`chunk_state_kernel`; no argument checks."""
     b, l, h, p = x.shape
@@ -151,14 +161,13 @@ def launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, 
     dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
     dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
     states = allocate((b, nchunks, h, p, n), torch.float32, device, poison)
-    TP, TN = chunk_state_tiles(p, n, x.dtype)
-    grid = (-(-p // TP) * -(-n // TN), b * nchunks, h)
+    plan = chunk_state_plan(b, l, h, p, n, Q, x.dtype)
     has_bias = dt_bias is not None
     args = (x, B, dt, A, dt_bias if has_bias else placeholder(device, torch.float32, 1),
             dt_out, dA_cumsum, states,
             h // g, float(dt_limit[0]), float(dt_limit[1]),
-            Q, TP, TN, has_bias, bool(dt_softplus))
-    launch(chunk_state_kernel, grid, args, backend)
+            Q, plan.tiles["TP"], plan.tiles["TN"], has_bias, bool(dt_softplus))
+    launch(chunk_state_kernel, plan.grid, args, backend)
     return dt_out, dA_cumsum, states
 
 
@@ -188,14 +197,13 @@ def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
         B = torch.randn(b, l, g, n, generator=gen).to(dtype)
         dt = torch.rand(b, l, h, generator=gen)
         A = -torch.rand(h, generator=gen)
-        nchunks = -(-l // Q)
-        TP, TN = chunk_state_tiles(p, n, dtype)
-        grid = (-(-p // TP) * -(-n // TN), b * nchunks, h)
+        nchunks = cdiv(l, Q)
+        plan = chunk_state_plan(b, l, h, p, n, Q, dtype)
         args = (x, B, dt, A, torch.rand(h, generator=gen),
                 torch.empty(b, h, nchunks, Q), torch.empty(b, h, nchunks, Q),
                 torch.empty(b, nchunks, h, p, n),
-                h // g, 0.0, float("inf"), Q, TP, TN, True, True)
-        return grid, args
+                h // g, 0.0, float("inf"), Q, plan.tiles["TP"], plan.tiles["TN"], True, True)
+        return plan.grid, args
 
     return make
 

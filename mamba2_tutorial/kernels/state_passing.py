@@ -30,7 +30,7 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ._host import allocate, launch, placeholder, resolve_backend, tile_size
+from ._host import LaunchPlan, allocate, cdiv, launch, placeholder, resolve_backend, tile_size
 from .spec import KernelSpec
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "launch_state_passing",
     "state_passing_fwd",
     "state_passing_kernel",
+    "state_passing_plan",
     "state_passing_tiles",
 ]
 
@@ -87,6 +88,13 @@ def state_passing_tiles(headdim: int, dstate: int) -> tuple[int, int]:
     return tile_size(headdim, 32), tile_size(dstate, 64)
 
 
+@functools.lru_cache(maxsize=256)
+def state_passing_plan(b: int, nchunks: int, h: int, p: int, n: int, Q: int) -> LaunchPlan:
+    """Grid and tiles of :data:`state_passing_kernel` for states (b, nchunks, h, p, n)."""
+    TP, TN = state_passing_tiles(p, n)
+    return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b, h), {"Q": Q, "TP": TP, "TN": TN})
+
+
 def launch_state_passing(states, dA_cumsum, initial_states, backend, poison=False, out_dtype=torch.float32):
     """Allocate the outputs (chunk_init_states in ``out_dtype``), launch :data:`state_passing_kernel`."""
     b, nchunks, h, p, n = states.shape
@@ -94,12 +102,11 @@ def launch_state_passing(states, dA_cumsum, initial_states, backend, poison=Fals
     device = states.device
     chunk_init_states = allocate((b, nchunks, h, p, n), out_dtype, device, poison)
     final_states = allocate((b, h, p, n), torch.float32, device, poison)
-    TP, TN = state_passing_tiles(p, n)
-    grid = (-(-p // TP) * -(-n // TN), b, h)
+    plan = state_passing_plan(b, nchunks, h, p, n, Q)
     has_init = initial_states is not None
     args = (states, dA_cumsum, initial_states if has_init else placeholder(device, torch.float32, 4),
-            chunk_init_states, final_states, Q, TP, TN, has_init)
-    launch(state_passing_kernel, grid, args, backend)
+            chunk_init_states, final_states, Q, plan.tiles["TP"], plan.tiles["TN"], has_init)
+    launch(state_passing_kernel, plan.grid, args, backend)
     return chunk_init_states, final_states
 
 
@@ -131,11 +138,11 @@ def _example_args(b=2, nchunks=5, h=4, p=48, n=80, Q=64):
         gen = torch.Generator().manual_seed(0)
         states = torch.randn(b, nchunks, h, p, n, generator=gen)
         dA_cumsum = -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1)
-        TP, TN = state_passing_tiles(p, n)
-        grid = (-(-p // TP) * -(-n // TN), b, h)
+        plan = state_passing_plan(b, nchunks, h, p, n, Q)
         args = (states, dA_cumsum, torch.randn(b, h, p, n, generator=gen),
-                torch.empty_like(states), torch.empty(b, h, p, n), Q, TP, TN, True)
-        return grid, args
+                torch.empty_like(states), torch.empty(b, h, p, n),
+                Q, plan.tiles["TP"], plan.tiles["TN"], True)
+        return plan.grid, args
 
     return make
 
