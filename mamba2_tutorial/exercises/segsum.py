@@ -25,6 +25,12 @@ _HINT = (
 )
 
 
+_STABLE = (
+    "Use the stable form: repeat x to (T, T), mask with tril(diagonal=-1), cumsum over dim -2: each entry "
+    "then sums only its own segment."
+)
+
+
 def _cases() -> list[Case]:
     cases = []
     specs = [
@@ -93,8 +99,7 @@ def _mistakes() -> list[Mistake]:
 
     naive_hint = (
         "the difference of cumsums cs[i] - cs[j] cancels catastrophically next to a huge step "
-        "(and the ratio of cumprods gives 0/0 = NaN). Use the stable form: repeat x to (T, T), "
-        "mask with tril(diagonal=-1), cumsum over dim -2 - each entry then sums only its own segment."
+        "(and the ratio of cumprods gives 0/0 = NaN). " + _STABLE
     )
     return [
         Mistake(
@@ -145,7 +150,9 @@ def _structure(actual: torch.Tensor, expected: torch.Tensor):
                 "the diagonal S[i, i] is an empty sum = 0: the -inf mask is tril(diagonal=0), the mask "
                 "before the cumsum is tril(diagonal=-1)."
                 if on_diag
-                else _HINT
+                else "a finite segment sum came out as -inf: exp(cumsum) underflowed to 0 (the ratio of "
+                "cumprods, log(0) = -inf) or a cumsum reached -inf. Never exponentiate before subtracting: "
+                + _STABLE
             ),
         )
     return None

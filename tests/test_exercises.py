@@ -1,0 +1,490 @@
+"""Workshop exercises: each check rejects stubs and typical mistakes (naming them) and accepts right answers.
+
+* Each exercise notebook, as shipped, is executed (nbclient); every cell tagged ``check`` must raise
+  ``ExerciseFailed`` and no other cell may fail: a check that passes a stub is a defect.
+* Exercise and solution notebooks pair up (same file names, same check cells); the solutions themselves run
+  under nbval (``pytest notebooks/solutions``).
+* Each ``check_*`` is run against deliberately wrong implementations of the usual mistakes and must name the
+  mistake in its hint; right implementations (the reference, or a correct kernel) pass.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import cuda.tile as ct
+import pytest
+import torch
+
+from mamba2_tutorial import reference as ref
+from mamba2_tutorial.exercises import (
+    ExerciseFailed,
+    check_chunk_cumsum_kernel,
+    check_chunk_state,
+    check_chunk_state_kernel,
+    check_recurrence_step,
+    check_segsum,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = sorted((ROOT / "notebooks" / "exercises").glob("*.ipynb"))
+SOLUTIONS = ROOT / "notebooks" / "solutions"
+EXPECTED = {
+    "ex01_recurrence_step",
+    "ex02_segsum",
+    "ex03_chunk_state_torch",
+    "ex04_cutile_chunk_cumsum",
+    "ex05_cutile_chunk_state",
+}
+
+
+def _tagged(nb, tag):
+    return [c for c in nb.cells if c.cell_type == "code" and tag in c.metadata.get("tags", [])]
+
+
+# --------------------------------------------------------------------------------------------- notebooks
+
+
+def test_all_exercises_are_shipped_with_solutions():
+    names = {p.stem for p in EXERCISES}
+    assert EXPECTED <= names, f"missing exercise notebooks: {sorted(EXPECTED - names)}"
+    assert names == {p.stem for p in SOLUTIONS.glob("*.ipynb")}, "exercises/ and solutions/ must pair up"
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.stem)
+def test_exercise_and_solution_have_the_same_checks(path):
+    import nbformat
+
+    ex = nbformat.read(path, as_version=4)
+    sol = nbformat.read(SOLUTIONS / path.name, as_version=4)
+    ex_checks = [c.source for c in _tagged(ex, "check")]
+    assert ex_checks, f"{path.name}: no cell tagged 'check'"
+    assert all(re.search(r"\bcheck_\w+\(", s) for s in ex_checks), ex_checks
+    assert ex_checks == [c.source for c in _tagged(sol, "check")], "solution must run the same checks"
+    todo = _tagged(ex, "exercise")
+    assert todo, f"{path.name}: no cell tagged 'exercise'"
+    assert all("TODO" in c.source for c in todo), f"{path.name}: exercise cells must say what to do (# TODO)"
+    assert _tagged(sol, "solution"), f"{path.name}: the solution has no cell tagged 'solution'"
+    for c in _tagged(sol, "solution"):
+        assert "NotImplementedError" not in c.source and "placeholder" not in c.source
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.stem)
+def test_exercise_notebook_fails_its_checks_as_shipped(path):
+    """Run the notebook as a learner gets it: the checks must fail, everything else must run."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", allow_errors=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()  # fmt: skip
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        if "check" in cell.metadata.get("tags", []):
+            assert errors, f"{path.name} cell {i}: the check PASSED the shipped stub:\n{cell.source}"
+            assert errors[0].ename == "ExerciseFailed", (
+                f"{path.name} cell {i}: {errors[0].ename}: {errors[0].evalue}"
+            )
+            assert "Hint:" in errors[0].evalue, errors[0].evalue
+        else:
+            assert not errors, f"{path.name} cell {i} raised {errors[0].ename}: {errors[0].evalue}"
+
+
+# ---------------------------------------------------------------------- exercise 1: the recurrence step
+
+
+def _heads(BC, h, modulo=False):
+    g = BC.shape[1]
+    idx = torch.arange(h) % g if modulo else torch.arange(h) // (h // g)
+    return BC[:, idx]
+
+
+def _step(
+    state, x, dt, A, B, C, *, decay=None, dt_in=True, after=False, modulo=False, y_old=False, y_B=False
+):
+    h = x.shape[1]
+    Bh, Ch = _heads(B, h, modulo), _heads(C, h, modulo)
+    d = (torch.exp(dt * A) if decay is None else decay(dt, A))[:, :, None, None]
+    u = (dt[:, :, None] * x if dt_in else x)[..., None] * Bh[:, :, None, :]
+    new = d * (state + u) if after else d * state + u
+    y = torch.einsum("bhpn,bhn->bhp", state if y_old else new, Bh if y_B else Ch)
+    return y, new
+
+
+def test_recurrence_accepts_right_answers(capsys):
+    check_recurrence_step(ref.ssd_decode_step)
+    check_recurrence_step(_step)
+    assert "✅ check_recurrence_step passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda *a: _step(*a, decay=lambda dt, A: torch.exp(A).expand_as(dt)), r"exp\(A\) where the decay"),
+        (lambda *a: _step(*a, decay=lambda dt, A: dt * torch.exp(A)), r"dt \* exp\(A\)"),
+        (lambda *a: _step(*a, decay=lambda dt, A: torch.exp(-dt * A)), r"growing state"),
+        (lambda *a: _step(*a, dt_in=False), r"input term without dt"),
+        (lambda *a: _step(*a, after=True), r"decay applied after the update"),
+        (lambda *a: _step(*a, modulo=True), r"group mapping \(h % g\)"),
+        (lambda *a: _step(*a, y_old=True), r"y computed from the old state"),
+        (lambda *a: _step(*a, y_B=True), r"y computed with B instead of C"),
+    ],
+    ids=["exp_A", "dt_exp_A", "negated", "no_dt_input", "decay_after", "h_mod_g", "y_old_state", "y_with_B"],
+)
+def test_recurrence_names_the_mistake(wrong, hint):
+    with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)):
+        check_recurrence_step(wrong)
+
+
+def test_recurrence_rejects_stub_and_bad_returns():
+    def stub(*args):
+        raise NotImplementedError
+
+    with pytest.raises(ExerciseFailed, match="not implemented yet"):
+        check_recurrence_step(stub)
+    with pytest.raises(ExerciseFailed, match=r"return a pair"):
+        check_recurrence_step(lambda *a: _step(*a)[1])
+    with pytest.raises(ExerciseFailed, match=r"shape \(.*\), expected"):
+        check_recurrence_step(lambda *a: (_step(*a)[0], _step(*a)[1].transpose(-1, -2)))
+
+    def crashes(state, x, dt, A, B, C):  # forgets the group -> head mapping: breaks when g > 1
+        return _step(
+            state, x, dt, A, B[:, :1].expand(-1, x.shape[1], -1), C[:, :1].expand(-1, x.shape[1], -1)
+        )
+
+    with pytest.raises(ExerciseFailed):
+        check_recurrence_step(crashes)
+
+
+def test_recurrence_catches_float16_accumulation():
+    def half(state, x, dt, A, B, C):
+        y, s = _step(*(t.half() for t in (state, x, dt, A, B, C)))
+        return y.to(x.dtype), s.to(x.dtype)
+
+    with pytest.raises(ExerciseFailed, match="is wrong"):
+        check_recurrence_step(half)
+
+
+# ------------------------------------------------------------------------------- exercise 2: segsum
+
+
+def _mask(S, T, diagonal=0):
+    return S.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(diagonal), float("-inf"))
+
+
+def seg_naive(x):
+    T = x.shape[-1]
+    cs = x.cumsum(-1)
+    return _mask(cs[..., :, None] - cs[..., None, :], T)
+
+
+def seg_cumprod(x):
+    T = x.shape[-1]
+    cp = torch.exp(x).cumprod(-1)
+    return _mask(torch.log(cp[..., :, None] / cp[..., None, :]), T)
+
+
+def seg_stable(x, diag=-1):
+    T = x.shape[-1]
+    terms = x[..., :, None].expand(*x.shape, T).masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(diag), 0)
+    return _mask(terms.cumsum(-2), T)
+
+
+def test_segsum_accepts_right_answers(capsys):
+    check_segsum(ref.segsum)
+    check_segsum(seg_stable)
+    assert "✅ check_segsum passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (seg_naive, r"naive segsum .*stable form"),
+        (ref.segsum_naive, r"naive segsum"),
+        (seg_cumprod, r"-inf .*ratio of cumprods"),
+        (lambda x: seg_stable(x, diag=0), r"off-by-one on the diagonal|S\[i, i\] = 0"),
+        (lambda x: torch.nan_to_num(seg_stable(x), neginf=0.0), r"must be -inf"),
+        (lambda x: seg_stable(x).transpose(-1, -2), r"must be -inf"),
+        (lambda x: torch.exp(seg_stable(x)), r"exp\(segsum\) instead of segsum"),
+        (
+            lambda x: _mask(seg_stable(x).nan_to_num(neginf=0.0), x.shape[-1], diagonal=-1),
+            r"diagonal S\[i, i\]",
+        ),
+    ],
+    ids=[
+        "naive",
+        "reference_naive",
+        "cumprod_ratio",
+        "off_by_one",
+        "zeros_above",
+        "transposed",
+        "exp",
+        "diag_inf",
+    ],
+)
+def test_segsum_names_the_mistake(wrong, hint):
+    with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)):
+        check_segsum(wrong)
+
+
+def test_segsum_naive_fails_only_on_the_extreme_case():
+    with pytest.raises(ExerciseFailed, match=r"extreme decay") as info:
+        check_segsum(seg_naive)
+    assert "first mismatch" in str(info.value)
+
+
+# ------------------------------------------------------------------- exercise 3: chunk state in PyTorch
+
+
+def cs_torch(x, B, dt, dA, *, decay="right", dt_in=True, modulo=False, acc=torch.float32, pad=True):
+    b, l, h, p = x.shape
+    g, n = B.shape[2:]
+    nc, Q = dt.shape[2:]
+    if pad:
+        x = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, nc * Q - l))
+        B = torch.nn.functional.pad(B, (0, 0, 0, 0, 0, nc * Q - l))
+    x = x.to(acc).reshape(b, nc, Q, h, p)
+    idx = torch.arange(h) % g if modulo else torch.arange(h) // (h // g)
+    B = B.to(acc).reshape(b, nc, Q, g, n)[:, :, :, idx]
+    last = dA[..., -1:]
+    w = {
+        "right": torch.exp(last - dA),
+        "flipped": torch.exp(dA - last),
+        "start": torch.exp(dA),
+        "ratio": torch.exp(last) / torch.exp(dA),
+    }[decay]
+    if dt_in:
+        w = w * dt
+    return torch.einsum("bhck,bckhp,bckhn->bchpn", w.to(acc), x, B).float()
+
+
+def test_chunk_state_accepts_right_answers(capsys):
+    check_chunk_state(ref.chunk_state)
+    check_chunk_state(cs_torch)
+    assert "✅ check_chunk_state passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda *a: cs_torch(*a, decay="flipped"), r"decay exponent flipped"),
+        (lambda *a: cs_torch(*a, decay="start"), r"decay from the chunk START"),
+        (lambda *a: cs_torch(*a, decay="ratio"), r"Subtract inside the exp"),
+        (lambda *a: cs_torch(*a, dt_in=False), r"input term without dt"),
+        (lambda *a: cs_torch(*a, modulo=True), r"group mapping \(h % g\)"),
+        (lambda *a: cs_torch(*a, acc=a[0].dtype), r"bfloat16 .* ACCUMULATED in float32"),
+        (lambda *a: cs_torch(*a).to(a[0].dtype), r"dtype torch.bfloat16, expected torch.float32"),
+        (lambda *a: cs_torch(*a, pad=False), r"pad x and B along l with zeros"),
+    ],
+    ids=[
+        "flipped",
+        "from_start",
+        "ratio_nan",
+        "no_dt",
+        "h_mod_g",
+        "bf16_accumulation",
+        "bf16_output",
+        "no_pad",
+    ],
+)
+def test_chunk_state_names_the_mistake(wrong, hint):
+    with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)):
+        check_chunk_state(wrong)
+
+
+# --------------------------------------------------------------------- exercise 4: the chunk cumsum kernel
+
+ZERO = ct.PaddingMode.ZERO
+
+
+@ct.kernel
+def cumsum_right(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
+    dA_cs = ct.cumsum(dt_c * ct.load(A, (hi,), shape=()), axis=0)
+    ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    ct.store(dA_cumsum, (bi, hi, c, 0), dA_cs.reshape((1, 1, 1, Q)))
+
+
+@ct.kernel
+def cumsum_stub(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.zeros((Q,), dtype=ct.float32)
+    dA_cs = ct.zeros((Q,), dtype=ct.float32)
+    ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    ct.store(dA_cumsum, (bi, hi, c, 0), dA_cs.reshape((1, 1, 1, Q)))
+
+
+@ct.kernel
+def cumsum_no_store(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
+    ct.load(dt, (ct.bid(0), ct.bid(1), ct.bid(2)), shape=(1, Q, 1))
+
+
+@ct.kernel
+def cumsum_unpadded(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1)).reshape((Q,))
+    dA_cs = ct.cumsum(dt_c * ct.load(A, (hi,), shape=()), axis=0)
+    ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    ct.store(dA_cumsum, (bi, hi, c, 0), dA_cs.reshape((1, 1, 1, Q)))
+
+
+@ct.kernel
+def cumsum_without_A(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
+    ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    ct.store(dA_cumsum, (bi, hi, c, 0), ct.cumsum(dt_c, axis=0).reshape((1, 1, 1, Q)))
+
+
+@ct.kernel
+def cumsum_reversed(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
+    dA_cs = ct.cumsum(dt_c * ct.load(A, (hi,), shape=()), axis=0, reverse=True)
+    ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    ct.store(dA_cumsum, (bi, hi, c, 0), dA_cs.reshape((1, 1, 1, Q)))
+
+
+@ct.kernel
+def cumsum_bad_shape(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q + 1, 1), padding_mode=ZERO)  # not a power of two
+    ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q + 1)))
+
+
+def test_chunk_cumsum_kernel_accepts_a_right_kernel(capsys):
+    check_chunk_cumsum_kernel(cumsum_right)
+    out = capsys.readouterr().out
+    assert "✅ check_chunk_cumsum_kernel passed on the cpu backend" in out
+    assert "running on the cpu backend" in out
+
+
+@pytest.mark.parametrize(
+    "kernel, hint",
+    [
+        (cumsum_stub, r"stored only zeros"),
+        (cumsum_no_store, r"stored nothing"),
+        (cumsum_unpadded, r"past the end .* padding_mode=ct.PaddingMode.ZERO"),
+        (cumsum_without_A, r"cumsum of dt \(without A\)"),
+        (cumsum_reversed, r"reverse cumsum"),
+        (cumsum_bad_shape, r"raised TypeCheckingError.*not a power of two.*powers of two"),
+    ],
+    ids=["stub", "no_store", "no_padding", "without_A", "reversed", "compile_error"],
+)
+def test_chunk_cumsum_kernel_names_the_mistake(kernel, hint):
+    with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)):
+        check_chunk_cumsum_kernel(kernel)
+
+
+# ---------------------------------------------------------------------- exercise 5: the chunk state kernel
+
+
+@ct.kernel
+def state_kernel(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP: ct.Constant[int],
+                 TN: ct.Constant[int], HEADS_PER_GROUP: ct.Constant[int], PAD: ct.Constant[bool],
+                 MODULO: ct.Constant[bool], FLIP: ct.Constant[bool]):  # fmt: skip
+    """A right kernel when PAD and not MODULO and not FLIP; each flag reproduces one typical mistake."""
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    g = hi % B.shape[2] if MODULO else hi // HEADS_PER_GROUP
+    if PAD:
+        x_c = ct.load(x, (bi, c, hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
+        B_c = ct.load(B, (bi, c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+    else:
+        x_c = ct.load(x, (bi, c, hi, 0), shape=(1, Q, 1, TP)).reshape((Q, TP))
+        B_c = ct.load(B, (bi, c, g, 0), shape=(1, Q, 1, TN)).reshape((Q, TN))
+    dt_c = ct.load(dt_out, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+    dA_cs = ct.load(dA_cumsum, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+    dA_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
+    if FLIP:
+        w = ct.exp(dA_cs - dA_last) * dt_c
+    else:
+        w = ct.exp(dA_last - dA_cs) * dt_c
+    xw = x_c.astype(ct.float32) * w[:, None]
+    state = ct.mma(ct.transpose(xw), B_c.astype(ct.float32), ct.zeros((TP, TN), dtype=ct.float32))
+    ct.store(states, (bi, c, hi, 0, 0), state.reshape((1, 1, 1, TP, TN)))
+
+
+def _check_variant(monkeypatch, pad=True, modulo=False, flip=False):
+    """Run check_chunk_state_kernel on ``state_kernel`` with its mistake flags appended to the launch args."""
+    import mamba2_tutorial.exercises._harness as harness
+
+    def run_with_flags(check, kernel, grid, args, case, hint, backend):
+        return harness.run_kernel(check, kernel, grid, (*args, pad, modulo, flip), case, hint, backend)
+
+    monkeypatch.setattr("mamba2_tutorial.exercises.chunk_state.run_kernel", run_with_flags)
+    check_chunk_state_kernel(state_kernel)
+
+
+@ct.kernel
+def state_stub(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP: ct.Constant[int],
+               TN: ct.Constant[int], HEADS_PER_GROUP: ct.Constant[int]):  # fmt: skip
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    state = ct.zeros((TP, TN), dtype=ct.float32)
+    ct.store(states, (bi, c, hi, 0, 0), state.reshape((1, 1, 1, TP, TN)))
+
+
+@ct.kernel
+def state_no_decay(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP: ct.Constant[int],
+                   TN: ct.Constant[int], HEADS_PER_GROUP: ct.Constant[int]):  # fmt: skip
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    x_c = ct.load(x, (bi, c, hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
+    B_c = ct.load(B, (bi, c, hi // HEADS_PER_GROUP, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape(
+        (Q, TN)
+    )
+    dt_c = ct.load(dt_out, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+    xw = x_c.astype(ct.float32) * dt_c[:, None]  # forgot the decay exp(dA_last - dA_cs)
+    state = ct.mma(ct.transpose(xw), B_c.astype(ct.float32), ct.zeros((TP, TN), dtype=ct.float32))
+    ct.store(states, (bi, c, hi, 0, 0), state.reshape((1, 1, 1, TP, TN)))
+
+
+@ct.kernel
+def state_mixed_mma(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP: ct.Constant[int],
+                    TN: ct.Constant[int], HEADS_PER_GROUP: ct.Constant[int]):  # fmt: skip
+    """Right, except that B is not cast: fine for float32 inputs, a compile error for bfloat16 ones."""
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    x_c = ct.load(x, (bi, c, hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
+    B_c = ct.load(B, (bi, c, hi // HEADS_PER_GROUP, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape(
+        (Q, TN)
+    )
+    dt_c = ct.load(dt_out, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+    dA_cs = ct.load(dA_cumsum, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+    w = ct.exp(ct.extract(dA_cs, (Q - 1,), shape=(1,)) - dA_cs) * dt_c
+    xw = x_c.astype(ct.float32) * w[:, None]
+    state = ct.mma(ct.transpose(xw), B_c, ct.zeros((TP, TN), dtype=ct.float32))
+    ct.store(states, (bi, c, hi, 0, 0), state.reshape((1, 1, 1, TP, TN)))
+
+
+def test_chunk_state_kernel_accepts_a_right_kernel(monkeypatch, capsys):
+    _check_variant(monkeypatch)
+    assert "✅ check_chunk_state_kernel passed on the cpu backend" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "flags, hint",
+    [
+        ({"pad": False}, r"loads without padding_mode=ZERO"),
+        ({"modulo": True}, r"group mapping \(h % g\)"),
+        ({"flip": True}, r"decay exponent flipped"),
+    ],
+    ids=["no_padding", "h_mod_g", "flipped_decay"],
+)
+def test_chunk_state_kernel_names_the_mistake(monkeypatch, flags, hint):
+    with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)):
+        _check_variant(monkeypatch, **flags)
+
+
+def test_chunk_state_kernel_rejects_stub_and_wrong_math():
+    with pytest.raises(ExerciseFailed, match="stored only zeros"):
+        check_chunk_state_kernel(state_stub)
+    with pytest.raises(ExerciseFailed, match="no decay at all"):
+        check_chunk_state_kernel(state_no_decay)
+    with pytest.raises(
+        ExerciseFailed, match=re.compile(r"bfloat16 inputs.*raised TypeCheckingError.*share one dtype", re.S)
+    ):
+        check_chunk_state_kernel(state_mixed_mma)
