@@ -454,3 +454,49 @@ def test_bfloat16_tensors_round_trip():
     run_kernel(vector_add, (3,), (a, a, c, 16))
     assert torch.equal(c, a + a)
     assert np.asarray(c.float()).dtype == np.float32
+
+
+# ---------------------------------------------------------------------------------------------------------
+# loop-carried and branch-merged variables lose loose typing, as in cuTile
+# ---------------------------------------------------------------------------------------------------------
+@ct.kernel
+def carried_literal(x, out, n):
+    acc = 0.0
+    count = 0
+    for i in range(n):
+        ct.static_assert(acc.dtype == ct.float32)  # 0.0 is carried: a strict float32
+        acc = acc + ct.load(x, (i,), ())           # float32 + float16 -> float32
+        count += 1
+    ct.static_assert(acc.dtype == ct.float32)
+    ct.static_assert(count.dtype == ct.int32)
+    ct.store(out, (0,), acc / count)
+
+
+def test_loop_carried_literal_becomes_strict():
+    x = torch.tensor([1.0, 2.0, 3.0001, 4.0], dtype=torch.float16)
+    out = torch.zeros(1)
+    run_kernel(carried_literal, (1,), (x, out, 4))
+    assert out.item() == pytest.approx(x.float().mean().item(), rel=1e-6)
+
+
+@ct.kernel
+def merged_literal(out, n):
+    v = 1
+    if n > 2:  # a run-time condition: v is merged, hence strict int32
+        v = 3
+    t = ct.full((4,), 1, dtype=ct.int8) + v
+    ct.static_assert(t.dtype == ct.int32)
+    w = 5
+    if 4 > 2:  # a constant condition is folded: w stays a loose constant
+        w = 6
+    u = ct.full((4,), 1, dtype=ct.int8) + w
+    ct.static_assert(u.dtype == ct.int8)
+    ct.store(out, (0,), (t + u).astype(ct.float32))
+
+
+def test_branch_merged_literal_becomes_strict_only_for_runtime_conditions():
+    out = torch.zeros(4)
+    run_kernel(merged_literal, (1,), (out, 5))
+    assert torch.equal(out, torch.full((4,), 11.0))
+    run_kernel(merged_literal, (1,), (out, 1))
+    assert torch.equal(out, torch.full((4,), 9.0))

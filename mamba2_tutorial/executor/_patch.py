@@ -21,6 +21,7 @@ import numpy as np
 from cuda.tile._exception import TileTypeError
 from cuda.tile._execution import is_function_wrapper, is_stub
 
+from ._carry import RUNTIME_HELPERS, transformed_code
 from ._tile import Tile, scalar_tile
 
 __all__ = ["TypedRange", "FunctionPatcher"]
@@ -149,25 +150,32 @@ class FunctionPatcher:
         if done is not None:
             return done
         g = dict(fn.__globals__)
-        closure = fn.__closure__
-        new_closure = closure
-        if closure:
-            cells = []
-            for cell in closure:
-                try:
-                    v = cell.cell_contents
-                except ValueError:
-                    cells.append(cell)
-                    continue
-                cells.append(cell if not self._wants_patch(v) else types.CellType(None))
-            new_closure = tuple(cells)
-        new = FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, new_closure)
+        g.update(TILE_BUILTINS)
+        g.update(RUNTIME_HELPERS)
+        values = {}  # free variable name -> value (cells may be empty)
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                values[name] = cell.cell_contents
+            except ValueError:
+                pass
+        module_code = transformed_code(fn)
+        if module_code is None:
+            cells = tuple(types.CellType() for _ in fn.__code__.co_freevars)
+            new = FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, cells or None)
+        else:
+            # the kernel rewritten so loop-carried / branch-merged variables become strict (see _carry)
+            scope: dict = {}
+            exec(module_code, g, scope)
+            new = scope["__cpu_tile_outer__"](*(None for _ in fn.__code__.co_freevars))
+            new.__defaults__ = fn.__defaults__
         new.__kwdefaults__ = fn.__kwdefaults__
         new.__dict__.update(fn.__dict__)
         self._memo[fn] = new
-        # fill globals and closure after memoizing, so recursion terminates
-        for name, v in TILE_BUILTINS.items():
-            g[name] = v
+        # fill the closure and globals after memoizing, so that recursion terminates
+        for name, cell in zip(new.__code__.co_freevars, new.__closure__ or ()):
+            if name in values:
+                v = values[name]
+                cell.cell_contents = self(v) if self._wants_patch(v) else v
         for name in _referenced_names(fn.__code__):
             if name not in g:
                 continue
@@ -177,11 +185,7 @@ class FunctionPatcher:
             elif v is ct.static_iter:
                 g[name] = _static_iter
             elif self._wants_patch(v):
-                g[name] = self._patched_value(v)
-        if closure:
-            for cell, old in zip(new_closure, closure):
-                if cell is not old:
-                    cell.cell_contents = self._patched_value(old.cell_contents)
+                g[name] = self(v)
         return new
 
     @staticmethod
@@ -190,5 +194,3 @@ class FunctionPatcher:
             return False  # @ct.function helpers go through the dispatch hook, which patches them then
         return _is_user_function(v)
 
-    def _patched_value(self, v):
-        return self(v)
