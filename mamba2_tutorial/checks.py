@@ -68,13 +68,13 @@ _LAYOUTS: dict[str, tuple[str, ...]] = {
 
 
 def _as_tensor(value, what: str) -> tuple[torch.Tensor, torch.dtype]:
-    """(values as a float64 CPU tensor, the dtype that sets the tolerance)."""
+    """(values as a float64 tensor on the value's own device, the dtype that sets the tolerance)."""
     if isinstance(value, torch.Tensor):
         t = value.detach()
         src = t.dtype
         if t.is_complex():
             raise TypeError(f"{what} is complex ({t.dtype}); assert_close compares real tensors")
-        return t.to("cpu", torch.float64), src
+        return t.to(torch.float64), src
     arr = np.asarray(value)
     name = str(arr.dtype)
     if name == "bfloat16":  # ml_dtypes.bfloat16 arrays
@@ -83,6 +83,15 @@ def _as_tensor(value, what: str) -> tuple[torch.Tensor, torch.dtype]:
         raise TypeError(f"{what} must be a tensor or array of numbers, got dtype {arr.dtype}")
     src = {"float16": torch.float16, "float32": torch.float32}.get(name, torch.float64)
     return torch.from_numpy(arr.astype(np.float64)), src
+
+
+def _pair(actual, expected, name: str):
+    """Both as float64 tensors on one device: their common device, else the CPU."""
+    a, a_dtype = _as_tensor(actual, f"{name} (actual)")
+    e, e_dtype = _as_tensor(expected, f"{name} (expected)")
+    if a.device != e.device:
+        a, e = a.cpu(), e.cpu()
+    return a, a_dtype, e, e_dtype
 
 
 def default_tolerance(dtype) -> tuple[float, float]:
@@ -108,8 +117,7 @@ def relative_error(actual, expected) -> float:
     0.0 when both are all zeros, inf when only ``expected`` is; NaN if either holds a NaN. Raises ValueError
     if the shapes differ.
     """
-    a, _ = _as_tensor(actual, "actual")
-    e, _ = _as_tensor(expected, "expected")
+    a, _, e, _ = _pair(actual, expected, "relative_error")
     if a.shape != e.shape:
         raise ValueError(
             f"relative_error: shapes differ: actual {tuple(a.shape)} vs expected {tuple(e.shape)}"
@@ -154,10 +162,9 @@ def _diagnose(a, e, bad, dims, shape) -> list[str]:
     if n and bool((a == 0).all()) and bool((e != 0).any()):
         hints.append("actual is all zeros: the result was never stored (or was stored into a copy)")
     if dims is not None and len(dims) == len(shape) and bool(bad.any()):
-        where = bad.nonzero()
         for axis, dim in enumerate(dims):
             size = shape[axis]
-            hit = torch.unique(where[:, axis])
+            hit = bad.movedim(axis, 0).reshape(size, -1).any(dim=1).nonzero().flatten().cpu()  # indices
             if size < 2 or hit.numel() == size:
                 continue
             if dim == "l":
@@ -220,8 +227,7 @@ def assert_close(
     the index dims; ``dims`` (e.g. ``"b l h p"``) names them explicitly. ``hint`` is added to the message,
     after the automatic diagnosis.
     """
-    a, a_dtype = _as_tensor(actual, f"{name} (actual)")
-    e, e_dtype = _as_tensor(expected, f"{name} (expected)")
+    a, a_dtype, e, e_dtype = _pair(actual, expected, name)
     if a.shape != e.shape:
         msg = f"{name}: shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}"
         if a.numel() == e.numel():
@@ -260,7 +266,7 @@ def assert_close(
     rel = finite_err / e.abs()
     rel = torch.where(torch.isnan(rel), torch.full_like(rel, math.inf), rel)
     worst_rel = int(torch.argmax(rel).item())
-    first = int(bad.flatten().nonzero()[0].item())
+    first = int(torch.argmax(bad.flatten().to(torch.uint8)).item())  # argmax returns the first of ties
     flat_a, flat_e = a.flatten(), e.flatten()
 
     def at(i: int) -> str:

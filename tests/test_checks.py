@@ -189,3 +189,15 @@ def test_relative_error():
     # computed in float64: no overflow of the squares of large float32 values
     big = torch.full((10,), 1e30, dtype=torch.float32)
     assert relative_error(big * 1.5, big) == pytest.approx(0.5, rel=1e-6)
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_compare_on_device_and_against_cpu():
+    e = _y()
+    assert_close(e.cuda(), e)
+    assert_close(e.float().cuda(), e.cuda())
+    a = e.clone().cuda()
+    a[0, 5, 2, 1] += 1
+    msg = _raises(a, e.cuda(), name="y")
+    assert "(b=0, l=5, h=2, p=1)" in msg
+    assert relative_error(a, e) > 0

@@ -612,3 +612,38 @@ def test_reference_forms_reject_bad_input():
         ssd_chunked(**kwargs, chunk_size=0)
     with pytest.raises(TypeError, match="chunk_size"):
         ssd_chunked(**kwargs, chunk_size=8.0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# property test over unseen sizes, and the GPU
+# ----------------------------------------------------------------------------------------------------
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+
+@hypothesis.settings(deadline=None, max_examples=12, derandomize=True, database=None)
+@hypothesis.given(
+    b=st.integers(1, 2), l=st.integers(1, 40), g=st.integers(1, 3), hpg=st.integers(1, 3),
+    p=st.integers(1, 6), n=st.integers(1, 6), Q=st.integers(1, 20), seed=st.integers(0, 2**16),
+)
+def test_property_three_forms_agree_with_independent(b, l, g, hpg, p, n, Q, seed):
+    kwargs, _ = random_case(seed, b=b, l=l, g=g, h=g * hpg, p=p, n=n, Q=Q)
+    y_ref, final_ref, _ = independent_ssd(**kwargs)
+    for form in FORMS:
+        y, final = run_form(form, kwargs, Q, return_final_states=True)
+        assert relative_error(y, y_ref) <= 1e-9, form
+        assert relative_error(final, final_ref) <= 1e-9, form
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_reference_on_cuda_matches_cpu(dtype):
+    kwargs, opts = random_case(900, l=45, Q=16, g=2, h=4, D="hp", z=True, dt_bias=True, softplus=True,
+                               init=True, dtype=dtype)
+    cuda = {k: (v.cuda() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
+    for form in FORMS:
+        y_cpu, f_cpu = run_form(form, kwargs, 16, return_final_states=True)
+        y_gpu, f_gpu = run_form(form, cuda, 16, return_final_states=True)
+        assert y_gpu.device.type == "cuda" and y_gpu.dtype == dtype
+        assert_close(y_gpu, y_cpu, name="y")
+        assert_close(f_gpu, f_cpu, name="final_states")

@@ -168,7 +168,9 @@ def chunk_scan(
 
     # the past: the entering state decayed to step s, read out by C[s]
     Ch = groups_to_heads(Cc, h)  # (b, c, Q, h, n)
-    y_off = torch.einsum("bcshn,bchpn,bhcs->bcshp", Ch, chunk_init_states.to(dtype), torch.exp(dA_cumsum))
+    read_state = torch.einsum("bcshn,bchpn->bcshp", Ch, chunk_init_states.to(dtype))  # C[s] · entering[c]
+    decay_in = torch.exp(dA_cumsum).permute(0, 2, 3, 1)  # (b, c, Q, h): decay from chunk start to s
+    y_off = decay_in[..., None] * read_state  # (b, c, Q, h, p)
 
     # the present chunk: a small dual form per chunk
     CB = torch.einsum("bcsgn,bckgn->bcgsk", Cc, Bc)  # (b, c, g, Q, Q): C[s] · B[k]

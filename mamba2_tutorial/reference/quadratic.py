@@ -64,7 +64,8 @@ def ssd_quadratic(
     if initial_states is not None:
         state0 = initial_states.to(dtype)  # (b, h, p, n)
         Ch = groups_to_heads(Cc, h)  # (b, l, h, n)
-        y = y + torch.einsum("bhl,bhpn,blhn->blhp", decay_from_start, state0, Ch)
+        read_state0 = torch.einsum("blhn,bhpn->blhp", Ch, state0)  # C_i · state_0
+        y = y + decay_from_start.transpose(1, 2)[..., None] * read_state0  # · exp(a_1 + ... + a_i)
 
     y = skip_and_gate(y, xc, D=D, z=z).to(x.dtype)
     if not return_final_states:
