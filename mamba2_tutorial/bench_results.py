@@ -371,4 +371,10 @@ def format_overhead(results: Mapping) -> str:
         f"launch and host overhead at {ov.get('name')} {d}: device = median event time (cold L2); "
         "host = time to issue one call; loop = back-to-back calls incl. sync; graph = CUDA-graph replay"
     )
-    return title + "\n" + _table(header, rows)
+    notes = [
+        f"  {impl}: {k} {row[k]}"
+        for impl, row in ov["impls"].items()
+        for k in ("error", "graph_error")
+        if row.get(k)
+    ]
+    return "\n".join([title, _table(header, rows)] + (["not measured:"] + notes if notes else []))

@@ -330,6 +330,21 @@ def _target_results(b8=0.5, vs_mamba=2.5, vs_fla=1.4):
     return _results(recs)
 
 
+def test_format_overhead_lists_what_failed(fixture_results):
+    r = copy.deepcopy(fixture_results)
+    r["overhead"]["impls"]["torch"] = {
+        "event_ms": 0.5,
+        "host_us": 900.0,
+        "loop_us": 950.0,
+        "graph_us": None,
+        "graph_error": "RuntimeError: operation not permitted when capturing",
+    }
+    validate_results(r)
+    text = bench_results.format_overhead(r)
+    assert "torch: graph_error RuntimeError: operation not permitted" in text and "950.0" in text
+    assert bench_results.format_overhead(dict(r, overhead=None)) == "launch overhead: not measured"
+
+
 def test_targets_met_and_missed():
     rows = bench_results.check_targets(_target_results())
     assert len(rows) == 8 and all(ok for _, _, ok in rows)
