@@ -86,6 +86,7 @@ class EnvironmentReport:
     gpu_name: str | None
     capability: tuple[int, int] | None
     driver: str | None
+    driver_cuda: str | None  # the newest CUDA the driver supports (from torch), e.g. "13.0"
     cuda_home: str | None
     cuda_home_version: str | None
     tier: str
@@ -104,6 +105,9 @@ class EnvironmentReport:
         gpu = self.gpu_name or "none visible"
         if self.gpu_count > 1:
             gpu += f" (device 0 of {self.gpu_count})"
+        driver = self.driver or "-"
+        if self.driver_cuda:
+            driver += f" (supports CUDA {self.driver_cuda})"
         cuda_home = "not set"
         if self.cuda_home:
             cuda_home = f"{self.cuda_home} (CUDA {self.cuda_home_version or 'version unknown'})"
@@ -116,7 +120,7 @@ class EnvironmentReport:
             ("CUDA available", "yes" if self.cuda_available else "no"),
             ("GPU", gpu),
             ("compute capability", cap),
-            ("NVIDIA driver", self.driver or "-"),
+            ("NVIDIA driver", driver),
             ("CUDA_HOME", cuda_home),
         ]
 
@@ -190,6 +194,7 @@ def diagnose(
     cuda_available: bool,
     capability: tuple[int, int] | None = None,
     driver: str | None = None,
+    driver_cuda: str | None = None,
     gpu_name: str | None = None,
     torch_cuda: str | None = "13.0",
     cuda_tile: str | None = "1.7.0",
@@ -200,6 +205,8 @@ def diagnose(
 ) -> list[Problem]:
     """Actionable problems for the given facts (pure: no probing).
 
+    ``driver`` is the driver version (``"580.95.05"``); ``driver_cuda`` the newest CUDA version the driver
+    supports (``"13.0"``), used when the driver version itself is unknown (CUDA 13 needs r580).
     ``tileiras`` is the compiler's path (None: not found). A driver is evidence of a GPU even when torch
     cannot see one (a CPU build of torch). Problems about tileiras and CUDA_HOME matter on every machine:
     the compile check (``python -m mamba2_tutorial compile``) runs tileiras without a GPU.
@@ -226,6 +233,9 @@ def diagnose(
     if drv is not None and drv[0] < MIN_DRIVER_MAJOR:
         add("driver", f"NVIDIA driver {driver} is older than r{MIN_DRIVER_MAJOR}, which CUDA 13 and ",
             "cuTile need: install driver 580 or newer (check with `nvidia-smi`).")
+    elif drv is None and (dc := parse_version(driver_cuda)) is not None and dc[:2] < (13, 0):
+        add("driver", f"The NVIDIA driver supports CUDA {driver_cuda} at most; CUDA 13 and cuTile need ",
+            f"driver r{MIN_DRIVER_MAJOR} or newer: update the driver (check with `nvidia-smi`).")
     if tileiras is None:
         add("tileiras", "tileiras (the cuTile compiler) was not found on PATH, in CUDA_HOME or as a ",
             f"pip package: run `{TILEIRAS_INSTALL}` (or `pip install -e \".[gpu]\"`). ",
@@ -317,6 +327,15 @@ def _driver_version() -> str | None:
         return None
 
 
+def _driver_cuda_version(torch) -> str | None:
+    """The newest CUDA version the driver supports, from the CUDA driver API through torch (e.g. "13.0")."""
+    try:
+        version = int(torch._C._cuda_getDriverVersion())  # e.g. 13000; private, absent on CPU builds
+    except (AttributeError, RuntimeError, TypeError, ValueError):
+        return None
+    return f"{version // 1000}.{version % 1000 // 10}" if version > 0 else None
+
+
 def _fallback_tier(cuda_available: bool, capability, problems: list[Problem], why_no_launch: str):
     blocking_codes = ("capability", "driver", "tileiras", "cuda_tile", "cuda_home")
     blocking = [p for p in problems if p.code in blocking_codes]
@@ -345,13 +364,15 @@ def environment_report(*, select_backend: Callable | None = None) -> Environment
     capability = tuple(torch.cuda.get_device_capability(0)) if cuda_available else None
     torch_cuda = getattr(getattr(torch, "version", None), "cuda", None)
     driver = _driver_version()
+    driver_cuda = _driver_cuda_version(torch) if cuda_available else None
     tileiras = find_tileiras()
     tileiras_version = parse_tileiras_version(_run([tileiras, "--version"])) if tileiras else None
     cuda_home = os.environ.get("CUDA_HOME") or None
     cuda_home_version = cuda_home_toolkit_version(cuda_home)
     cuda_tile = _dist_version("cuda-tile")
     problems = diagnose(
-        cuda_available=cuda_available, capability=capability, driver=driver, gpu_name=gpu_name,
+        cuda_available=cuda_available, capability=capability, driver=driver, driver_cuda=driver_cuda,
+        gpu_name=gpu_name,
         torch_cuda=torch_cuda, cuda_tile=cuda_tile, tileiras=tileiras, tileiras_version=tileiras_version,
         cuda_home=cuda_home, cuda_home_version=cuda_home_version,
     )
@@ -372,7 +393,8 @@ def environment_report(*, select_backend: Callable | None = None) -> Environment
         python=platform.python_version(), platform=platform.platform(terse=True), package=__version__,
         torch=getattr(torch, "__version__", None), torch_cuda=torch_cuda, cuda_tile=cuda_tile,
         tileiras_path=tileiras, tileiras_version=tileiras_version, cuda_available=cuda_available,
-        gpu_count=gpu_count, gpu_name=gpu_name, capability=capability, driver=driver, cuda_home=cuda_home,
+        gpu_count=gpu_count, gpu_name=gpu_name, capability=capability, driver=driver, driver_cuda=driver_cuda,
+        cuda_home=cuda_home,
         cuda_home_version=cuda_home_version, tier=tier, tier_reason=reason, problems=problems,
     )
 

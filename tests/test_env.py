@@ -48,6 +48,16 @@ def test_old_driver_gets_an_r580_message(driver):
     assert driver in problems[0].message and "r580" in problems[0].message
 
 
+def test_unknown_driver_version_falls_back_to_the_cuda_version_it_supports():
+    no_version = {**HEALTHY, "driver": None}
+    problems = diagnose(**no_version, driver_cuda="12.8")
+    assert codes(problems) == ["driver"] and "12.8" in problems[0].message and "r580" in problems[0].message
+    assert diagnose(**no_version, driver_cuda="13.0") == []
+    assert diagnose(**no_version, driver_cuda=None) == []
+    # a known driver version wins over the CUDA version
+    assert diagnose(**HEALTHY, driver_cuda="12.8") == []
+
+
 def test_missing_tileiras_says_how_to_install_it():
     problems = diagnose(**{**HEALTHY, "tileiras": None, "tileiras_version": None})
     assert codes(problems) == ["tileiras"]
@@ -120,6 +130,21 @@ def test_cuda_home_toolkit_version(tmp_path):
 
 def _fake_choice(name, reason):
     return lambda: SimpleNamespace(name=name, reason=reason)
+
+
+@pytest.mark.gpu
+def test_report_on_a_usable_gpu():
+    """On the GPU machine: the facts are read, the GPU tier is chosen, and nothing blocks it."""
+    report = env.environment_report()
+    assert report.cuda_available and report.gpu_count >= 1 and report.gpu_name
+    assert tuple(report.capability) >= (8, 0)
+    assert report.driver is not None and env.parse_version(report.driver)[0] >= 580, report.driver
+    assert report.driver_cuda is not None and env.parse_version(report.driver_cuda) >= (13, 0)
+    assert report.tileiras_version and env.parse_version(report.tileiras_version)[:2] >= (13, 4)
+    assert report.tier == "gpu", report.tier_reason
+    blocking = {"capability", "driver", "tileiras", "tileiras_version", "cuda_tile"}
+    assert not blocking & set(codes(report.problems)), [p.message for p in report.problems]
+    print(report)
 
 
 def test_report_on_this_machine():
