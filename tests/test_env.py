@@ -139,7 +139,8 @@ def test_report_on_a_usable_gpu():
     assert report.cuda_available and report.gpu_count >= 1 and report.gpu_name
     assert tuple(report.capability) >= (8, 0)
     assert report.driver is not None and env.parse_version(report.driver)[0] >= 580, report.driver
-    assert report.driver_cuda is not None and env.parse_version(report.driver_cuda) >= (13, 0)
+    if report.driver_cuda is not None:  # read through a private torch hook that a build may lack
+        assert env.parse_version(report.driver_cuda) >= (13, 0), report.driver_cuda
     assert report.tileiras_version and env.parse_version(report.tileiras_version)[:2] >= (13, 4)
     assert report.tier == "gpu", report.tier_reason
     blocking = {"capability", "driver", "tileiras", "tileiras_version", "cuda_tile"}
