@@ -10,6 +10,7 @@ learner's output matches it, the hint names that mistake.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -18,6 +19,23 @@ import torch
 
 class ExerciseFailed(AssertionError):
     """A learner's answer is wrong. The message says on which case, where, by how much and what to try."""
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython/Jupyter shows: the message, without the check's own frames.
+
+        If the learner's code raised, its traceback comes first (that is where the bug is).
+        """
+        lines: list[str] = []
+        cause = self.__cause__
+        # (a cuTile compile error already names the kernel line in its message: no traceback needed)
+        if cause is not None and not isinstance(cause, ExerciseFailed) and not _is_tile_error(cause):
+            tb = cause.__traceback__
+            while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+                tb = tb.tb_next  # start at the learner's code, not at the check calling it
+            lines += "".join(traceback.format_exception(type(cause), cause, tb)).splitlines()
+            lines += ["", "Your code raised the error above; the check's report:", ""]
+        lines.append(f"\x1b[0;31mExerciseFailed\x1b[0m: {self}")
+        return "\n".join(lines).splitlines()
 
 
 @dataclass

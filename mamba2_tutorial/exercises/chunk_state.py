@@ -139,7 +139,7 @@ def _hint_for(case: Case) -> str:
     if x.dtype in (torch.bfloat16, torch.float16):
         return _BF16_HINT
     l, nc, Q = x.shape[1], case.inputs["dt_out"].shape[2], case.inputs["dt_out"].shape[3]
-    return _RAGGED_HINT + " " + _HINT if nc * Q != l else _HINT
+    return _RAGGED_HINT if nc * Q != l else _HINT
 
 
 def _tol(case: Case, expected: torch.Tensor) -> tuple[float, float]:
