@@ -171,6 +171,20 @@ def test_state_passing_matches_reference(case, with_initial):
     assert_close(final, r_final, name="final_states")
 
 
+def test_state_passing_narrow_output_is_the_rounded_float32_result():
+    shape = _shape("g3-odd-n")
+    b, h, p, n, Q = shape.batch, shape.nheads, shape.headdim, shape.dstate, shape.chunk_size
+    nchunks = math.ceil(shape.seqlen / Q)
+    gen = torch.Generator().manual_seed(21)
+    states = torch.randn(b, nchunks, h, p, n, generator=gen)
+    dA_cumsum = -(0.1 * torch.rand(b, h, nchunks, Q, generator=gen)).cumsum(-1)
+    wide, final = state_passing_fwd(states, dA_cumsum, backend="cpu")
+    narrow, final2 = state_passing_fwd(states, dA_cumsum, out_dtype=torch.bfloat16, backend="cpu",
+                                       _poison=True)
+    assert narrow.dtype == torch.bfloat16 and final2.dtype == torch.float32
+    assert torch.equal(narrow, wide.to(torch.bfloat16)) and torch.equal(final, final2)
+
+
 # ----------------------------------------------------------------------------------------------------
 # kernel 3: chunk scan
 # ----------------------------------------------------------------------------------------------------

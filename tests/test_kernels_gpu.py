@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
-import types
 
 import pytest
 import torch
@@ -64,15 +62,13 @@ def _f64(inputs):
 
 
 def _mamba_chunk_scan_combined():
-    """mamba_ssm's Triton forward, or skip. mamba_ssm <= 2.3.2.post1 imports its CUDA extension
-    selective_scan_cuda at package import; an empty placeholder module lets the Triton path import."""
-    if "selective_scan_cuda" not in sys.modules:
-        try:
-            import selective_scan_cuda  # noqa: F401
-        except ImportError:
-            sys.modules["selective_scan_cuda"] = types.ModuleType("selective_scan_cuda")
-    module = pytest.importorskip("mamba_ssm.ops.triton.ssd_combined")
-    return module.mamba_chunk_scan_combined
+    """mamba_ssm's Triton forward (imported without its CUDA extension, see bench.py), or None."""
+    from mamba2_tutorial.bench import import_mamba_chunk_scan_combined
+
+    try:
+        return import_mamba_chunk_scan_combined()
+    except ImportError:
+        return None
 
 
 def _run_and_check(name, dims, dtype, options, seed, *, with_mamba=True):
@@ -88,10 +84,7 @@ def _run_and_check(name, dims, dtype, options, seed, *, with_mamba=True):
 
     mamba_out_err = mamba_final_err = None
     if with_mamba:
-        try:
-            combined = _mamba_chunk_scan_combined()
-        except pytest.skip.Exception:
-            combined = None
+        combined = _mamba_chunk_scan_combined()
         if combined is not None:
             m_out, m_final = combined(**inputs, chunk_size=Q, return_final_states=True)
             mamba_out_err, mamba_final_err = relative_error(m_out, r_out), relative_error(m_final, r_final)

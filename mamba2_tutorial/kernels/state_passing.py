@@ -110,12 +110,14 @@ def launch_state_passing(states, dA_cumsum, initial_states, backend, poison=Fals
     return chunk_init_states, final_states
 
 
-def state_passing_fwd(states, dA_cumsum, initial_states=None, *, backend="auto", _poison=False):
+def state_passing_fwd(states, dA_cumsum, initial_states=None, *, out_dtype=torch.float32, backend="auto",
+                      _poison=False):
     """Kernel 2 on its own: ``(chunk_init_states, final_states)``, like ``reference.state_passing``.
 
     states (b, nchunks, h, p, n) float32 (kernel 1), dA_cumsum (b, h, nchunks, Q) float32, initial_states
     (b, h, p, n) or None -> chunk_init_states (b, nchunks, h, p, n) float32 (the state entering each chunk)
-    and final_states (b, h, p, n) float32.
+    and final_states (b, h, p, n) float32. ``out_dtype`` (float32, float16 or bfloat16) is the dtype of
+    chunk_init_states: ``ssd_forward`` passes x's dtype (the running state stays float32 either way).
     """
     from mamba2_tutorial.validation import check_shape
 
@@ -130,7 +132,10 @@ def state_passing_fwd(states, dA_cumsum, initial_states=None, *, backend="auto",
         check_shape(initial_states, "initial_states", ("b", "h", "p", "n"), (b, h, p, n))
         initial_states = initial_states.contiguous()
     where = resolve_backend(backend, states)
-    return launch_state_passing(states.contiguous(), dA_cumsum.contiguous(), initial_states, where, _poison)
+    if out_dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"out_dtype must be float32, float16 or bfloat16, got {out_dtype}")
+    return launch_state_passing(states.contiguous(), dA_cumsum.contiguous(), initial_states, where, _poison,
+                                out_dtype=out_dtype)
 
 
 def _example_args(b=2, nchunks=5, h=4, p=48, n=80, Q=64):
