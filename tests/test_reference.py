@@ -403,6 +403,12 @@ def test_chunk_steps_reject_bad_shapes():
     states = chunk_state(kwargs["x"], kwargs["B"], dt_out, dA)
     with pytest.raises(ValueError, match="initial_states must have shape"):
         state_passing(states, dA, torch.zeros(1, 1, 1, 1, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"x must have shape \(b, l, h, p\) \(4 dimensions\)"):
+        chunk_state(kwargs["x"][..., 0], kwargs["B"], dt_out, dA)
+    with pytest.raises(ValueError, match=r"states must have shape \(b, c, h, p, n\)"):
+        state_passing(states[0], dA)
+    with pytest.raises(TypeError, match="dt must be a torch.Tensor, got ndarray"):
+        chunk_cumsum(kwargs["dt"].numpy(), kwargs["A"], 8)
     entering, _ = state_passing(states, dA)
     with pytest.raises(ValueError, match="chunk_init_states must have shape"):
         chunk_scan(kwargs["x"], dt_out, dA, kwargs["C"], kwargs["B"], entering[:, :1])

@@ -32,6 +32,12 @@ from ._heads import groups_to_heads, skip_and_gate
 __all__ = ["ssd_chunked", "chunk_cumsum", "chunk_state", "state_passing", "chunk_scan"]
 
 
+def _check_tensors(**named) -> None:
+    for name, value in named.items():
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+
+
 def _nchunks(seqlen: int, chunk_size: int) -> int:
     return -(-seqlen // chunk_size)  # ceil(l / Q)
 
@@ -69,8 +75,8 @@ def chunk_cumsum(
     ``dt_out`` is dt after bias, softplus and clamp, and ZERO past the sequence end (the ragged last chunk);
     ``dA_cumsum[..., s] = dt_out[..., 0]·A + ... + dt_out[..., s]·A`` (inclusive; it restarts at every chunk).
     """
-    if not isinstance(dt, torch.Tensor) or dt.ndim != 3:
-        raise ValueError(f"dt must have shape (b, l, h) (3 dimensions), got {getattr(dt, 'shape', dt)!r}")
+    _check_tensors(dt=dt, A=A)
+    check_shape(dt, "dt", ("b", "l", "h"), (None, None, None))
     b, l, h = dt.shape
     check_shape(A, "A", ("h",), (h,))
     check_chunk_size(chunk_size)
@@ -88,17 +94,20 @@ def chunk_state(
 ) -> torch.Tensor:
     """Step 2: every chunk's final state as if the chunk started from a zero state.
 
-    x (b, l, h, p), B (b, l, g, n), dt_out and dA_cumsum (b, h, c, Q) → states (b, c, h, p, n), float32
-    (float64 for float64 x)::
+    x (b, l, h, p), B (b, l, g, n), dt_out and dA_cumsum (b, h, c, Q) → states (b, c, h, p, n) in
+    dA_cumsum's dtype (float32; float64 for float64 inputs)::
 
         states[c] = Σ_k exp(dA_cumsum[c, Q-1] - dA_cumsum[c, k]) · dt[c, k] · x[c, k] ⊗ B[c, k]
     """
+    _check_tensors(x=x, B=B, dt_out=dt_out, dA_cumsum=dA_cumsum)
+    check_shape(x, "x", ("b", "l", "h", "p"), (None,) * 4)
     b, l, h, p = x.shape
+    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, None, None))
     Q = dA_cumsum.shape[-1]
     c = _nchunks(l, Q)
-    check_shape(B, "B", ("b", "l", "g", "n"), (b, l, None, None))
-    check_shape(dt_out, "dt_out", ("b", "h", "c", "Q"), (b, h, c, Q))
     check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, c, Q))
+    check_shape(dt_out, "dt_out", ("b", "h", "c", "Q"), (b, h, c, Q))
+    check_shape(B, "B", ("b", "l", "g", "n"), (b, l, None, None))
     dtype = dA_cumsum.dtype
     xc = _pad_to_chunks(x.to(dtype), Q)  # (b, c, Q, h, p)
     Bh = _pad_to_chunks(groups_to_heads(B.to(dtype), h), Q)  # (b, c, Q, h, n)
@@ -116,6 +125,8 @@ def state_passing(states: torch.Tensor, dA_cumsum: torch.Tensor, initial_states:
 
         entering[0] = initial;   entering[c+1] = exp(dA_cumsum[c, Q-1]) · entering[c] + states[c]
     """
+    _check_tensors(states=states, dA_cumsum=dA_cumsum)
+    check_shape(states, "states", ("b", "c", "h", "p", "n"), (None,) * 5)
     b, c, h, p, n = states.shape
     check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, c, None))
     dtype = states.dtype
@@ -152,11 +163,14 @@ def chunk_scan(
              + Σ_{k ≤ s} (C[s] · B[k]) · exp(dA_cumsum[s] - dA_cumsum[k]) · dt[k] · x[k]   (diagonal block)
              + D · x[s],  then · silu(z[s])
     """
+    _check_tensors(x=x, dt_out=dt_out, dA_cumsum=dA_cumsum, C=C, B=B, chunk_init_states=chunk_init_states)
+    check_shape(x, "x", ("b", "l", "h", "p"), (None,) * 4)
     b, l, h, p = x.shape
+    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, None, None))
     Q = dA_cumsum.shape[-1]
     c = _nchunks(l, Q)
-    check_shape(dt_out, "dt_out", ("b", "h", "c", "Q"), (b, h, c, Q))
     check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, c, Q))
+    check_shape(dt_out, "dt_out", ("b", "h", "c", "Q"), (b, h, c, Q))
     check_shape(C, "C", ("b", "l", "g", "n"), (b, l, None, None))
     n = C.shape[-1]
     check_shape(B, "B", ("b", "l", "g", "n"), tuple(C.shape))
