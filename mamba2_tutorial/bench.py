@@ -456,6 +456,28 @@ def bench_shape(
     return rec
 
 
+def _bench_shape_or_record_failure(spec: ShapeSpec, impls, **kwargs) -> dict:
+    """``bench_shape``, but a failure outside the implementations (inputs, the reference: out of memory, say)
+    becomes a record with no times and the reason, so one bad shape does not lose the whole run."""
+    try:
+        rec = bench_shape(spec, impls, **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        reason = f"shape failed before timing: {type(exc).__name__}: {exc}"
+        print(f"bench: {spec.name}: {reason}", file=sys.stderr)
+        rec = {
+            "name": spec.name,
+            "dims": spec.dims.as_dict(),
+            "dtype": str(kwargs["dtype"]).replace("torch.", ""),
+            "ms": dict.fromkeys(IMPLS),
+            "rel_err": dict.fromkeys(IMPLS),
+            "errors": dict.fromkeys(IMPLS, reason),
+            "floor_ms": roofline.floor_ms(spec.dims, kwargs["ceilings"]),
+        }
+    if str(kwargs.get("device", "")).startswith("cuda"):
+        torch.cuda.empty_cache()
+    return rec
+
+
 def measure_overhead(
     spec: ShapeSpec, impls: Mapping[str, Impl], *, dtype, device: str, timer: Timer, seed: int = 0
 ) -> dict:
@@ -514,36 +536,12 @@ def run_benchmark(
     n_impl = len(impls)
     total = (len(shapes) + len(sweep)) * 2 * n_impl
     bar = _Progress(total, "bench", enabled=progress)
+    common = dict(
+        dtype=dtype, device=device, timer=timer, ceilings=ceilings, missing=missing, seed=seed, progress=bar
+    )
     try:
-        recs = [
-            bench_shape(
-                s,
-                impls,
-                dtype=dtype,
-                device=device,
-                timer=timer,
-                ceilings=ceilings,
-                missing=missing,
-                seed=seed,
-                progress=bar,
-            )
-            for s in shapes
-        ]
-        sweep_recs = [
-            bench_shape(
-                s,
-                impls,
-                dtype=dtype,
-                device=device,
-                timer=timer,
-                ceilings=ceilings,
-                missing=missing,
-                seed=seed,
-                kernels=False,
-                progress=bar,
-            )
-            for s in sweep
-        ]
+        recs = [_bench_shape_or_record_failure(s, impls, **common) for s in shapes]
+        sweep_recs = [_bench_shape_or_record_failure(s, impls, kernels=False, **common) for s in sweep]
     finally:
         bar.close()
     ov = None

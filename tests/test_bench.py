@@ -435,6 +435,25 @@ def test_gate_rejects_wrong_outputs_and_never_times_them():
     assert set(rec["cutile_kernels_ms"]) == set(bench_results.KERNELS)
 
 
+def test_a_shape_that_fails_outside_the_implementations_is_recorded(monkeypatch):
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(bench, "_reference", out_of_memory)
+    specs = [_spec("tiny-g3")]
+    results = bench.run_benchmark(
+        specs,
+        impls=stand_in_impls(),
+        device="cpu",
+        timer=fake_timer(specs),
+        progress=False,
+        device_name="cpu test",
+    )
+    validate_results(results)
+    rec = results["shapes"][0]
+    assert all(v is None for v in rec["ms"].values()) and "out of memory" in rec["errors"]["cutile"]
+
+
 def test_gate_checks_the_kernel_chain_too():
     impls = stand_in_impls()
     good_kernels = impls["cutile"].kernels
