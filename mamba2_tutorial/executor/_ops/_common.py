@@ -60,14 +60,60 @@ def _promote_strict(a, b, force_float: bool):
     return promote_dtypes(a, b, force_float)
 
 
+# A representative constant of each kind a loose Python number can have (cuTile types a constant by its value:
+# bool, int32, int64 or uint64 by range, float32). Promotion depends on the kind only; the range check of an
+# integer constant against an integer dtype is done separately (below), exactly as cuTile does.
+def _kind(v):
+    t = type(v)
+    if t is bool:
+        return False
+    if t is float:
+        return 0.0
+    if t is int:
+        if -(2**31) <= v < 2**31:
+            return 0
+        if -(2**63) <= v < 2**63:
+            return 2**40
+        return 2**63
+    return v
+
+
+@functools.lru_cache(maxsize=4096)
+def _promote_with_loose(dtype, kind, dtype_first: bool, force_float: bool):
+    k = LooselyTypedScalar(kind)
+    return promote_dtypes(dtype, k, force_float) if dtype_first else promote_dtypes(k, dtype, force_float)
+
+
+_IINFO = {d: np.iinfo(D.storage_dtype(d)) for d in D.STORAGE if D.is_int(d)}
+
+
+def _check_int_range(dtype, v, force_float):
+    if type(v) is int and not force_float:
+        info = _IINFO.get(dtype)
+        if info is not None and not info.min <= v <= info.max:
+            raise TileValueError(f"Integer constant {v} is out of range of {dtype}")
+
+
 def promote(x, y, force_float: bool = False):
     """The result dtype of combining ``x`` and ``y`` under cuTile's rules (None if both are loose)."""
+    tx, ty = type(x), type(y)
+    sx = tx is Tile and not x._loose
+    sy = ty is Tile and not y._loose
+    if sx and sy:
+        return _promote_strict(x._dt, y._dt, force_float)
+    if sx:
+        v = _py_value(y)
+        r = _promote_with_loose(x._dt, _kind(v), True, force_float)
+        _check_int_range(x._dt, v, force_float)
+        return r
+    if sy:
+        v = _py_value(x)
+        r = _promote_with_loose(y._dt, _kind(v), False, force_float)
+        _check_int_range(y._dt, v, force_float)
+        return r
     kx, ky = type_key(x), type_key(y)
-    lx, ly = isinstance(kx, LooselyTypedScalar), isinstance(ky, LooselyTypedScalar)
-    if lx and ly:
+    if isinstance(kx, LooselyTypedScalar) and isinstance(ky, LooselyTypedScalar):
         return None
-    if not lx and not ly:
-        return _promote_strict(kx, ky, force_float)
     return promote_dtypes(kx, ky, force_float)
 
 
@@ -76,15 +122,17 @@ def promote_any(x, y, force_float: bool = False):
     return promote_dtypes(type_key(x), type_key(y), force_float)
 
 
+_COMPUTE = {d: D.compute_dtype(d) for d in D.STORAGE}
+
+
 def values_as(x, dtype) -> np.ndarray:
-    """``x``'s values converted to cuTile ``dtype`` (rounded as cuTile casts) and then to its compute
-    dtype."""
-    if isinstance(x, Tile) and not x._loose:
-        a = D.convert(x._a, x._dt, dtype)
+    """``x``'s values converted to cuTile ``dtype`` (rounded as cuTile casts) and then to its compute dtype."""
+    if type(x) is Tile and not x._loose:
+        a = x._a if x._dt == dtype else D.convert(x._a, x._dt, dtype)
     else:
         v = _py_value(x)
-        if D.is_int(dtype):
-            info = np.iinfo(D.storage_dtype(dtype))
+        if dtype in _IINFO:
+            info = _IINFO[dtype]
             if isinstance(v, float):
                 a = D.convert(np.array(v), ct.float64, dtype)
             else:
@@ -96,21 +144,23 @@ def values_as(x, dtype) -> np.ndarray:
             a = np.array(bool(v))
         else:
             a = D.convert(np.array(float(v), dtype=np.float64), ct.float64, dtype)
-    cd = D.compute_dtype(dtype)
+    cd = _COMPUTE[dtype]
     return a if a.dtype == cd else a.astype(cd)
 
 
 def finish(values, dtype) -> Tile:
     """A strict tile of ``dtype`` from compute-dtype ``values`` (narrow floats rounded to nearest even)."""
     values = np.asarray(values)
-    sd = D.storage_dtype(dtype)
-    if dtype == ct.tfloat32:
-        return Tile(D.round_tf32(values), dtype)
+    sd = D.STORAGE[dtype]
     if values.dtype != sd:
+        if dtype == ct.tfloat32:
+            return Tile(D.round_tf32(values), dtype)
         if sd.kind in "iu" and values.dtype.kind == "f":
             values = D.convert(values, ct.float64, dtype)
         else:
             values = values.astype(sd)
+    elif dtype == ct.tfloat32:
+        return Tile(D.round_tf32(values), dtype)
     return Tile(values, dtype)
 
 
