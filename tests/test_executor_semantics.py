@@ -500,3 +500,41 @@ def test_branch_merged_literal_becomes_strict_only_for_runtime_conditions():
     assert torch.equal(out, torch.full((4,), 11.0))
     run_kernel(merged_literal, (1,), (out, 1))
     assert torch.equal(out, torch.full((4,), 9.0))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# on a GPU: the same compile errors, CUDA tensors on the CPU backend, auto picks the GPU
+# ---------------------------------------------------------------------------------------------------------
+COMPILE_ERRORS = [
+    (narrowing_store, lambda: (torch.ones(16), torch.zeros(16, dtype=torch.float16), 16)),
+    (non_pow2_tile, lambda: (torch.ones(16), torch.ones(16))),
+    (vector_if, lambda: (torch.ones(16), torch.ones(16), 16)),
+    (loop_type_change, lambda: (torch.ones(4), torch.zeros(1), 4)),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel,make", COMPILE_ERRORS, ids=["narrowing", "non_pow2", "vector_if", "loop"])
+def test_gpu_raises_the_same_compile_errors(kernel, make):
+    from mamba2_tutorial.launch import launch
+
+    with pytest.raises(ct.TileError) as on_cpu:
+        launch(kernel, (1,), make(), backend="cpu")
+    args = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in make())
+    with pytest.raises(ct.TileError) as on_gpu:
+        launch(kernel, (1,), args, backend="gpu")
+    assert type(on_cpu.value) is type(on_gpu.value)
+    assert str(on_cpu.value).splitlines()[0] == str(on_gpu.value).splitlines()[0]
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_on_the_cpu_backend_are_copied_back():
+    from mamba2_tutorial.launch import launch, select_backend
+    from tests.test_executor import vector_add
+
+    assert select_backend().name == "gpu"
+    a = torch.randn(300, device="cuda")
+    c = torch.zeros(300, device="cuda")
+    choice = launch(vector_add, (ct.cdiv(300, 64),), (a, a, c, 64), backend="cpu")
+    assert choice.name == "cpu" and c.is_cuda
+    assert torch.equal(c, a + a)
