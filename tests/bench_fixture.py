@@ -30,7 +30,7 @@ FIXTURE_DEVICE = "TEST FIXTURE: CPU stand-ins with FAKE timings, not a measureme
 FAKE_FACTORS = {"cutile": 1.8, "mamba_ssm": 6.0, "fla": 5.0, "torch": 150.0}
 FAKE_KERNEL_FACTORS = {"chunk_state": 1.5, "state_passing": 1.3, "chunk_scan": 1.6}
 FIXTURE_SHAPES = ("tiny", "tiny-g3", "small", "small-pow2")
-FIXTURE_SWEEP = (64, 128, 256, 512)
+FIXTURE_SWEEP = (32, 64, 128, 256)
 
 
 def simple_gla(q, k, v, g, scale=1.0):
