@@ -6,6 +6,10 @@ the numbers), repeats until ``rep_ms`` of device time has passed and returns the
 call it overwrites a buffer larger than the L2 cache (H200: 60 MB), so a small problem is not timed out of the
 cache; this is what ``triton.testing.do_bench`` does too. The flush runs outside the events.
 
+What the events see: the start event fires when the flush ends; the call's kernels start once the host has
+issued them. So host work per call is hidden up to the flush's duration (about 0.1 ms for 256 MB) and counted
+beyond it: a call with heavy Python overhead is charged for it, as a user would be.
+
 ``time_host`` measures the other thing a small problem is bound by: how long the host takes to issue one call
 (Python, argument handling, launches), and how long back-to-back calls take end to end.
 
