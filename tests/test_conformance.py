@@ -645,7 +645,7 @@ def _():
 @ct.kernel
 def gather_scatter(x, idx, out_g, out_s, T: ct.Constant[int]):
     i = ct.bid(0)
-    ind = ct.load(idx, (i,), (T,), padding_mode=PM.NEG_ZERO)
+    ind = ct.load(idx, (i,), (T,), padding_mode=ZERO)
     pos = ct.arange(T, dtype=ct.int32) + i * T
     g = ct.gather(x, ind, mask=ind % 3 != 0, padding_value=-1.0)
     ct.store(out_g, (i,), g)
