@@ -108,13 +108,14 @@ def _cutile_kernels(inp, Q, backend: str = "gpu") -> dict[str, Forward]:
     x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
     stage1 = lambda: chunk_state_fwd(x, dt, A, B, Q, backend=backend)
     dt_out, dA_cumsum, states = stage1()
-    stage2 = lambda: state_passing_fwd(states, dA_cumsum, backend=backend)
+    # the states entering each chunk in the dtype ssd_forward stores them in (x's dtype)
+    stage2 = lambda: state_passing_fwd(states, dA_cumsum, out_dtype=x.dtype, backend=backend)
     init_states, _final = stage2()
     stage3 = lambda: chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, init_states, backend=backend)
 
     def chain():
         d_out, dA, st = chunk_state_fwd(x, dt, A, B, Q, backend=backend)
-        init, _ = state_passing_fwd(st, dA, backend=backend)
+        init, _ = state_passing_fwd(st, dA, out_dtype=x.dtype, backend=backend)
         return _first(chunk_scan_fwd(x, d_out, dA, C, B, init, backend=backend))
 
     meta = {"state_bytes": states.element_size(), "init_state_bytes": init_states.element_size()}
