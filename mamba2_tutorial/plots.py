@@ -376,12 +376,9 @@ def plot_cost_curves(
     attributes) and/or keywords (keywords win). ``seqlens`` defaults to powers of two from 64 to 65536;
     ``mark`` draws a vertical line at one length (e.g. the shape's own seqlen).
     """
-    dims = {}
-    for key in ("batch", "nheads", "headdim", "dstate", "chunk_size", "ngroups"):
-        value = locals()[key]
-        if value is None and shape is not None:
-            value = getattr(shape, key, None)
-        dims[key] = value
+    given = {"batch": batch, "nheads": nheads, "headdim": headdim, "dstate": dstate, "chunk_size": chunk_size,
+             "ngroups": ngroups}
+    dims = {key: getattr(shape, key, None) if value is None else value for key, value in given.items()}
     if dims["batch"] is None:
         dims["batch"] = 1
     if dims["ngroups"] is None:
