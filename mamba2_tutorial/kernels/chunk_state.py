@@ -14,15 +14,17 @@ Tiling. One block per (state tile, batch·chunk, head):
 
     grid = (cdiv(p, TP) · cdiv(n, TN),  b · nchunks,  h)
 
-Each block loads the chunk's raw dt (Q,), x (Q, TP) and B (Q, TN), and computes the (TP, TN) tile of
-the state as ONE matrix product over the chunk's Q positions:
+Each block loads the chunk's raw dt (Q,) and computes the decay weights of all Q positions, then builds the
+(TP, TN) tile of the state as a matrix product over the chunk's positions:
 
     state[TP, TN] = (x · w)ᵀ[TP, Q] @ B[Q, TN]      with  w_k = exp(dA_cs_last - dA_cs_k) · dt_k
 
-on the tensor cores (``ct.mma`` with a float32 accumulator). The decay weights are folded into the
-x operand (Q × TP, smaller than B for the usual p = 64, n = 128) and rounded to x's dtype, as mamba_ssm
-does. The dt preprocessing and the cumsum are only Q scalars per block, so every block recomputes them
-instead of waiting for another block; only the first state tile of each (chunk, head) stores them.
+on the tensor cores (``ct.mma`` with a float32 accumulator), walking along the chunk TK rows at a time (the
+classic GEMM main loop: the loads of one step overlap the mma of the previous one, and the x and B tiles in
+flight stay small). The decay weights are folded into the x operand (TK × TP, smaller than B for the usual
+p = 64, n = 128) and rounded to x's dtype, as mamba_ssm does. The dt preprocessing and the cumsum are only Q
+scalars per block, so every block recomputes them instead of waiting for another block; only the first state
+tile of each (chunk, head) stores them.
 
 Ragged last chunk: loads past the sequence end use ``PaddingMode.ZERO`` and dt is forced to 0 there, so
 padded positions add nothing to the state and dA_cs stays constant past the end (mamba_ssm's convention).
@@ -88,7 +90,7 @@ def process_dt(dt_raw, dt_bias_h, dt_min, dt_max, in_sequence,
 def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
                        dt_out, dA_cumsum, states,            # outputs
                        heads_per_group: int, dt_min: float, dt_max: float,
-                       Q: ct.Constant[int], TP: ct.Constant[int], TN: ct.Constant[int],
+                       Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int], TN: ct.Constant[int],
                        HAS_DT_BIAS: ct.Constant[bool], DT_SOFTPLUS: ct.Constant[bool]):
     """x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,)
     -> dt_out, dA_cumsum (b, h, nchunks, Q) fp32, states (b, nchunks, h, p, n) fp32."""
@@ -121,11 +123,17 @@ def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
     # the difference is <= 0 whenever A <= 0; the min() guarantees exp never sees a positive argument
     w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E) * dt_c          # (Q,) float32
 
-    # --- state tile = (x · w)ᵀ @ B on the tensor cores, float32 accumulation ---
-    x_c = ct.load(x, (b, c, h, i_p), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
-    B_c = ct.load(B, (b, c, g, i_n), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
-    xw = (x_c.astype(ct.float32) * w[:, None]).astype(x.dtype)             # mma operands in x's dtype
-    state = ct.mma(ct.transpose(xw), B_c.astype(x.dtype), ct.zeros((TP, TN), dtype=ct.float32))
+    # --- state tile = (x · w)ᵀ @ B on the tensor cores, TK chunk rows per step, float32 accumulation ---
+    state = ct.zeros((TP, TN), dtype=ct.float32)
+    # steps past the sequence end would load tiles entirely out of bounds (undefined in cuTile): skip them
+    n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
+    for kt in range(n_steps):
+        k_tile = c * (Q // TK) + kt                      # row tile index along l, in units of TK
+        x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
+        B_k = ct.load(B, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO).reshape((TK, TN))
+        w_k = ct.extract(w, (kt,), shape=(TK,))          # this step's TK decay weights
+        xw = (x_k.astype(ct.float32) * w_k[:, None]).astype(x.dtype)      # mma operands in x's dtype
+        state = ct.mma(ct.transpose(xw), B_k.astype(x.dtype), state)
     ct.store(states, (b, c, h, i_p, i_n), state.reshape((1, 1, 1, TP, TN)))
 
 
@@ -133,22 +141,24 @@ def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
 # Host side: tile sizes, the wrapper, example launches.
 # ----------------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=256)
-def chunk_state_tiles(headdim: int, dstate: int, dtype: torch.dtype) -> tuple[int, int]:
-    """(TP, TN): the state tile of one block. Powers of two covering p and n, capped.
+def chunk_state_tiles(chunk_size: int, headdim: int, dstate: int, dtype: torch.dtype) -> tuple[int, int, int]:
+    """(TK, TP, TN): chunk rows per mma step and the state tile of one block; powers of two, capped.
 
-    bf16/fp16: up to 64 × 128, one block per (chunk, head) for the usual p = 64, n = 128. float32 mma has no
-    fast tensor-core path and its code grows with the tile, so float32 uses at most 32 × 32.
+    bf16/fp16: up to 64 × 128 state tiles, one block per (chunk, head) for the usual p = 64, n = 128, and 64
+    rows per step. float32 mma has no fast tensor-core path and its code grows with the tile, so float32
+    uses at most 32 × 32.
     """
+    TK = min(chunk_size, 64)
     if dtype == torch.float32:
-        return tile_size(headdim, 32), tile_size(dstate, 32)
-    return tile_size(headdim, 64), tile_size(dstate, 128)
+        return TK, tile_size(headdim, 32), tile_size(dstate, 32)
+    return TK, tile_size(headdim, 64), tile_size(dstate, 128)
 
 
 @functools.lru_cache(maxsize=256)
 def chunk_state_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype) -> LaunchPlan:
     """Grid and tiles of :data:`chunk_state_kernel` for x (b, l, h, p), states (b, cdiv(l, Q), h, p, n)."""
-    TP, TN = chunk_state_tiles(p, n, dtype)
-    return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b * cdiv(l, Q), h), {"Q": Q, "TP": TP, "TN": TN})
+    TK, TP, TN = chunk_state_tiles(Q, p, n, dtype)
+    return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b * cdiv(l, Q), h), {"Q": Q, "TK": TK, "TP": TP, "TN": TN})
 
 
 def launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, backend, poison=False):
@@ -166,7 +176,7 @@ def launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, 
     args = (x, B, dt, A, dt_bias if has_bias else placeholder(device, torch.float32, 1),
             dt_out, dA_cumsum, states,
             h // g, float(dt_limit[0]), float(dt_limit[1]),
-            Q, plan.tiles["TP"], plan.tiles["TN"], has_bias, bool(dt_softplus))
+            Q, plan.tiles["TK"], plan.tiles["TP"], plan.tiles["TN"], has_bias, bool(dt_softplus))
     launch(chunk_state_kernel, plan.grid, args, backend)
     return dt_out, dA_cumsum, states
 
@@ -202,7 +212,7 @@ def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
         args = (x, B, dt, A, torch.rand(h, generator=gen),
                 torch.empty(b, h, nchunks, Q), torch.empty(b, h, nchunks, Q),
                 torch.empty(b, nchunks, h, p, n),
-                h // g, 0.0, float("inf"), Q, plan.tiles["TP"], plan.tiles["TN"], True, True)
+                h // g, 0.0, float("inf"), Q, *(plan.tiles[k] for k in ("TK", "TP", "TN")), True, True)
         return plan.grid, args
 
     return make
