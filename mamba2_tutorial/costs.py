@@ -1,7 +1,11 @@
 """FLOP and memory counts for the three forms of the SSD forward pass (and the four chunked steps).
 
-These are *model* counts used to explain the ladder (notebooks 01-03) and, later, to turn measured
-times into TFLOP/s and GB/s (notebook 09). They are formulas, not measurements.
+These are *model* counts that compare the three forms of the ladder (notebooks 01-03): every operation
+of each form, so the recurrence (which has no matrix product at all) can be set against the others. They
+are formulas, not measurements. For the GPU kernels, :mod:`mamba2_tutorial.roofline` counts only the
+tensor-core FLOPs of the chunked form (causal pairs by default) and the bytes each kernel moves; notebook 09
+turns those into a roofline. When l is a multiple of Q, the four matrix products counted here (chunk state,
+C·Bᵀ, scores·x, C·state) equal its ``causal=False`` terms.
 
 Conventions
 -----------

@@ -113,3 +113,22 @@ def test_bad_dimensions_are_named():
         costs.chunked_cost(batch=1, seqlen=5, nheads=6, headdim=3, dstate=4, chunk_size=-1)
     with pytest.raises(ValueError, match="form"):
         costs.form_cost("fft", batch=1, seqlen=5, nheads=6, headdim=3, dstate=4)
+
+
+def test_matrix_products_agree_with_the_roofline_count():
+    """costs (every operation, dense blocks) and roofline (tensor-core products) agree on the products."""
+    from mamba2_tutorial import roofline
+
+    b, l, h, p, g, n = 2, 8 * Q, 6, 5, 3, 7
+    mm = roofline.matmul_flops(dict(b=b, l=l, h=h, p=p, g=g, n=n, Q=Q), causal=False)
+    c = l // Q
+    ours = {
+        "chunk state (x ⊗ B)": b * h * c * 2 * Q * p * n,
+        "CBᵀ": b * g * c * 2 * Q * Q * n,
+        "intra-chunk (scores @ x)": b * h * c * 2 * Q * Q * p,
+        "inter-chunk (C @ state)": b * h * c * 2 * Q * n * p,
+    }
+    assert mm == pytest.approx(ours)
+    dims = dict(batch=b, seqlen=l, nheads=h, headdim=p, dstate=n, ngroups=g, chunk_size=Q)
+    total = costs.chunked_cost(**dims).flops
+    assert sum(ours.values()) < total < 1.2 * sum(ours.values())  # the rest is elementwise work
