@@ -16,7 +16,8 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m mamba2_tutorial", description=__doc__)
-    parser.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[1]}" for k, v in COMMANDS.items()))
+    summary = "; ".join(f"{name}: {text}" for name, (_, text) in COMMANDS.items())
+    parser.add_argument("command", choices=sorted(COMMANDS), help=summary)
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
         return 0 if argv else 2

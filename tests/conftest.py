@@ -1,7 +1,8 @@
 """Shared pytest configuration.
 
-Tests marked ``gpu`` need a CUDA GPU of compute capability >= 8.0 and the cuTile toolchain (tileiras). Where that is
-missing they are skipped with the reason; on the H200 run them with ``pytest -o addopts='' -m gpu tests``.
+Tests marked ``gpu`` need a CUDA GPU of compute capability >= 8.0 and the cuTile toolchain (tileiras).
+Where that is missing they are skipped with the reason; on the H200 run them with
+``pytest -o addopts='' -m gpu tests``.
 """
 
 from __future__ import annotations
