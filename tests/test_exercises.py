@@ -488,3 +488,30 @@ def test_chunk_state_kernel_rejects_stub_and_wrong_math():
         ExerciseFailed, match=re.compile(r"bfloat16 inputs.*raised TypeCheckingError.*share one dtype", re.S)
     ):
         check_chunk_state_kernel(state_mixed_mma)
+
+
+# ------------------------------------------------------------------------------ on a GPU (run on the H200)
+
+
+@pytest.mark.gpu
+def test_kernel_checks_run_on_the_gpu_and_the_cpu_executor(monkeypatch, capsys):
+    check_chunk_cumsum_kernel(cumsum_right)
+    _check_variant(monkeypatch)
+    out = capsys.readouterr().out
+    assert out.count("running on the gpu backend") == 2, out
+    assert "✅ check_chunk_cumsum_kernel passed on the gpu and the cpu backend" in out
+    assert "✅ check_chunk_state_kernel passed on the gpu and the cpu backend" in out
+
+
+@pytest.mark.gpu
+def test_kernel_checks_reject_mistakes_on_a_gpu_machine(monkeypatch):
+    """A GPU may happen to read zeros past the end of an array; the check still fails a kernel without
+    padding_mode=ZERO (the CPU executor pass poisons the padding), and the other mistakes fail on the GPU."""
+    with pytest.raises(ExerciseFailed, match=r"padding_mode"):
+        check_chunk_cumsum_kernel(cumsum_unpadded)
+    with pytest.raises(ExerciseFailed, match=r"gpu backend.*\n(.*\n)*.*reverse cumsum"):
+        check_chunk_cumsum_kernel(cumsum_reversed)
+    with pytest.raises(ExerciseFailed, match=r"padding_mode"):
+        _check_variant(monkeypatch, pad=False)
+    with pytest.raises(ExerciseFailed, match=r"gpu backend.*\n(.*\n)*.*group mapping"):
+        _check_variant(monkeypatch, modulo=True)

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from ._harness import Case, Mistake, compare, congratulate, pick_backend, run_kernel, unwritten
+from ._harness import Case, Mistake, compare, congratulate, kernel_backends, run_kernel, unwritten
 
 CHECK = "check_chunk_cumsum_kernel"
 
@@ -95,14 +95,12 @@ def _tail(actual: torch.Tensor, l: int, Q: int, name: str):
     return None
 
 
-def check_chunk_cumsum_kernel(kernel) -> None:
-    """Launch the learner's ``chunk_cumsum_kernel`` on hidden cases (GPU if usable, else the CPU executor)."""
-    __tracebackhide__ = True
+def _run_cases(kernel, backend: str, device: str) -> list[Case]:
     from mamba2_tutorial.reference import chunk_cumsum
 
-    backend, device, reason = pick_backend()
-    print(f"running on the {backend} backend ({reason})")
     cases = _cases(device)
+    for case in cases:
+        case.name += f", {backend} backend"
     for case in cases:
         dt, A, Q = case.inputs["dt"], case.inputs["A"], case.inputs["Q"]
         b, l, h = dt.shape
@@ -128,10 +126,21 @@ def check_chunk_cumsum_kernel(kernel) -> None:
                     unwritten(a) or (_tail(a, l, Q, name) if name == "dt_out" else None)
                 ),
             )
+    return cases
+
+
+def check_chunk_cumsum_kernel(kernel) -> None:
+    """Launch the learner's ``chunk_cumsum_kernel`` on hidden cases: on the GPU when usable, and always on
+    the CPU tile executor."""
+    __tracebackhide__ = True
+    backends = kernel_backends()
+    for backend, device, reason in backends:
+        print(f"running on the {backend} backend ({reason})")
+        cases = _run_cases(kernel, backend, device)
     congratulate(
         CHECK,
         cases,
         "ragged last chunks, a sequence shorter than one chunk, Q in {8, 16}, distinct "
         "b/l/h, dt*A down to -1e3",
-        backend=backend,
+        backend=" and the ".join(b for b, _, _ in backends),
     )

@@ -20,7 +20,7 @@ from ._harness import (
     call_learner,
     compare,
     congratulate,
-    pick_backend,
+    kernel_backends,
     run_kernel,
     unwritten,
 )
@@ -221,19 +221,12 @@ def _kernel_mistakes() -> list[Mistake]:
     return [Mistake("loads without padding_mode=ZERO", unpadded, _KERNEL_PAD_HINT), *_mistakes()]
 
 
-def check_chunk_state_kernel(kernel) -> None:
-    """Launch the learner's ``chunk_state_kernel`` on hidden cases (GPU if usable, else the CPU executor).
-
-    Signature: ``kernel(x, B, dt_out, dA_cumsum, states, Q, TP, TN, HEADS_PER_GROUP)`` (the last four are
-    ``ct.Constant[int]``), grid ``(b, nchunks, h)``; ``states`` (b, nchunks, h, p, n) float32 is filled with
-    NaN before the launch.
-    """
-    __tracebackhide__ = True
+def _run_kernel_cases(kernel, backend: str, device: str) -> list[Case]:
     from mamba2_tutorial.reference import chunk_state
 
-    backend, device, reason = pick_backend()
-    print(f"running on the {backend} backend ({reason})")
     cases = _cases(device, _KERNEL_SPECS)
+    for case in cases:
+        case.name += f", {backend} backend"
     mistakes = _kernel_mistakes()
     for case in cases:
         i = case.inputs
@@ -244,20 +237,11 @@ def check_chunk_state_kernel(kernel) -> None:
         expected = chunk_state(x.cpu(), B.cpu(), dt_out.cpu(), dA.cpu())
         states = torch.full((b, nc, h, p, n), float("nan"), device=device)
         TP, TN = _next_pow2(p), _next_pow2(n)
-        run_kernel(
-            CHECK_KERNEL,
-            kernel,
-            (b, nc, h),
-            (x.clone(), B.clone(), dt_out.clone(), dA.clone(), states, Q, TP, TN, h // g),
-            case,
-            _KERNEL_HINT,
-            backend,
-        )
+        args = (x.clone(), B.clone(), dt_out.clone(), dA.clone(), states, Q, TP, TN, h // g)
+        run_kernel(CHECK_KERNEL, kernel, (b, nc, h), args, case, _KERNEL_HINT, backend)
         states = states.cpu()
         scale = max(1.0, float(expected.abs().max()))
-        if (
-            x.dtype == torch.bfloat16
-        ):  # operands may be rounded to bfloat16 for the tensor cores, as mamba_ssm does
+        if x.dtype == torch.bfloat16:  # operands may be rounded to bf16 for the tensor cores (as mamba_ssm)
             rtol, atol = 2e-2, 1e-2 * scale
         else:
             rtol, atol = 1e-4, 1e-5 * scale
@@ -274,10 +258,26 @@ def check_chunk_state_kernel(kernel) -> None:
             mistakes=mistakes,
             extra=unwritten,
         )
+    return cases
+
+
+def check_chunk_state_kernel(kernel) -> None:
+    """Launch the learner's ``chunk_state_kernel`` on hidden cases: on the GPU when usable, and always on the
+    CPU tile executor.
+
+    Signature: ``kernel(x, B, dt_out, dA_cumsum, states, Q, TP, TN, HEADS_PER_GROUP)`` (the last four are
+    ``ct.Constant[int]``), grid ``(b, nchunks, h)``; ``states`` (b, nchunks, h, p, n) float32 is filled with
+    NaN before the launch.
+    """
+    __tracebackhide__ = True
+    backends = kernel_backends()
+    for backend, device, reason in backends:
+        print(f"running on the {backend} backend ({reason})")
+        cases = _run_kernel_cases(kernel, backend, device)
     congratulate(
         CHECK_KERNEL,
         cases,
         "ragged last chunks, p and n below the tile sizes TP and TN, g in {1, 2, 3}, "
         "Q in {8, 16}, dt*A down to -1e3, bfloat16 inputs",
-        backend=backend,
+        backend=" and the ".join(b for b, _, _ in backends),
     )
