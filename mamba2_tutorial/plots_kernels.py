@@ -69,7 +69,9 @@ def block_coords(kernel: str, shape: SSDShape | str, block: tuple[int, int, int]
         n_tiles = _cdiv(s.dstate, t["TN"])
         out.update(i_p=pid0 // n_tiles, i_n=pid0 % n_tiles)
         if kernel == "chunk_state":
-            out.update(b=pid1 // nchunks, c=pid1 % nchunks)
+            c = pid1 % nchunks
+            TK = t.get("TK", t["Q"])  # chunk rows per mma step (the whole chunk in one step without TK)
+            out.update(b=pid1 // nchunks, c=c, n_steps=min(t["Q"] // TK, _cdiv(s.seqlen - c * t["Q"], TK)))
         else:
             out.update(b=pid1)
         return out
@@ -102,34 +104,42 @@ def plot_chunk_state_tiles(shape: SSDShape | str, *, dtype: torch.dtype = torch.
                            block: tuple[int, int, int] = (0, 0, 0)) -> Figure:
     """Kernel 1: the tiles block ``block`` reads and writes.
 
-    It reads chunk c of x[b, :, h, :] (a (Q, TP) tile of the (l, p) matrix) and of B[b, :, g, :] (a (Q, TN)
-    tile of (l, n)), plus chunk c of dt (Q values), and stores the (TP, TN) tile of states[b, c, h] (p, n).
+    It reads chunk c of x[b, :, h, :] ((TK, TP) tiles of the (l, p) matrix, one per loop step k) and of
+    B[b, :, g, :] ((TK, TN) tiles of (l, n)), plus chunk c of dt (Q values), and stores the (TP, TN) tile of
+    states[b, c, h] (p, n). Labels "c2 k1": chunk 2, loop step 1.
     """
     s = get_shape(shape)
     k = block_coords("chunk_state", s, block, dtype=dtype)
     t, c = k["tiles"], k["c"]
     Q, TP, TN = t["Q"], t["TP"], t["TN"]
+    TK = t.get("TK", Q)
+    steps = {c * (Q // TK) + kt: kt for kt in range(k["n_steps"])}  # row tile along l -> loop step
     fig = Figure(figsize=(12, 4.6), layout="constrained")
     axes = fig.subplots(1, 3, width_ratios=[max(s.headdim, 8), max(s.dstate, 8), max(s.dstate, 8)])
 
-    def only(tile, text):
-        return lambda index: text if tuple(index) == tile else ""
+    def step_label(column):
+        def label(index):
+            i, j = index
+            return f"c{c} k{steps[i]}" if i in steps and j == column else ""
+        return label
 
-    plot_tile_grid((s.seqlen, s.headdim), (Q, TP), highlight={(c, k["i_p"]): LOAD}, ax=axes[0],
-                   labels=only((c, k["i_p"]), f"chunk {c}"), show_elements=False,
+    plot_tile_grid((s.seqlen, s.headdim), (TK, TP), highlight={(i, k["i_p"]): LOAD for i in steps},
+                   ax=axes[0],
+                   labels=step_label(k["i_p"]), show_elements=False,
                    title=f"x[{k['b']}, :, {k['h']}, :]  (l, p) = ({s.seqlen}, {s.headdim})\n"
-                         f"tiles (Q, TP) = ({Q}, {TP})")
-    plot_tile_grid((s.seqlen, s.dstate), (Q, TN), highlight={(c, k["i_n"]): LOAD}, ax=axes[1],
-                   labels=only((c, k["i_n"]), f"chunk {c}"), show_elements=False,
+                         f"tiles (TK, TP) = ({TK}, {TP}), chunk {c} = rows {c * Q}..")
+    plot_tile_grid((s.seqlen, s.dstate), (TK, TN), highlight={(i, k["i_n"]): LOAD for i in steps}, ax=axes[1],
+                   labels=step_label(k["i_n"]), show_elements=False,
                    title=f"B[{k['b']}, :, {k['g']}, :]  (l, n) = ({s.seqlen}, {s.dstate})\n"
-                         f"tiles (Q, TN) = ({Q}, {TN})")
+                         f"tiles (TK, TN) = ({TK}, {TN})")
     plot_tile_grid((s.headdim, s.dstate), (TP, TN), highlight={(k["i_p"], k["i_n"]): STORE}, ax=axes[2],
                    show_elements=False,
                    title=f"states[{k['b']}, {c}, {k['h']}]  (p, n) = ({s.headdim}, {s.dstate})\n"
                          f"tiles (TP, TN) = ({TP}, {TN})")
     return _finish(fig, f"chunk_state, {_dtype_name(dtype)}: grid {k['grid']}; block {tuple(block)} = "
                         f"state tile ({k['i_p']}, {k['i_n']}) of batch {k['b']}, chunk {c}, head {k['h']} "
-                        f"(group {k['g']}): states tile = (x·w)ᵀ[{TP}×{Q}] @ B[{Q}×{TN}]")
+                        f"(group {k['g']}): states tile = Σ over {k['n_steps']} step(s) of "
+                        f"(x·w)ᵀ[{TP}×{TK}] @ B[{TK}×{TN}]")
 
 
 def plot_state_passing_tiles(shape: SSDShape | str, *, dtype: torch.dtype = torch.bfloat16,

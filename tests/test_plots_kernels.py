@@ -103,7 +103,8 @@ def test_chunk_state_figure_marks_the_blocks_tiles():
 
 
 def test_state_passing_figure_walks_one_column_down_all_chunks():
-    # float32 plan: TP = 32, TN = 64 -> 2 x 2 = 4 tiles; grid (4, 2, 4); block (3, 1, 2) -> column 3 + 4·(1 + 2·2)
+    # float32 plan: TP = 32, TN = 64 -> 2 x 2 = 4 tiles; grid (4, 2, 4)
+    # block (3, 1, 2) -> column 3 + 4·(1 + 2·2)
     fig = plot_state_passing_tiles(SHAPE, dtype=torch.float32, block=(3, 1, 2))
     state_ax, sched_ax = fig.axes
     assert _solid(state_ax, STORE) == [(64, 32, 16, 16)]
@@ -130,3 +131,14 @@ def test_chunk_scan_figure_marks_causal_key_tiles_and_skips_the_rest():
     assert "(88, 88)" in cb_ax.get_title()
     assert _solid(cb_ax, LOAD) == [(0, 64, 64, 24), (64, 64, 24, 24)]
     assert not _solid(cb_ax, SKIP)
+
+
+def test_chunk_state_figure_shows_the_loop_steps_of_a_long_chunk():
+    # bf16, Q = 256: TK = 64 rows per step; chunk 1 has 4 steps, the ragged chunk 2 (rows 512..599) has 2
+    k = block_coords("chunk_state", SHAPE_Q256, (0, 1, 0))
+    assert (k["c"], k["n_steps"], k["tiles"]["TK"]) == (1, 4, 64)
+    assert block_coords("chunk_state", SHAPE_Q256, (0, 2, 0))["n_steps"] == 2
+    fig = plot_chunk_state_tiles(SHAPE_Q256, block=(0, 2, 1))
+    x_ax = fig.axes[0]
+    assert _solid(x_ax, LOAD) == [(0, 512, 48, 64), (0, 576, 48, 24)]
+    assert [t.get_text() for t in x_ax.texts] == ["c2 k0", "c2 k1"]
