@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from .kernels._host import LaunchPlan, cdiv, check_chunk_size, check_kernel_dtype, resolve_backend
+from .kernels._host import LaunchPlan, cdiv, check_chunk_size, check_kernel_dtype, resolve_backend, strided_ok
 from .kernels.chunk_scan import chunk_scan_fwd, chunk_scan_plan, launch_chunk_scan
 from .kernels.chunk_state import chunk_state_fwd, chunk_state_plan, launch_chunk_state
 from .kernels.state_passing import launch_state_passing, state_passing_fwd, state_passing_plan
@@ -88,9 +88,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
     where = resolve_backend(backend, x)
 
-    x, dt, A, B, C = (t.contiguous() for t in (x, dt, A, B, C))
-    D, z, dt_bias, initial_states = (
-        None if t is None else t.contiguous() for t in (D, z, dt_bias, initial_states))
+    x, dt, A, B, C, D, z, dt_bias, initial_states = (
+        strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
 
     dt_out, dA_cumsum, states = launch_chunk_state(
         x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison)

@@ -295,6 +295,23 @@ def test_ssd_forward_return_convention_and_noncontiguous_inputs():
     assert torch.equal(out, out2)
 
 
+def test_ssd_forward_reads_views_in_place():
+    # as in the Mamba2 block: x, B and C are slices of one projection (last dim dense, other strides larger);
+    # the kernels read them in place, and the result equals the one from contiguous copies
+    shape = _shape("g3-odd-n")
+    b, l, h, p, g, n = shape.batch, shape.seqlen, shape.nheads, shape.headdim, shape.ngroups, shape.dstate
+    inputs = make_inputs(shape, seed=13, z=True, initial_states=True)
+    xBC = torch.cat([inputs["x"].reshape(b, l, h * p), inputs["B"].reshape(b, l, g * n),
+                     inputs["C"].reshape(b, l, g * n)], dim=-1)
+    split = h * p + g * n
+    views = dict(inputs, x=xBC[..., : h * p].view(b, l, h, p),
+                 B=xBC[..., h * p: split].view(b, l, g, n), C=xBC[..., split:].view(b, l, g, n))
+    assert not any(views[k].is_contiguous() for k in ("x", "B", "C"))
+    expected = ssd_forward(**inputs, chunk_size=shape.chunk_size, backend="cpu")
+    got = ssd_forward(**views, chunk_size=shape.chunk_size, backend="cpu", _poison=True)
+    assert torch.equal(got, expected)
+
+
 def test_ssd_forward_block_order_does_not_matter(monkeypatch):
     # the CPU executor runs blocks in order by default; a kernel that relied on it (one block reading what
     # another wrote) would change its result when the order is reversed

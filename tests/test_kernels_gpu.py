@@ -111,6 +111,24 @@ def test_ssd_forward_gpu_large(case, dtype):
     _run_and_check(case, LARGE[case], DTYPES[dtype], options, seed=2)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_ssd_forward_gpu_reads_views(dtype):
+    """x, B and C as slices of one projection (the Mamba2 block's xBC): read in place, strided."""
+    dtype = DTYPES[dtype]
+    b, l, h, p, g, n, Q = dims = (2, 600, 8, 64, 2, 128, 128)
+    inputs, Q = _inputs(dims, dtype, seed=5, D="h", z=True, dt_bias=True)
+    xBC = torch.cat([inputs["x"].reshape(b, l, h * p), inputs["B"].reshape(b, l, g * n),
+                     inputs["C"].reshape(b, l, g * n)], dim=-1)
+    split = h * p + g * n
+    views = dict(inputs, x=xBC[..., : h * p].view(b, l, h, p),
+                 B=xBC[..., h * p: split].view(b, l, g, n), C=xBC[..., split:].view(b, l, g, n))
+    out = ssd_forward(**views, chunk_size=Q, backend="gpu", _poison=True)
+    expected = ssd_forward(**inputs, chunk_size=Q, backend="gpu")
+    assert relative_error(out, expected) <= 1e-6
+    r_out = ref.ssd_chunked(**_f64(inputs), chunk_size=Q)
+    assert relative_error(out, r_out) <= TOL[dtype]
+
+
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_each_kernel_gpu_vs_reference_step(dtype):
     """Kernel by kernel, so that a failure of the whole points at the kernel responsible."""

@@ -17,6 +17,7 @@ __all__ = [
     "next_power_of_two",
     "placeholder",
     "resolve_backend",
+    "strided_ok",
     "tile_size",
 ]
 
@@ -70,6 +71,19 @@ def placeholder(device: torch.device, dtype: torch.dtype, ndim: int) -> torch.Te
     only because every kernel parameter needs an argument. Cached, so ssd_forward allocates nothing for it.
     """
     return torch.zeros((1,) * ndim, dtype=dtype, device=device)
+
+
+def strided_ok(t: torch.Tensor | None) -> torch.Tensor | None:
+    """``t`` itself when the kernels can read it in place, else a contiguous copy.
+
+    cuTile loads take any strides, so views (e.g. B and C sliced out of one projection) need no copy as long
+    as the last dimension is dense (stride 1, what TMA needs) and no dimension is broadcast (stride 0).
+    """
+    if t is None:
+        return None
+    dense_last = t.dim() == 0 or t.shape[-1] == 1 or t.stride(-1) == 1
+    broadcast = any(st == 0 and sz > 1 for st, sz in zip(t.stride(), t.shape))
+    return t if dense_last and not broadcast else t.contiguous()
 
 
 def allocate(shape, dtype: torch.dtype, device: torch.device, poison: bool) -> torch.Tensor:

@@ -51,6 +51,7 @@ from ._host import (
     next_power_of_two,
     placeholder,
     resolve_backend,
+    strided_ok,
     tile_size,
 )
 from .spec import KernelSpec
@@ -215,9 +216,8 @@ def chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, chunk_init_states, *, D=None, z=N
         if z.dtype != x.dtype:
             raise TypeError(f"z must have x's dtype {x.dtype}, got {z.dtype}")
     x, dt_out, dA_cumsum, C, B, chunk_init_states = (
-        t.contiguous() for t in (x, dt_out, dA_cumsum, C, B, chunk_init_states))
-    D = None if D is None else D.contiguous()
-    z = None if z is None else z.contiguous()
+        strided_ok(t) for t in (x, dt_out, dA_cumsum, C, B, chunk_init_states))
+    D, z = strided_ok(D), strided_ok(z)
     where = resolve_backend(backend, x)
     return launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison)
 

@@ -46,6 +46,7 @@ from ._host import (
     launch,
     placeholder,
     resolve_backend,
+    strided_ok,
     tile_size,
 )
 from .spec import KernelSpec
@@ -194,8 +195,7 @@ def chunk_state_fwd(x, dt, A, B, chunk_size, *, dt_bias=None, dt_softplus=False,
     validate_ssd_inputs(x, dt, A, B, B, chunk_size=chunk_size, dt_bias=dt_bias, dt_limit=dt_limit)
     check_kernel_dtype("x", x)
     check_chunk_size(chunk_size)
-    x, dt, A, B = (t.contiguous() for t in (x, dt, A, B))
-    dt_bias = None if dt_bias is None else dt_bias.contiguous()
+    x, dt, A, B, dt_bias = (strided_ok(t) for t in (x, dt, A, B, dt_bias))
     where = resolve_backend(backend, x)
     return launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison)
 

@@ -30,7 +30,7 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ._host import LaunchPlan, allocate, cdiv, launch, placeholder, resolve_backend, tile_size
+from ._host import LaunchPlan, allocate, cdiv, launch, placeholder, resolve_backend, strided_ok, tile_size
 from .spec import KernelSpec
 
 __all__ = [
@@ -130,11 +130,11 @@ def state_passing_fwd(states, dA_cumsum, initial_states=None, *, out_dtype=torch
     check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "nchunks", "Q"), (b, h, nchunks, None))
     if initial_states is not None:
         check_shape(initial_states, "initial_states", ("b", "h", "p", "n"), (b, h, p, n))
-        initial_states = initial_states.contiguous()
+        initial_states = strided_ok(initial_states)
     where = resolve_backend(backend, states)
     if out_dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"out_dtype must be float32, float16 or bfloat16, got {out_dtype}")
-    return launch_state_passing(states.contiguous(), dA_cumsum.contiguous(), initial_states, where, _poison,
+    return launch_state_passing(strided_ok(states), strided_ok(dA_cumsum), initial_states, where, _poison,
                                 out_dtype=out_dtype)
 
 
