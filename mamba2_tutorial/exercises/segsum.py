@@ -45,6 +45,11 @@ def _cases() -> list[Case]:
         g = torch.Generator().manual_seed(1000 + seed)
         x = -torch.rand(*batch, T, generator=g, dtype=torch.float64) * scale  # dt*A < 0: decays
         cases.append(Case(name, 1000 + seed, {"x": x.to(dtype)}))
+    # A long sequence of ordinary steps (notebook 02's overflow demo): exp(cumsum) underflows to 0 after
+    # ~100 steps in float32, so a ratio of cumprods gives 0/0 = NaN and its log -inf.
+    g = torch.Generator().manual_seed(6)
+    x = -1.0 - 0.1 * torch.rand(2, 200, generator=g)
+    cases.append(Case("200 ordinary steps (dt*A about -1)", 6, {"x": x}))
     # Extreme decay: one huge dt*A (a state reset) among tiny steps. cumsum[i] - cumsum[j] then cancels
     # catastrophically in float32 and exp(cumsum) underflows to 0 (0/0 = NaN in the ratio form).
     g = torch.Generator().manual_seed(7)
@@ -187,6 +192,6 @@ def check_segsum(segsum_fn) -> None:
     congratulate(
         CHECK,
         cases,
-        "T from 1 to 32, 0 to 3 batch dims, float32 and float64, -inf above the "
+        "T from 1 to 200, 0 to 3 batch dims, float32 and float64, -inf above the "
         "diagonal, an extreme decay of -2e4 among tiny steps",
     )
