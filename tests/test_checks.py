@@ -155,9 +155,27 @@ def test_layouts_by_name_and_explicit_dims():
     assert "at (1, 2, 3, 4)" in _raises(a, e, name="something")  # unknown name: plain index
     s = _y(shape=(2, 3, 6, 5, 7))
     t = s.clone()
-    t[0, 2, 1, 1, 1] += 1
+    t[:, 2] += 1
     msg = _raises(t, s, name="states")
-    assert "(b=0, c=2, h=1, p=1, n=1)" in msg and "only the last: the ragged tail" in msg
+    assert "(b=0, c=2, h=0, p=0, n=0)" in msg
+    assert "mismatches only in chunks [2] of 3 (the last: ragged tail)" in msg
+
+
+def test_isolated_error_hint_instead_of_axis_patterns():
+    e = _y()
+    a = e.clone()
+    a[0, 10, 2, 1] += 5
+    msg = _raises(a, e, name="y")
+    assert "only 1 element(s) wrong: an isolated error" in msg
+    assert "only heads" not in msg and "sequence positions" not in msg
+
+
+def test_sparse_errors_do_not_claim_an_axis_pattern():
+    e = _y()
+    a = e.clone()
+    a[0, 10:, 2, 1] += 5  # 27 scattered elements in a (b, l, h, p) block of 2·27·6·5: under 10 % dense
+    msg = _raises(a, e, name="y")
+    assert "sequence positions l >= 10" not in msg
 
 
 def test_user_hint_is_appended():
