@@ -78,7 +78,7 @@ def _kind(v):
     return v
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096, typed=True)  # typed: the kinds 0, 0.0 and False are equal as keys
 def _promote_with_loose(dtype, kind, dtype_first: bool, force_float: bool):
     k = LooselyTypedScalar(kind)
     return promote_dtypes(dtype, k, force_float) if dtype_first else promote_dtypes(k, dtype, force_float)
@@ -126,7 +126,8 @@ _COMPUTE = {d: D.compute_dtype(d) for d in D.STORAGE}
 
 
 def values_as(x, dtype) -> np.ndarray:
-    """``x``'s values converted to cuTile ``dtype`` (rounded as cuTile casts) and then to its compute dtype."""
+    """``x``'s values converted to cuTile ``dtype`` (rounded as cuTile casts) and then to its compute
+    dtype."""
     if type(x) is Tile and not x._loose:
         a = x._a if x._dt == dtype else D.convert(x._a, x._dt, dtype)
     else:

@@ -21,7 +21,7 @@ from cuda.tile._exception import TileTypeError
 from .. import _dtypes as D
 from .._registry import op
 from .._tile import Tile
-from ._common import as_tile, finish, is_loose, promote, promote_any, values_as
+from ._common import as_tile, finish, is_loose, promote, promote_any, type_key, values_as
 
 _PY = (bool, int, float)
 
@@ -119,6 +119,8 @@ def pow_(x, y, /):
         e = np.asarray(_py(y) if ky is None else y._a, dtype=np.int64)
         return finish(np.power(a, e.astype(a.dtype)), kx)
     dt = promote(x, y)
+    if dt == ct.bool_:
+        raise TileTypeError("Binary arithmetic op `pow` does not support bool, please cast bool to int")
     a, b = values_as(x, dt), values_as(y, dt)
     if a.dtype.kind in "iu":
         with np.errstate(all="ignore"):
@@ -209,10 +211,20 @@ def _make_bitwise(name):
     def impl(x, y, /):
         if _both_loose(x, y):
             return pyfn(_py(x), _py(y))
-        dt = promote(x, y)
-        if D.is_float(dt):
+        kx, ky = type_key(x), type_key(y)
+        dx = kx if isinstance(kx, ct.DType) else promote_any(x, x)
+        dy = ky if isinstance(ky, ct.DType) else promote_any(y, y)
+        if name in ("bitwise_lshift", "bitwise_rshift"):
+            if not (D.is_int(dx) and D.is_int(dy)):
+                raise TileTypeError(f"Bitwise shift requires integers, got: {dx} and {dy}")
+        elif D.is_float(dx) or D.is_float(dy):
             raise TileTypeError("Bitwise operations require integers or booleans."
                                 " Use an explicit cuda.tile.bitcast() for non-integer operands.")
+        elif is_loose(x) == is_loose(y) and dx != dy:
+            raise TileTypeError(f"Bitwise operands must have same data type, got: {dx} and {dy}")
+        if name not in ("bitwise_lshift", "bitwise_rshift") and {dx, dy} == {ct.bool_, ct.int8}:
+            raise TileTypeError("Bitwise op does not support bool and int8")
+        dt = promote(x, y)
         a, b = values_as(x, dt), values_as(y, dt)
         if name in ("bitwise_lshift", "bitwise_rshift"):
             b = b.astype(a.dtype)
@@ -268,6 +280,8 @@ def _make_float_unary(name):
     fn = _FLOAT_UNARY[name]
 
     def impl(x, /, *, rounding_mode=None, flush_to_zero=False):
+        if is_loose(x):  # cuTile folds math on a constant into a (loose) constant, in double precision
+            return float(fn(np.float64(_py(x))))
         t = as_tile(x)
         dt = _float_result(t)
         return finish(fn(values_as(t, dt)), dt)
@@ -282,6 +296,8 @@ for _name in _FLOAT_UNARY:
 
 def _make_round(name, fn):
     def impl(x, /):
+        if is_loose(x) and isinstance(_py(x), float):
+            return float(fn(_py(x)))
         t = as_tile(x)
         if not D.is_float(t._dt):
             raise TileTypeError(f"{name}() requires a float tile, got {t._dt}")
