@@ -144,3 +144,100 @@ def test_result_dtype_matches_cutile(op, left, right):
             typecheck(kernel, spec)
         return
     typecheck(kernel, spec)  # raises TileStaticAssertionError if cuTile infers another dtype
+
+
+def _sum(a):
+    return ct.sum(a)
+
+
+def _max(a):
+    return ct.max(a, axis=0, keepdims=True)
+
+
+def _prod(a):
+    return ct.prod(a)
+
+
+def _cumsum(a):
+    return ct.cumsum(a)
+
+
+def _cumprod(a):
+    return ct.cumprod(a, reverse=True)
+
+
+def _argmin(a):
+    return ct.argmin(a)
+
+
+def _exp2(a):
+    return ct.exp2(a)
+
+
+def _tanh(a):
+    return ct.tanh(a)
+
+
+def _abs(a):
+    return abs(a)
+
+
+def _neg(a):
+    return -a
+
+
+def _floor(a):
+    return ct.floor(a)
+
+
+def _isnan(a):
+    return ct.isnan(a)
+
+
+def _invert(a):
+    return ~a
+
+
+def _matmul(a):
+    return ct.reshape(a, (2, 1)) @ ct.reshape(a, (1, 2))
+
+
+def _mma_default(a):
+    return ct.mma(ct.reshape(a, (2, 1)), ct.reshape(a, (1, 2)), ct.zeros((2, 2), dtype=ct.float32))
+
+
+UNARY = {f.__name__[1:]: f for f in (_sum, _max, _prod, _cumsum, _cumprod, _argmin, _exp2, _tanh, _abs, _neg,
+                                       _floor, _isnan, _invert, _matmul, _mma_default)}
+
+
+def _executor_unary_dtype(op, dtype):
+    with CpuMode((1, 1, 1), FunctionPatcher()).as_current(), np.errstate(all="ignore"):
+        try:
+            return UNARY[op](_operand(dtype)).dtype
+        except (ct.TileError, TypeError, ValueError) as exc:
+            return exc
+
+
+def make_unary_kernel(op, dtype, expected):
+    fn = UNARY[op]
+
+    @ct.kernel
+    def k(out):
+        r = fn(ct.ones((2,), dtype=dtype))
+        ct.static_assert(r.dtype == expected)
+        ct.store(out, (0,), ct.zeros((2,), dtype=ct.float32))
+
+    return k
+
+
+@pytest.mark.parametrize("op,dtype", [pytest.param(o, d, id=f"{o}-{d}") for o in UNARY for d in DTYPES])
+def test_unary_result_dtype_matches_cutile(op, dtype):
+    got = _executor_unary_dtype(op, dtype)
+    probe = ct.float32 if isinstance(got, Exception) else got
+    kernel = make_unary_kernel(op, dtype, probe)
+    spec = (ArgSpec("array", ct.float32, 1, ct.int32),)
+    if isinstance(got, Exception):
+        with pytest.raises(ct.TileError):
+            typecheck(kernel, spec)
+        return
+    typecheck(kernel, spec)

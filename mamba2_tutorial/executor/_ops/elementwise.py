@@ -332,9 +332,11 @@ def negative(x, /):
 
 @op("isnan")
 def isnan(x, /):
+    if is_loose(x):
+        return bool(np.isnan(float(_py(x))))
     t = as_tile(x)
     if not D.is_float(t._dt):
-        return Tile(np.zeros(t._a.shape, dtype=bool), ct.bool_)
+        raise TileTypeError(f"isnan() requires a float tile, got {t._dt}")
     return Tile(np.isnan(values_as(t, t._dt)), ct.bool_)
 
 
