@@ -70,17 +70,32 @@ def test_exercise_and_solution_have_the_same_checks(path):
         assert "NotImplementedError" not in c.source and "placeholder" not in c.source
 
 
-@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.stem)
-def test_exercise_notebook_fails_its_checks_as_shipped(path):
-    """Run the notebook as a learner gets it: the checks must fail, everything else must run."""
+@pytest.fixture(scope="module")
+def shipped_exercises():
+    """Every exercise notebook executed as a learner gets it (kernels run concurrently): {path: notebook}."""
+    import asyncio
+
     import nbformat
     from nbclient import NotebookClient
 
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(
-        nb, timeout=300, kernel_name="python3", allow_errors=True,
-        resources={"metadata": {"path": str(path.parent)}},
-    ).execute()  # fmt: skip
+    notebooks = {p: nbformat.read(p, as_version=4) for p in EXERCISES}
+
+    async def run_all():
+        clients = [
+            NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                           resources={"metadata": {"path": str(p.parent)}})
+            for p, nb in notebooks.items()
+        ]  # fmt: skip
+        await asyncio.gather(*(c.async_execute() for c in clients))
+
+    asyncio.run(run_all())
+    return notebooks
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.stem)
+def test_exercise_notebook_fails_its_checks_as_shipped(path, shipped_exercises):
+    """Run the notebook as a learner gets it: the checks must fail, everything else must run."""
+    nb = shipped_exercises[path]
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
