@@ -15,13 +15,14 @@ result:
 dtype      rtol    atol    why
 =========  ======  ======  ===========================================================================
 float64    1e-10   1e-10   roundoff 1.1e-16: sums of thousands of terms agree to ~1e-13; 1000x margin
-float32    1e-4    1e-5    roundoff 6e-8 accumulated over long sums and exp of cumsums: ~1e-6 typical
+float32    1e-4    1e-4    roundoff 6e-8, accumulated: at mamba2-130m dims (l 2048, n 128) the float32
+                           chunked reference needs atol 1.5e-5 next to rtol 1e-4 (measured); 7x margin
 float16    5e-3    5e-3    roundoff 4.9e-4: output rounding plus fp16 operands inside the kernel
 bfloat16   2e-2    2e-2    roundoff 3.9e-3 (8-bit mantissa): output rounding plus bf16 operands
 =========  ======  ======  ===========================================================================
 
-Lower-precision comparisons still use ``relative_error`` (||a - e|| / ||e||, L2, float64) when a single
-number is wanted.
+Absolute errors of an SSD output scale with its terms (y is a sum of many), so atol is not tiny. When one
+number is wanted instead, use ``relative_error(actual, expected)`` = ||a - e||₂ / ||e||₂ in float64.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ __all__ = ["assert_close", "default_tolerance", "relative_error", "TOLERANCES"]
 #: (rtol, atol) per dtype; see the module docstring for why
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-10, 1e-10),
-    torch.float32: (1e-4, 1e-5),
+    torch.float32: (1e-4, 1e-4),
     torch.float16: (5e-3, 5e-3),
     torch.bfloat16: (2e-2, 2e-2),
 }

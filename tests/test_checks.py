@@ -29,8 +29,9 @@ def test_default_tolerances_order_and_values():
     r32, a32 = default_tolerance(torch.float32)
     r16, a16 = default_tolerance(torch.float16)
     rbf, abf = default_tolerance(torch.bfloat16)
-    assert r64 < r32 < r16 < rbf and a64 < a32 < a16 < abf
+    assert r64 < r32 < r16 < rbf and a64 < a32 < a16 < abf  # from the dtype's precision
     assert (r64, r32, r16, rbf) == (1e-10, 1e-4, 5e-3, 2e-2)
+    assert (a64, a32, a16, abf) == (1e-10, 1e-4, 5e-3, 2e-2)
     assert default_tolerance(np.float32) == (r32, a32)
     assert default_tolerance("bfloat16") == (rbf, abf)
     assert default_tolerance(torch.int32) == TOLERANCES[torch.float64]

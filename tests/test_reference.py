@@ -653,3 +653,18 @@ def test_reference_on_cuda_matches_cpu(dtype):
         assert y_gpu.device.type == "cuda" and y_gpu.dtype == dtype
         assert_close(y_gpu, y_cpu, name="y")
         assert_close(f_gpu, f_cpu, name="final_states")
+
+
+def test_float32_default_tolerance_holds_at_model_like_dims():
+    """n = 128, p = 64 (Mamba-2's dims) with z and initial states: the float32 chunked reference against the
+    float64 one passes assert_close's float32 defaults (absolute errors grow with n·|terms|)."""
+    from mamba2_tutorial import make_inputs
+    from mamba2_tutorial.inputs import SSDShape
+
+    shape = SSDShape(1, 600, 3, 64, 1, 128, 256, "model-like")
+    i32 = make_inputs(shape, dtype=torch.float32, z=True, initial_states=True, dt_bias=True)
+    i64 = make_inputs(shape, dtype=torch.float64, z=True, initial_states=True, dt_bias=True)
+    y32, f32 = ssd_chunked(**i32, chunk_size=256, return_final_states=True)
+    y64, f64 = ssd_chunked(**i64, chunk_size=256, return_final_states=True)
+    assert_close(y32, y64, name="y")
+    assert_close(f32, f64, name="final_states")
