@@ -49,8 +49,10 @@ def block_coords(kernel: str, shape: SSDShape | str, block: tuple[int, int, int]
                  dtype: torch.dtype = torch.bfloat16) -> dict:
     """What block ``(bid0, bid1, bid2)`` of ``kernel``'s grid works on, decoded as the kernel decodes it.
 
-    Returns a dict with the plan (``grid``, ``tiles``) and the coordinates: for ``"chunk_state"`` the state
-    tile ``i_p, i_n``, batch ``b``, chunk ``c``, head ``h``, group ``g``; for ``"state_passing"`` ``i_p, i_n,
+    Returns a dict with the plan (``grid``, ``tiles``) and the coordinates: the block's ``heads`` (one head,
+    or for ``"chunk_scan"`` with a tile ``HB`` the HB heads of one group that it handles together), ``h`` the
+    first of them and ``g`` their group; for ``"chunk_state"`` the state tile ``i_p, i_n``, batch ``b``,
+    chunk ``c`` and ``n_steps``, its loop steps of TK rows; for ``"state_passing"`` ``i_p, i_n,
     b, h``; for ``"chunk_scan"`` the row tile ``i_m``, the head-dim tile ``i_p``, ``b, c, h, g`` and
     ``n_key_tiles``, the number of key tiles its intra-chunk loop visits. Raises ValueError for a block
     outside the grid (naming the grid).
@@ -64,7 +66,10 @@ def block_coords(kernel: str, shape: SSDShape | str, block: tuple[int, int, int]
         raise ValueError(f"block {tuple(block)} is outside the {kernel} grid {grid}")
     pid0, pid1, pid2 = (int(i) for i in block)
     nchunks = _cdiv(s.seqlen, s.chunk_size)
-    out = {"kernel": kernel, "grid": grid, "tiles": dict(t), "h": pid2, "g": pid2 // s.heads_per_group}
+    HB = t.get("HB", 1) if kernel == "chunk_scan" else 1  # heads per block (kernel 3 may batch a group's)
+    heads = list(range(pid2 * HB, pid2 * HB + HB))
+    out = {"kernel": kernel, "grid": grid, "tiles": dict(t), "h": heads[0], "heads": heads,
+           "g": heads[0] // s.heads_per_group}
     if kernel in ("chunk_state", "state_passing"):
         n_tiles = _cdiv(s.dstate, t["TN"])
         out.update(i_p=pid0 // n_tiles, i_n=pid0 % n_tiles)
@@ -215,15 +220,22 @@ def plot_chunk_scan_tiles(shape: SSDShape | str, *, dtype: torch.dtype = torch.b
     axes = fig.subplots(1, 5, width_ratios=[max(s.dstate, 8), 1.6 * rows, max(s.headdim, 8), max(s.dstate, 8),
                                             max(s.headdim, 8)])
     b, h, g = k["b"], k["h"], k["g"]
+    heads = k["heads"]
+    head_txt = f"head {h}"
+    more = ""
+    if len(heads) > 1:
+        head_txt = f"heads {heads[0]}..{heads[-1]} (HB = {len(heads)}, group {g})"
+        more = f" (and heads {heads[1]}..{heads[-1]})"
     plot_tile_grid((rows, s.dstate), (TM, NS), highlight={(i_m, 0): LOAD}, ax=axes[0], labels=False,
                    show_elements=False,
                    title=f"C[{b}, chunk {c}, {g}, :]\n({rows}, n={s.dstate}), tile ({TM}, NS={NS})")
     plot_tile_grid((rows, rows), (TM, TK), highlight=cb_marks, labels=cb_label, ax=axes[1],
                    show_elements=False,
-                   title=f"C·Bᵀ of chunk {c} (never stored)\n({rows}, {rows}), tiles (TM, TK) = ({TM}, {TK})")
+                   title=f"C·Bᵀ of chunk {c}, group {g} (never stored)\n"
+                         f"({rows}, {rows}), tiles (TM, TK) = ({TM}, {TK})")
     plot_tile_grid((rows, s.headdim), (TK, TP), highlight={(kt, i_p): LOAD for kt in range(n_k)}, ax=axes[2],
                    labels=False, show_elements=False,
-                   title=f"x[{b}, chunk {c}, {h}, :]\n({rows}, p={s.headdim}), tiles ({TK}, {TP})")
+                   title=f"x[{b}, chunk {c}, {h}, :]{more}\n({rows}, p={s.headdim}), tiles ({TK}, {TP})")
     plot_tile_grid((s.headdim, s.dstate), (TP, NS), highlight={(i_p, 0): LOAD}, ax=axes[3], labels=False,
                    show_elements=False,
                    title=f"chunk_init_states[{b}, {c}, {h}]\n"
@@ -233,7 +245,7 @@ def plot_chunk_scan_tiles(shape: SSDShape | str, *, dtype: torch.dtype = torch.b
                    title=f"out[{b}, chunk {c}, {h}, :]\n({rows}, p={s.headdim}), tile ({TM}, {TP})")
     return _finish(fig, f"chunk_scan, {_dtype_name(dtype)}: grid {k['grid']}; block {tuple(block)} = rows "
                         f"{i_m * TM}..{min((i_m + 1) * TM, rows) - 1} × columns {i_p * TP}.. of chunk {c}, "
-                        f"batch {b}, head {h}: {n_k} key tile(s) in its loop", skipped=gk > n_k)
+                        f"batch {b}, {head_txt}: {n_k} key tile(s) in its loop", skipped=gk > n_k)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -58,11 +58,15 @@ def test_block_coords_cover_every_output_tile_once(dtype):
             elif kernel == "state_passing":
                 seen.add((k["b"], k["h"], k["i_p"], k["i_n"]))
             else:
-                seen.add((k["b"], k["c"], k["h"], k["i_m"], k["i_p"]))
+                assert k["heads"] == list(range(block[2] * len(k["heads"]), (block[2] + 1) * len(k["heads"])))
+                assert len({hh // (SHAPE.nheads // SHAPE.ngroups) for hh in k["heads"]}) == 1, "one group"
+                seen.update((k["b"], k["c"], hh, k["i_m"], k["i_p"]) for hh in k["heads"])
         t = plan.tiles
         tp = -(-SHAPE.headdim // t["TP"])
         if kernel == "chunk_scan":
             expected = SHAPE.batch * nchunks * SHAPE.nheads * (t["Q"] // t["TM"]) * tp
+            assert len(seen) == expected == gx * gy * gz * t.get("HB", 1)
+            continue
         else:
             tn = -(-SHAPE.dstate // t["TN"])
             per = SHAPE.batch * SHAPE.nheads * tp * tn
@@ -116,7 +120,7 @@ def test_state_passing_figure_walks_one_column_down_all_chunks():
 
 
 def test_chunk_scan_figure_marks_causal_key_tiles_and_skips_the_rest():
-    fig = plot_chunk_scan_tiles(SHAPE_Q256, block=(2, 1, 3))
+    fig = plot_chunk_scan_tiles(SHAPE_Q256, block=(2, 1, 1))
     assert len(fig.axes) == 5
     c_ax, cb_ax, x_ax, state_ax, out_ax = fig.axes
     assert _solid(cb_ax, LOAD) == [(0, 128, 64, 64), (64, 128, 64, 64), (128, 128, 64, 64)]
