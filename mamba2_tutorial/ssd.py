@@ -106,12 +106,12 @@ def ssd_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int,
 
     The same plans the launches use, e.g. for figures of the tiles over the tensors::
 
-        ssd_plan(8, 4096, 80, 64, 1, 128, 256)["chunk_scan"].grid   # (4, 128, 80)
+        ssd_plan(8, 4096, 80, 64, 1, 128, 256)["chunk_scan"].grid   # (4, 128, 20): 4 heads per block
     """
     if h % g:
         raise ValueError(f"nheads h = {h} must be divisible by ngroups g = {g}")
     return {
         "chunk_state": chunk_state_plan(b, l, h, p, n, Q, dtype),
         "state_passing": state_passing_plan(b, cdiv(l, Q), h, p, n, Q),
-        "chunk_scan": chunk_scan_plan(b, l, h, p, n, Q, dtype),
+        "chunk_scan": chunk_scan_plan(b, l, h, p, g, n, Q, dtype),
     }

@@ -220,6 +220,23 @@ def test_chunk_scan_skip_and_gate(D_kind, with_z):
     _check_chunk_scan(_shape("g3-odd-n"), D_kind, with_z, seed=5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_chunk_scan_heads_per_block(dtype):
+    # a block may handle 1, 2 or 4 heads of one group (sharing C Bᵀ): the result must not depend on it
+    shape = SSDShape(2, 50, 8, 12, 2, 10, 16, "hb")  # 4 heads per group
+    inputs = make_inputs(shape, seed=14, dtype=dtype, z=True, initial_states=True)
+    Q = shape.chunk_size
+    dt_out, dA_cumsum, states = chunk_state_fwd(inputs["x"], inputs["dt"], inputs["A"], inputs["B"], Q,
+                                                backend="cpu")
+    init, _ = state_passing_fwd(states, dA_cumsum, inputs["initial_states"], backend="cpu")
+    ys = [chunk_scan_fwd(inputs["x"], dt_out, dA_cumsum, inputs["C"], inputs["B"], init, D=inputs["D"],
+                         z=inputs["z"], backend="cpu", max_heads_per_block=hb, _poison=True)
+          for hb in (1, 2, 4)]
+    assert torch.equal(ys[0], ys[1]) and torch.equal(ys[0], ys[2])
+    with pytest.raises(ValueError, match="power of two"):
+        chunk_scan_fwd(inputs["x"], dt_out, dA_cumsum, inputs["C"], inputs["B"], init, max_heads_per_block=3)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_kernels_low_precision(dtype):
     _check_chunk_state(_shape("wide-p"), "bias-softplus", seed=6, dtype=dtype)
@@ -344,9 +361,11 @@ def test_ssd_plan_covers_every_output_tile():
             k1, k2, k3 = plan["chunk_state"], plan["state_passing"], plan["chunk_scan"]
             assert k1.grid == (math.ceil(p / k1.tiles["TP"]) * math.ceil(n / k1.tiles["TN"]), b * nchunks, h)
             assert k2.grid == (math.ceil(p / k2.tiles["TP"]) * math.ceil(n / k2.tiles["TN"]), b, h)
-            assert k3.grid == (Q // k3.tiles["TM"] * math.ceil(p / k3.tiles["TP"]), b * nchunks, h)
+            m_tiles, p_tiles = Q // k3.tiles["TM"], math.ceil(p / k3.tiles["TP"])
+            assert k3.grid == (m_tiles * p_tiles, b * nchunks, h // k3.tiles["HB"])
+            assert (h // g) % k3.tiles["HB"] == 0
             assert k3.tiles["NS"] >= n and all(v & (v - 1) == 0 for v in k3.tiles.values())
-    assert ssd_plan(8, 4096, 80, 64, 1, 128, 256)["chunk_scan"].grid == (4, 128, 80)
+    assert ssd_plan(8, 4096, 80, 64, 1, 128, 256)["chunk_scan"].grid == (4, 128, 20)
 
 
 # ----------------------------------------------------------------------------------------------------

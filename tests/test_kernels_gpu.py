@@ -155,6 +155,32 @@ def test_each_kernel_gpu_vs_reference_step(dtype):
     assert relative_error(y, r_y) <= TOL[dtype]
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_chunk_scan_gpu_heads_per_block(dtype):
+    """1, 2 or 4 heads of one group per block (sharing C Bᵀ) give the same output, up to summation order."""
+    dtype = DTYPES[dtype]
+    dims = (2, 1000, 8, 64, 1, 128, 256)
+    inputs, Q = _inputs(dims, dtype, seed=6, D="hp", z=True, dt_bias=True, initial_states=True)
+    dt_out, dA_cumsum, states = chunk_state_fwd(inputs["x"], inputs["dt"], inputs["A"], inputs["B"], Q,
+                                                dt_bias=inputs["dt_bias"], dt_softplus=True, backend="gpu")
+    init, _ = state_passing_fwd(states, dA_cumsum, inputs["initial_states"], backend="gpu")
+    ys = {hb: chunk_scan_fwd(inputs["x"], dt_out, dA_cumsum, inputs["C"], inputs["B"], init, D=inputs["D"],
+                             z=inputs["z"], backend="gpu", max_heads_per_block=hb, _poison=True)
+          for hb in (1, 2, 4)}
+    for hb in (2, 4):
+        assert not torch.isnan(ys[hb]).any()
+        assert relative_error(ys[hb], ys[1]) <= (1e-6 if dtype == torch.float32 else 1e-3), hb
+    i64 = _f64(inputs)
+    r_dt, r_dA = ref.chunk_cumsum(i64["dt"], i64["A"], Q, dt_bias=i64["dt_bias"], dt_softplus=True)
+    r_states = ref.chunk_state(i64["x"], i64["B"], r_dt, r_dA)
+    r_init, _ = ref.state_passing(r_states, r_dA, i64["initial_states"])
+    r_y = ref.chunk_scan(i64["x"], r_dt, r_dA, i64["C"], i64["B"], r_init, D=i64["D"], z=i64["z"])
+    for hb, y in ys.items():
+        err = relative_error(y, r_y)
+        ERRORS.append((f"chunk_scan-HB{hb}", {v: k for k, v in DTYPES.items()}[dtype], "y", err, None))
+        assert err <= TOL[dtype], (hb, err)
+
+
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_cpu_executor_matches_gpu(dtype):
     dtype = DTYPES[dtype]

@@ -70,34 +70,36 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
                       out,                                                     # output
                       heads_per_group: int,
                       Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
-                      TP: ct.Constant[int], NS: ct.Constant[int],
+                      TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                       D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
     """x, z (b, l, h, p); dt_out, dA_cumsum (b, h, nchunks, Q) fp32; C, B (b, l, g, n);
     chunk_init_states (b, nchunks, h, p, n) fp32 or x's dtype; D (h,) or (h, p)
-    -> out (b, l, h, p) in x's dtype."""
+    -> out (b, l, h, p) in x's dtype. HB must divide heads_per_group (the HB heads share one group)."""
     pid_mp = ct.bid(0)
     pid_bc = ct.bid(1)
-    h = ct.bid(2)
+    hb = ct.bid(2)                          # head block: heads hb·HB ... hb·HB + HB - 1
     nchunks = dA_cumsum.shape[2]
     b = pid_bc // nchunks
     c = pid_bc % nchunks
     p_tiles = ct.cdiv(x.shape[3], TP)
     i_m = pid_mp // p_tiles                 # which TM rows of the chunk
     i_p = pid_mp % p_tiles                  # which TP columns of the head dimension
-    g = h // heads_per_group
+    g = (hb * HB) // heads_per_group        # the group of all HB heads
     seqlen = x.shape[1]
     m_tile = c * (Q // TM) + i_m            # row tile index along l, in units of TM
 
     if m_tile * TM < seqlen:                # skip tiles entirely past the end of the sequence
-        dA_m = ct.load(dA_cumsum, (b, h, c, i_m), shape=(1, 1, 1, TM)).reshape((TM,))
+        # per-head tiles are 3-D, heads first: (HB, rows, columns)
+        dA_m = ct.load(dA_cumsum, (b, hb, c, i_m), shape=(1, HB, 1, TM)).reshape((HB, TM))
         C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
         C_m = C_m.astype(x.dtype)
 
-        # 1. inter-chunk: (C_m @ S_cᵀ) scaled row by row with exp(dA_cs_m) (<= 1 for A <= 0)
-        S_c = ct.load(chunk_init_states, (b, c, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
-        S_c = S_c.reshape((TP, NS)).astype(x.dtype)
-        acc = ct.mma(C_m, ct.transpose(S_c), ct.zeros((TM, TP), dtype=ct.float32))
-        acc = acc * ct.exp2(dA_m * LOG2E)[:, None]
+        # 1. inter-chunk: (C_m @ S_cᵀ) per head, scaled row by row with exp(dA_cs_m) (<= 1 for A <= 0)
+        S_c = ct.load(chunk_init_states, (b, c, hb, i_p, 0), shape=(1, 1, HB, TP, NS), padding_mode=ZERO)
+        S_cT = ct.permute(S_c.reshape((HB, TP, NS)).astype(x.dtype), (0, 2, 1))       # (HB, NS, TP)
+        C_mh = ct.broadcast_to(C_m[None, :, :], (HB, TM, NS))                         # same C for all HB
+        acc = ct.mma(C_mh, S_cT, ct.zeros((HB, TM, TP), dtype=ct.float32))           # batched over heads
+        acc = acc * ct.exp2(dA_m * LOG2E)[:, :, None]
 
         # 2. intra-chunk: key tiles up to and including the one holding this tile's last row
         m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)        # row positions inside the chunk
@@ -106,57 +108,73 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
         n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
         for kt in range(n_k):
             k_tile = c * (Q // TK) + kt
-            dA_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
-            dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
             B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO).reshape((TK, NS))
-            x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
+            # C Bᵀ depends on the group only: one mma, shared by the block's HB heads
             CB = ct.mma(C_m, ct.transpose(B_k.astype(x.dtype)), ct.zeros((TM, TK), dtype=ct.float32))
+            dA_k = ct.load(dA_cumsum, (b, hb, c, kt), shape=(1, HB, 1, TK)).reshape((HB, TK))
+            dt_k = ct.load(dt_out, (b, hb, c, kt), shape=(1, HB, 1, TK)).reshape((HB, TK))
+            x_k = ct.load(x, (b, k_tile, hb, i_p), shape=(1, TK, HB, TP), padding_mode=ZERO)
+            x_k = ct.permute(x_k.reshape((TK, HB, TP)), (1, 0, 2))                    # (HB, TK, TP)
             k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
-            causal = m_pos[:, None] >= k_pos[None, :]
-            decay = ct.exp2(ct.minimum(dA_m[:, None] - dA_k[None, :], 0.0) * LOG2E)
-            P = ct.where(causal, CB * decay * dt_k[None, :], 0.0)
-            acc = ct.mma(P.astype(x.dtype), x_k, acc)
+            causal = m_pos[:, None] >= k_pos[None, :]                                  # (TM, TK)
+            decay = ct.exp2(ct.minimum(dA_m[:, :, None] - dA_k[:, None, :], 0.0) * LOG2E)  # (HB, TM, TK)
+            P = ct.where(causal[None, :, :], CB[None, :, :] * decay * dt_k[:, None, :], 0.0)
+            acc = ct.mma(P.astype(x.dtype), x_k, acc)                                 # batched over heads
 
         # 3. epilogue: skip connection D·x and gate silu(z), in float32
         if D_MODE != D_NONE:
-            x_m = ct.load(x, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO).reshape((TM, TP))
+            x_m = ct.load(x, (b, m_tile, hb, i_p), shape=(1, TM, HB, TP), padding_mode=ZERO)
+            x_m = ct.permute(x_m.reshape((TM, HB, TP)), (1, 0, 2)).astype(ct.float32)
             if D_MODE == D_PER_HEAD:
-                D_h = ct.load(D, (h,), shape=()).astype(ct.float32)
+                D_h = ct.load(D, (hb,), shape=(HB,)).reshape((HB, 1, 1)).astype(ct.float32)
             else:
-                D_h = ct.load(D, (h, i_p), shape=(1, TP), padding_mode=ZERO).astype(ct.float32)
-            acc = acc + x_m.astype(ct.float32) * D_h
+                D_h = ct.load(D, (hb, i_p), shape=(HB, TP), padding_mode=ZERO).reshape((HB, 1, TP))
+                D_h = D_h.astype(ct.float32)
+            acc = acc + x_m * D_h
         if HAS_Z:
-            z_m = ct.load(z, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
-            z_m = z_m.reshape((TM, TP)).astype(ct.float32)
+            z_m = ct.load(z, (b, m_tile, hb, i_p), shape=(1, TM, HB, TP), padding_mode=ZERO)
+            z_m = ct.permute(z_m.reshape((TM, HB, TP)), (1, 0, 2)).astype(ct.float32)
             acc = acc * (z_m / (1.0 + ct.exp2(-z_m * LOG2E)))        # z · sigmoid(z)
-        ct.store(out, (b, m_tile, h, i_p), acc.astype(out.dtype).reshape((1, TM, 1, TP)))
+        y = ct.permute(acc.astype(out.dtype), (1, 0, 2)).reshape((1, TM, HB, TP))
+        ct.store(out, (b, m_tile, hb, i_p), y)
 
 
 # ----------------------------------------------------------------------------------------------------
 # Host side: tile sizes, the wrapper, example launches.
 # ----------------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=256)
-def chunk_scan_tiles(chunk_size: int, headdim: int, dstate: int, dtype: torch.dtype):
-    """(TM, TK, TP, NS): output rows, key rows per step, head-dim columns, padded state size.
+#: most heads one block handles (they share one group's C Bᵀ); float32 keeps 1 (its mma code grows with tiles)
+MAX_HEADS_PER_BLOCK = {torch.float32: 1, torch.float16: 4, torch.bfloat16: 4}
 
-    bf16/fp16: 64 × 64 output tiles (4 row tiles per 256-chunk, so b · nchunks · h · 4 blocks). float32 mma
-    has no fast tensor-core path and its code grows with the tile: 32 × 32. NS covers the whole state size n,
-    so C and B are loaded once per tile and C Bᵀ is one mma.
+
+@functools.lru_cache(maxsize=256)
+def chunk_scan_tiles(chunk_size: int, headdim: int, dstate: int, heads_per_group: int, dtype: torch.dtype,
+                     max_heads_per_block: int | None = None):
+    """(TM, TK, TP, NS, HB): output rows, key rows per step, head-dim columns, padded state size, heads.
+
+    bf16/fp16: 64 × 64 output tiles (4 row tiles per 256-chunk). float32 mma has no fast tensor-core path
+    and its code grows with the tile: 32 × 32. NS covers the whole state size n, so C and B are loaded once
+    per tile and C Bᵀ is one mma. HB heads of one group per block share that C Bᵀ (it does not depend on
+    the head): HB is the largest power of two <= the cap that divides the heads per group.
     """
     cap = 32 if dtype == torch.float32 else 64
     TM = min(chunk_size, cap)
-    return TM, TM, tile_size(headdim, cap), next_power_of_two(dstate)
+    HB = max_heads_per_block or MAX_HEADS_PER_BLOCK[dtype]
+    while heads_per_group % HB:
+        HB //= 2
+    return TM, TM, tile_size(headdim, cap), next_power_of_two(dstate), HB
 
 
 @functools.lru_cache(maxsize=256)
-def chunk_scan_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype) -> LaunchPlan:
-    """Grid and tiles of :data:`chunk_scan_kernel` for x (b, l, h, p), C and B with state size n."""
-    TM, TK, TP, NS = chunk_scan_tiles(Q, p, n, dtype)
-    tiles = {"Q": Q, "TM": TM, "TK": TK, "TP": TP, "NS": NS}
-    return LaunchPlan(((Q // TM) * cdiv(p, TP), b * cdiv(l, Q), h), tiles)
+def chunk_scan_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype,
+                    max_heads_per_block: int | None = None) -> LaunchPlan:
+    """Grid and tiles of :data:`chunk_scan_kernel` for x (b, l, h, p), C and B (b, l, g, n)."""
+    TM, TK, TP, NS, HB = chunk_scan_tiles(Q, p, n, h // g, dtype, max_heads_per_block)
+    tiles = {"Q": Q, "TM": TM, "TK": TK, "TP": TP, "NS": NS, "HB": HB}
+    return LaunchPlan(((Q // TM) * cdiv(p, TP), b * cdiv(l, Q), h // HB), tiles)
 
 
-def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False):
+def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
+                      max_heads_per_block=None):
     """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks."""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
@@ -164,22 +182,23 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
     device = x.device
     if out is None:
         out = allocate((b, l, h, p), x.dtype, device, poison)
-    plan = chunk_scan_plan(b, l, h, p, n, Q, x.dtype)
+    plan = chunk_scan_plan(b, l, h, p, g, n, Q, x.dtype, max_heads_per_block)
     t = plan.tiles
     d_mode = D_NONE if D is None else (D_PER_HEAD if D.ndim == 1 else D_PER_CHANNEL)
     args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, B,
             chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
-            h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], d_mode, z is not None)
+            h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None)
     launch(chunk_scan_kernel, plan.grid, args, backend)
     return out
 
 
 def chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, chunk_init_states, *, D=None, z=None, backend="auto",
-                   _poison=False):
+                   max_heads_per_block=None, _poison=False):
     """Kernel 3 on its own: the output y (b, l, h, p) in x's dtype, like ``reference.chunk_scan``.
 
     x (b, l, h, p), dt_out and dA_cumsum (b, h, nchunks, Q) float32 (kernel 1), C and B (b, l, g, n),
     chunk_init_states (b, nchunks, h, p, n) float32 or x's dtype (kernel 2), D (h,) or (h, p), z (b, l, h, p).
+    ``max_heads_per_block`` (a power of two) overrides the cap on heads per block (tests and tuning).
     """
     from mamba2_tutorial.validation import check_shape
 
@@ -219,7 +238,11 @@ def chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, chunk_init_states, *, D=None, z=N
         strided_ok(t) for t in (x, dt_out, dA_cumsum, C, B, chunk_init_states))
     D, z = strided_ok(D), strided_ok(z)
     where = resolve_backend(backend, x)
-    return launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison)
+    hb = max_heads_per_block
+    if hb is not None and (isinstance(hb, bool) or not isinstance(hb, int) or hb < 1 or hb & (hb - 1)):
+        raise ValueError(f"max_heads_per_block must be a power of two, got {hb!r}")
+    return launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison,
+                             max_heads_per_block=max_heads_per_block)
 
 
 def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80):
@@ -234,10 +257,10 @@ def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80):
         dA_cumsum = -dt_out.cumsum(-1)
         S = torch.randn(b, nchunks, h, p, n, generator=gen)
         D = torch.randn(h, generator=gen) if d_mode == D_PER_HEAD else torch.randn(h, p, generator=gen)
-        plan = chunk_scan_plan(b, l, h, p, n, Q, dtype)
+        plan = chunk_scan_plan(b, l, h, p, g, n, Q, dtype)
         t = plan.tiles
         args = (x, z, dt_out, dA_cumsum, C, B, S, D, torch.empty_like(x),
-                h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], d_mode, has_z)
+                h // g, *(t[k] for k in ("Q", "TM", "TK", "TP", "NS", "HB")), d_mode, has_z)
         return plan.grid, args
 
     return make
@@ -245,9 +268,9 @@ def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80):
 
 SPECS: list[KernelSpec] = [
     KernelSpec("ssd.chunk_scan_bf16_q256", chunk_scan_kernel,
-               _example_args(torch.bfloat16, 256, D_PER_HEAD, False, p=64, n=128)),
+               _example_args(torch.bfloat16, 256, D_PER_HEAD, False, h=8, p=64, g=1, n=128)),
     KernelSpec("ssd.chunk_scan_bf16_q256_z", chunk_scan_kernel,
-               _example_args(torch.bfloat16, 256, D_PER_CHANNEL, True, p=64, n=128)),
+               _example_args(torch.bfloat16, 256, D_PER_CHANNEL, True, h=8, p=64, g=1, n=128)),
     KernelSpec("ssd.chunk_scan_f16_q64", chunk_scan_kernel,
                _example_args(torch.float16, 64, D_PER_HEAD, True)),
     KernelSpec("ssd.chunk_scan_f32_q64", chunk_scan_kernel,
