@@ -11,18 +11,25 @@ The intra-chunk sum is a masked matrix product: P = (C Bᵀ) ∘ decay ∘ causa
 matrix and the sum is P @ x. C Bᵀ is computed tile by tile on the tensor cores and used at once: it never
 goes to global memory (mamba_ssm writes it, in float32, from a separate kernel).
 
-Tiling. One block per (output tile, batch·chunk, head):
+Tiling. One block per (output tile, batch·chunk, block of HB heads):
 
-    grid = (Q/TM · cdiv(p, TP),  b · nchunks,  h)
+    grid = (Q/TM · cdiv(p, TP),  b · nchunks,  h / HB)
 
-A block owns TM rows of the chunk and TP columns of the head dimension, so its output tile is (TM, TP). It
-loads C for its rows once, (TM, NS) with NS the state size padded to a power of two, and then
+A block owns TM rows of the chunk and TP columns of the head dimension for HB heads of ONE group, so its
+output tile is (HB, TM, TP) (per-head tiles carry the heads as a leading batch dimension; ``ct.mma`` on 3-D
+tiles is a batched matrix product). It loads C for its rows once, (TM, NS) with NS the state size padded to
+a power of two, and then
 
-1. inter-chunk: acc = (C @ S_cᵀ) · exp(dA_cs_m)                               one (TM, NS) @ (NS, TP) mma
+1. inter-chunk: acc = (C @ S_cᵀ) · exp(dA_cs_m)                         (HB ×) (TM, NS) @ (NS, TP) mma
 2. intra-chunk: for each key tile kt = 0 .. (its last row)/TK  (causality: later tiles contribute nothing)
-       P = (C @ B_ktᵀ) ∘ exp(dA_cs_m - dA_cs_k) ∘ [k <= m] ∘ dt_k          (TM, TK), in float32
-       acc += P @ x_kt                                                         (TM, TK) @ (TK, TP) mma
+       CB = C @ B_ktᵀ                                                    (TM, TK), ONE mma for all HB heads
+       P  = CB ∘ exp(dA_cs_m - dA_cs_k) ∘ [k <= m] ∘ dt_k               (HB, TM, TK), in float32
+       acc += P @ x_kt                                                   (HB ×) (TM, TK) @ (TK, TP) mma
 3. epilogue: acc += D · x_m;  acc *= silu(z_m);  store in x's dtype.
+
+C Bᵀ depends on the group, not the head: with HB heads per block it is computed once instead of HB times.
+At Mamba-2's n = 128, p = 64 it is about half of a per-head kernel's arithmetic (a (TM, 128) @ (128, TK)
+product against the (TM, TK) @ (TK, 64) one it feeds). HB = 1 gives the plain per-head kernel.
 
 Every mma accumulates in float32. Its operands are in x's dtype, as in mamba_ssm: bf16/fp16 operands run at
 tensor-core speed (P and the state are rounded to bf16/fp16 first), float32 operands keep full float32
