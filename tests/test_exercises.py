@@ -25,6 +25,7 @@ from mamba2_tutorial.exercises import (
     check_chunk_state_kernel,
     check_recurrence_step,
     check_segsum,
+    check_state_passing_kernel,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +37,7 @@ EXPECTED = {
     "ex03_chunk_state_torch",
     "ex04_cutile_chunk_cumsum",
     "ex05_cutile_chunk_state",
+    "ex06_cutile_state_passing",
 }
 
 
@@ -505,6 +507,84 @@ def test_chunk_state_kernel_rejects_stub_and_wrong_math():
         check_chunk_state_kernel(state_mixed_mma)
 
 
+# ------------------------------------------------------------------- exercise 6: the state passing kernel
+
+
+@ct.kernel
+def passing_kernel(states, dA_cumsum, initial_states, chunk_init_states, final_states,
+                   Q: ct.Constant[int], TP: ct.Constant[int], TN: ct.Constant[int],
+                   ORDER: ct.Constant[int], FIRST: ct.Constant[bool],
+                   USE_INIT: ct.Constant[bool]):  # fmt: skip
+    """Right with ORDER=0, FIRST=False, USE_INIT=True; ORDER 1 stores after the update, ORDER 2 decays after
+    adding; FIRST uses the decay of the chunk's first position; USE_INIT=False starts from zeros."""
+    bi, hi = ct.bid(0), ct.bid(1)
+    state = ct.load(initial_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+    if not USE_INIT:
+        state = ct.zeros((TP, TN), dtype=ct.float32)
+    for c in range(states.shape[1]):
+        if ORDER != 1:
+            ct.store(chunk_init_states, (bi, c, hi, 0, 0), state.reshape((1, 1, 1, TP, TN)))
+        k = 0 if FIRST else Q - 1
+        decay = ct.exp(ct.load(dA_cumsum, (bi, hi, c, k), shape=()))
+        local = ct.load(states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        local = local.reshape((TP, TN))
+        if ORDER == 2:
+            state = decay * (state + local)
+        else:
+            state = decay * state + local
+        if ORDER == 1:
+            ct.store(chunk_init_states, (bi, c, hi, 0, 0), state.reshape((1, 1, 1, TP, TN)))
+    ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
+
+
+@ct.kernel
+def passing_loop_type_change(states, dA_cumsum, initial_states, chunk_init_states, final_states,
+                             Q: ct.Constant[int], TP: ct.Constant[int], TN: ct.Constant[int]):  # fmt: skip
+    """Starts the carried state as a float64 tile: its type changes in the loop, a cuTile compile error."""
+    bi, hi = ct.bid(0), ct.bid(1)
+    state = ct.zeros((TP, TN), dtype=ct.float64)
+    for c in range(states.shape[1]):
+        local = ct.load(states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        local = local.reshape((TP, TN))
+        state = state.astype(ct.float32) + local
+    ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
+
+
+def _check_passing(monkeypatch, order=0, first=False, use_init=True):
+    import mamba2_tutorial.exercises._harness as harness
+
+    def run_with_flags(check, kernel, grid, args, case, hint, backend):
+        return harness.run_kernel(check, kernel, grid, (*args, order, first, use_init), case, hint, backend)
+
+    monkeypatch.setattr("mamba2_tutorial.exercises.state_passing.run_kernel", run_with_flags)
+    check_state_passing_kernel(passing_kernel)
+
+
+def test_state_passing_kernel_accepts_a_right_kernel(monkeypatch, capsys):
+    _check_passing(monkeypatch)
+    assert "✅ check_state_passing_kernel passed on the cpu backend" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "flags, hint",
+    [
+        ({"order": 1}, r"stored AFTER the update"),
+        ({"order": 2}, r"decay applied after the update"),
+        ({"first": True}, r"decay of the chunk's FIRST position"),
+        ({"use_init": False}, r"initial_states ignored"),
+    ],
+    ids=["store_after_update", "decay_after_update", "first_position_decay", "no_initial_state"],
+)
+def test_state_passing_kernel_names_the_mistake(monkeypatch, flags, hint):
+    with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)):
+        _check_passing(monkeypatch, **flags)
+
+
+def test_state_passing_kernel_rejects_a_loop_carried_type_change():
+    with pytest.raises(ExerciseFailed, match=re.compile(r"raised TypeCheckingError", re.S)):
+        check_state_passing_kernel(passing_loop_type_change)
+
+
 # ------------------------------------------------------------------------------ on a GPU (run on the H200)
 
 
@@ -512,8 +592,10 @@ def test_chunk_state_kernel_rejects_stub_and_wrong_math():
 def test_kernel_checks_run_on_the_gpu_and_the_cpu_executor(monkeypatch, capsys):
     check_chunk_cumsum_kernel(cumsum_right)
     _check_variant(monkeypatch)
+    _check_passing(monkeypatch)
     out = capsys.readouterr().out
-    assert out.count("running on the gpu backend") == 2, out
+    assert out.count("running on the gpu backend") == 3, out
+    assert "✅ check_state_passing_kernel passed on the gpu and the cpu backend" in out
     assert "✅ check_chunk_cumsum_kernel passed on the gpu and the cpu backend" in out
     assert "✅ check_chunk_state_kernel passed on the gpu and the cpu backend" in out
 
@@ -530,3 +612,5 @@ def test_kernel_checks_reject_mistakes_on_a_gpu_machine(monkeypatch):
         _check_variant(monkeypatch, pad=False)
     with pytest.raises(ExerciseFailed, match=r"gpu backend.*\n(.*\n)*.*group mapping"):
         _check_variant(monkeypatch, modulo=True)
+    with pytest.raises(ExerciseFailed, match=r"gpu backend.*\n(.*\n)*.*stored AFTER the update"):
+        _check_passing(monkeypatch, order=1)

@@ -10,6 +10,7 @@ mistake; on success it prints what was tested. The cuTile checks launch the kern
     ex03_chunk_state_torch   check_chunk_state(chunk_state)
     ex04_cutile_chunk_cumsum check_chunk_cumsum_kernel(chunk_cumsum_kernel)
     ex05_cutile_chunk_state  check_chunk_state_kernel(chunk_state_kernel)
+    ex06_cutile_state_passing check_state_passing_kernel(state_passing_kernel)
 """
 
 from ._harness import ExerciseFailed
@@ -17,6 +18,7 @@ from .chunk_cumsum import check_chunk_cumsum_kernel
 from .chunk_state import check_chunk_state, check_chunk_state_kernel
 from .recurrence import check_recurrence_step
 from .segsum import check_segsum
+from .state_passing import check_state_passing_kernel
 
 __all__ = [
     "ExerciseFailed",
@@ -25,4 +27,5 @@ __all__ = [
     "check_chunk_state_kernel",
     "check_recurrence_step",
     "check_segsum",
+    "check_state_passing_kernel",
 ]

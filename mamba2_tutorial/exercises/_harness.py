@@ -124,13 +124,13 @@ def compare(
     hint: str,
     mistakes: Iterable[Mistake] = (),
     dtype_hint: str | None = None,
-    extra: Callable[[torch.Tensor], tuple[str, str] | None] | None = None,
+    extra: Callable[[torch.Tensor, torch.Tensor], tuple[str, str] | None] | None = None,
 ) -> None:
     """Raise ExerciseFailed unless ``actual`` matches ``expected`` (via ``checks.assert_close``).
 
-    Order of diagnosis: type, shape, dtype, an exercise-specific structural test ``extra(actual)`` returning
-    (what, hint) or None, non-finite values, then the numeric comparison; on a numeric failure the message
-    adds the first wrong element and, when a typical mistake reproduces the learner's output, its hint.
+    Order of diagnosis: type, shape, dtype, an exercise-specific structural test ``extra(actual, expected)``
+    returning (what, hint) or None, non-finite values, then the numeric comparison; on a numeric failure the
+    message adds the first wrong element and, when a typical mistake matches the learner's output, its hint.
     """
     __tracebackhide__ = True
     from mamba2_tutorial.checks import assert_close
@@ -159,7 +159,7 @@ def compare(
             dtype_hint or f"return a {expected.dtype} tensor (e.g. `.to({expected.dtype})`).",
         )
     if extra is not None:
-        found = extra(actual)
+        found = extra(actual, expected)
         if found is not None:
             raise fail(check, case, found[0], found[1])
     a_nonfinite = ~torch.isfinite(actual)
@@ -206,9 +206,9 @@ def describe_cases(cases: Sequence[Case]) -> str:
     return ", ".join(sorted({c.name for c in cases}))
 
 
-def unwritten(actual: torch.Tensor, what: str = "your kernel"):
+def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your kernel"):
     """For kernel outputs pre-filled with NaN: (what, hint) when nothing was stored, else None."""
-    if actual.numel() and bool((actual == 0).all()):
+    if actual.numel() and bool((actual == 0).all()) and bool((expected != 0).any()):
         return (
             f"{what} stored only zeros.",
             "is the skeleton's placeholder (ct.zeros(...)) still there? Replace it with the computation.",

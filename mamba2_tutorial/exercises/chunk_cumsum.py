@@ -122,8 +122,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
                 atol=tol,
                 hint=_HINT,
                 mistakes=_mistakes(which),
-                extra=lambda a, name=name, l=l, Q=Q: (
-                    unwritten(a) or (_tail(a, l, Q, name) if name == "dt_out" else None)
+                extra=lambda a, e, name=name, l=l, Q=Q: (
+                    unwritten(a, e) or (_tail(a, l, Q, name) if name == "dt_out" else None)
                 ),
             )
     return cases
