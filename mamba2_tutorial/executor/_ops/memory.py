@@ -271,9 +271,12 @@ def tv_num_tiles(self, axis):
     t = self._tile_shape[axis]
     if self._steps is None:
         return scalar_tile(-(-n // t))
-    s = self._steps[axis]
-    # tiles whose first element is in bounds
-    return scalar_tile(-(-n // s))
+    if self._steps[axis] == t:
+        return scalar_tile(-(-n // t))
+    raise NotImplementedError(
+        "cuda.tile.TiledView.num_tiles with traversal_steps other than the tile shape is not supported by the "
+        "CPU executor"
+    )
 
 
 @op("TiledView.load")
