@@ -13,23 +13,24 @@ Timings of the CPU executor mean nothing about GPU performance.
 
 How it differs from the GPU (on purpose, or because a sequential CPU cannot tell):
 
-- Narrow-float accumulations (``sum``/``cumsum`` of float16/bfloat16, ``mma`` into a float16 accumulator, ``@`` on
-  float16) are computed in float32 and rounded once, so the CPU is slightly MORE accurate than the GPU: compare
-  with dtype-aware tolerances (``mamba2_tutorial.checks.assert_close``).
+- Narrow-float accumulations (``sum``/``cumsum`` of float16/bfloat16, ``mma`` into a float16 accumulator,
+  ``@`` on float16) are computed in float32 and rounded once, so the CPU is slightly MORE accurate than the
+  GPU: compare with dtype-aware tolerances (``mamba2_tutorial.checks.assert_close``).
 - Rounding-mode and flush-to-zero hints are accepted and ignored (round to nearest even, subnormals kept);
   ``latency``, ``allow_tma``, memory order and scope are accepted and ignored.
-- Blocks run one after another (x fastest, or ``block_order="random"``/``"reversed"``), so races between blocks
-  never show as torn values: run a kernel under several orders to expose order dependence.
-- UNDETERMINED padding is poisoned (NaN, or ``-123456789`` for integers; see ``set_int_poison``); a fully
-  out-of-bounds tile, a negative tile index and a ``check_bounds=False`` violation raise ``IndexError``.
+- Blocks run one after another (x fastest, or ``block_order="random"``/``"reversed"``), so races between
+  blocks never show as torn values: run a kernel under several orders to expose order dependence.
+- UNDETERMINED padding is poisoned (NaN, or ``-123456789`` for integers; see ``set_int_poison``); a fully out-
+  of-bounds tile, a negative tile index and a ``check_bounds=False`` violation raise ``IndexError``.
 - Not emulated (each raises ``NotImplementedError`` naming the operation): advanced indexing
   (``load/store_advanced_indexing``), ``mma_scaled``, ``pack_to_bytes``/``unpack_from_bytes``, raw pointers
   (``Array.get_raw_memory``, ``foreign_pointer``), ``TiledView.num_tiles`` with ``traversal_steps``. Calling a
   dtype (``ct.int32(5)``) raises cuTile's own "DType cannot be constructed in pure Python".
-- Helper functions run with tile-code builtins (``range`` yields int32 tiles; ``min``/``max``/``abs``/``print`` on
-  tiles) when the kernel reaches them by name or as ``@ct.function``; a plain helper reached as a module attribute
-  (``mod.helper(x)``) sees Python's builtins. Loop-carried and branch-merged variables become strictly typed as
-  in cuTile by rewriting the kernel's source; a function whose source is unavailable runs without that rewrite.
+- Helper functions run with tile-code builtins (``range`` yields int32 tiles;
+  ``min``/``max``/``abs``/``print`` on tiles) when the kernel reaches them by name or as ``@ct.function``; a
+  plain helper reached as a module attribute (``mod.helper(x)``) sees Python's builtins. Loop-carried and
+  branch-merged variables become strictly typed as in cuTile by rewriting the kernel's source; a function
+  whose source is unavailable runs without that rewrite.
 """
 
 from __future__ import annotations

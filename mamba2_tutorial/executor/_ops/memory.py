@@ -274,8 +274,8 @@ def tv_num_tiles(self, axis):
     if self._steps[axis] == t:
         return scalar_tile(-(-n // t))
     raise NotImplementedError(
-        "cuda.tile.TiledView.num_tiles with traversal_steps other than the tile shape is not supported by the "
-        "CPU executor"
+        "cuda.tile.TiledView.num_tiles with traversal_steps other than the tile shape is not supported "
+        "by the CPU executor"
     )
 
 
