@@ -1,13 +1,10 @@
 """One front door for running cuTile kernels: on the GPU through ``ct.launch``, or on the CPU executor.
 
 ``launch(kernel, grid, args, backend="auto")`` runs a ``@ct.kernel`` function over ``grid`` with ``args`` (a
-tuple
-of torch tensors, Python ints/floats and ``ct.Constant`` values); outputs are written in place, as with
+tuple of torch tensors, Python ints/floats and ``ct.Constant`` values); outputs are written in place, as with
 ``ct.launch``. ``select_backend()`` says which backend ``"auto"`` picks and why: the GPU when torch sees a
-CUDA
-device of compute capability >= 8.0 and cuTile with its compiler (tileiras) is usable, else the CPU executor.
-The
-environment variable ``MAMBA2_TUTORIAL_BACKEND=cpu|gpu`` overrides ``"auto"``.
+CUDA device of compute capability >= 8.0 and cuTile with its compiler (tileiras) is usable, else the CPU
+executor. The environment variable ``MAMBA2_TUTORIAL_BACKEND=cpu|gpu`` overrides ``"auto"``.
 """
 
 from __future__ import annotations

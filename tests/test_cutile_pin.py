@@ -1,8 +1,7 @@
 """Fail loudly when cuTile moves: the CPU executor relies on cuda-tile 1.7.x and on private hooks.
 
 If this file fails after a cuTile upgrade, read the new sources before touching the executor: the dispatch
-hook,
-promotion, annotations and the AOT compilation API are what the CPU executor is built on.
+hook, promotion, annotations and the AOT compilation API are what the CPU executor is built on.
 """
 
 from __future__ import annotations

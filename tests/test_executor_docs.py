@@ -1,10 +1,9 @@
 """cuTile's own API examples, run on the CPU executor.
 
-The docstrings of ``cuda/tile/_stub.py`` hold ``.. testcode::`` / ``.. testoutput::`` pairs that NVIDIA
-runs on a GPU. Each is run here unchanged (``device='cuda:0'`` dropped, ``ct.launch`` routed to the CPU
-executor) and its printed output compared with the documented one. Examples that need what the executor does
-not emulate (block-scaled fp8 ``mma_scaled``, raw pointers, advanced indexing, byte packing) are skipped with
-the reason.
+The docstrings of ``cuda/tile/_stub.py`` hold ``.. testcode::`` / ``.. testoutput::`` pairs that NVIDIA runs
+on a GPU. Each is run here unchanged (``device='cuda:0'`` dropped, ``ct.launch`` routed to the CPU executor)
+and its printed output compared with the documented one. Examples that need what the executor does not emulate
+(block-scaled fp8 ``mma_scaled``, raw pointers, advanced indexing, byte packing) are skipped with the reason.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Loop-carried and branch-merged variables become strictly typed, as in cuTile.
 
 cuTile compiles ``for i in range(...)``, ``while`` and an ``if`` on a run-time condition into control flow
-whose
-carried/merged values have ONE type. A Python number flowing into such a variable loses its loose typing:
-after
+whose carried/merged values have ONE type. A Python number flowing into such a variable loses its loose
+typing: after
 
     acc = 0.0
     for i in range(n):
@@ -11,15 +10,12 @@ after
 
 ``acc`` is float32 throughout on the GPU (``0.0`` became a strict float32), whereas plain Python would make it
 float16 (a loose ``0.0`` adopts the other operand's dtype). Likewise ``v = 1 if c else 2`` written as an
-``if``
-on a run-time ``c`` gives a strict int32 ``v``.
+``if`` on a run-time ``c`` gives a strict int32 ``v``.
 
 This module rewrites the kernel's source (same file name and line numbers) so that the variables a loop
-assigns
-are made strict at the top of each iteration and after the loop, and the variables an ``if`` assigns are made
-strict after it when its condition was a run-time value (a tile). ``ct.static_iter`` loops are unrolled by
-cuTile
-and left alone. Functions whose source is unavailable run unchanged.
+assigns are made strict at the top of each iteration and after the loop, and the variables an ``if`` assigns
+are made strict after it when its condition was a run-time value (a tile). ``ct.static_iter`` loops are
+unrolled by cuTile and left alone. Functions whose source is unavailable run unchanged.
 """
 
 from __future__ import annotations
@@ -148,8 +144,7 @@ _CACHE: dict[CodeType, CodeType | None] = {}
 
 def transformed_code(fn: FunctionType) -> CodeType | None:
     """Code of a module defining ``__cpu_tile_outer__(*freevars)`` that returns the rewritten ``fn``; None
-    when
-    there is nothing to rewrite or the source is unavailable. Cached per code object."""
+    when there is nothing to rewrite or the source is unavailable. Cached per code object."""
     code = fn.__code__
     if code in _CACHE:
         return _CACHE[code]

@@ -1,12 +1,9 @@
 """cuTile dtypes on NumPy: storage dtypes, compute dtypes, rounding and conversion.
 
 Every tile stores its values in a NumPy array of the *storage* dtype of its cuTile dtype (float16 ->
-np.float16,
-bfloat16 -> ml_dtypes.bfloat16, tfloat32 -> np.float32 rounded to a 10-bit mantissa, ...). Arithmetic on
-narrow
-floats runs in float32 (the *compute* dtype) and is rounded back to the result dtype, as the GPU's f16/bf16
-units
-round each result.
+np.float16, bfloat16 -> ml_dtypes.bfloat16, tfloat32 -> np.float32 rounded to a 10-bit mantissa, ...).
+Arithmetic on narrow floats runs in float32 (the *compute* dtype) and is rounded back to the result dtype, as
+the GPU's f16/bf16 units round each result.
 """
 
 from __future__ import annotations

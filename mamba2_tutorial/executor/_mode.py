@@ -2,11 +2,9 @@
 
 Every cuTile stub (``ct.load``, ``ct.exp``, the ``ct.Tile`` operators, ``Array.slice``, ...) calls
 ``DispatchMode.get_current().call_tile_function_from_host(func, args, kwargs)``. While a kernel runs on the
-CPU,
-the current mode is a ``CpuMode``: it looks ``func`` up by its qualified name in ``HANDLERS`` and calls the
-NumPy
-implementation. User ``@ct.function`` helpers arrive here too; they run as Python (a patched copy of the
-undecorated function). Anything unknown raises ``NotImplementedError`` naming the operation.
+CPU, the current mode is a ``CpuMode``: it looks ``func`` up by its qualified name in ``HANDLERS`` and calls
+the NumPy implementation. User ``@ct.function`` helpers arrive here too; they run as Python (a patched copy of
+the undecorated function). Anything unknown raises ``NotImplementedError`` naming the operation.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
-"""Run a kernel's Python function under tile-code rules: a copy whose globals map builtins to their tile
-meanings.
+"""Run a kernel's Python function under tile-code rules: a copy whose globals give builtins tile meanings.
 
 cuTile compiles ``range`` as a runtime loop whose induction variable is a strictly typed int32 scalar, and
-maps the
-builtins ``min``, ``max``, ``abs`` and ``print`` on tiles to ``ct.minimum``, ``ct.maximum``, ``ct.abs`` and
-``ct.print``. Plain Python would give Python ints and compare tiles with ``__bool__``. So the executor calls a
-*copy* of the kernel function (same code object, same line numbers) whose globals add these names; helper
-functions the kernel reaches through its globals or closure are copied the same way (recursively), and
-``ct.static_iter(range(n))`` still yields plain (constant) ints.
+maps the builtins ``min``, ``max``, ``abs`` and ``print`` on tiles to ``ct.minimum``, ``ct.maximum``,
+``ct.abs`` and ``ct.print``. Plain Python would give Python ints and compare tiles with ``__bool__``. So the
+executor calls a *copy* of the kernel function (same code object, same line numbers) whose globals add these
+names; helper functions the kernel reaches through its globals or closure are copied the same way
+(recursively), and ``ct.static_iter(range(n))`` still yields plain (constant) ints.
 """
 
 from __future__ import annotations

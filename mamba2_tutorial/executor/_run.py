@@ -128,15 +128,14 @@ def _tuple_ann(ann, i):
 def run_kernel(kernel, grid, args, *, block_order: str = "sequential", seed: int | None = None,
                check_types: bool = True) -> None:
     """Run a ``@ct.kernel`` on the CPU: type-check with cuTile's front end, then call the kernel's function
-    once
-    per block with cuTile's dispatch hook routed to NumPy. Arrays (CPU torch tensors or NumPy arrays) are
-    written in place, as with ``ct.launch``.
+    once per block with cuTile's dispatch hook routed to NumPy. Arrays (CPU torch tensors or NumPy arrays)
+    are written in place, as with ``ct.launch``.
 
     Args:
         kernel: a ``cuda.tile.kernel``.
         grid: 1 to 3 positive ints.
         args: tuple of kernel arguments (arrays, Python ints/floats/bools, ``ct.Constant`` values,
-        lists/tuples).
+            lists/tuples).
         block_order: ``"sequential"`` (x fastest), ``"random"`` (seeded by ``seed``) or ``"reversed"``; the
             GPU runs blocks in no particular order, so a kernel must give the same result for all three.
         check_types: run cuTile's static type check first (cached per signature). Leave it on.

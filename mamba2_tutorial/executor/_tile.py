@@ -1,15 +1,12 @@
 """Tile and array objects the CPU executor hands to a kernel.
 
 ``Tile`` subclasses ``cuda.tile.Tile`` so cuTile's own operator methods (``+``, ``@``, ``[:, None]``, ...)
-accept it
-and route through the dispatch hook into the executor. It holds ``(values: np.ndarray, dtype: ct.DType,
-loose: bool)``; values are stored in the dtype's NumPy storage dtype (see ``_dtypes``). Tiles are immutable:
-every
-operation returns a new tile and loads copy.
+accept it and route through the dispatch hook into the executor. It holds ``(values: np.ndarray, dtype:
+ct.DType, loose: bool)``; values are stored in the dtype's NumPy storage dtype (see ``_dtypes``). Tiles are
+immutable: every operation returns a new tile and loads copy.
 
 ``CpuArray`` subclasses ``cuda.tile.Array``: a NumPy view of the kernel argument (writes go to the caller's
-tensor).
-Its ``shape``/``strides`` are strictly typed int32 scalars, as on the GPU.
+tensor). Its ``shape``/``strides`` are strictly typed int32 scalars, as on the GPU.
 """
 
 from __future__ import annotations

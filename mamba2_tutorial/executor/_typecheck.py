@@ -1,13 +1,11 @@
 """The static check: cuTile's own front end type-checks the kernel for the launch's signature.
 
 ``export_kernel(kernel, [signature], BytesIO(), output_format="tileir_bytecode", bytecode_version="13.4")``
-runs
-cuTile's parser, type inference and lowering to Tile IR bytecode; it needs neither a GPU nor tileiras. It
-raises
-exactly the errors a GPU launch would (``TileTypeError``, ``TileSyntaxError``, ``TileValueError``,
+runs cuTile's parser, type inference and lowering to Tile IR bytecode; it needs neither a GPU nor tileiras. It
+raises exactly the errors a GPU launch would (``TileTypeError``, ``TileSyntaxError``, ``TileValueError``,
 ``TileStaticAssertionError``, ...): storing float32 into a float16 array, a non-power-of-two tile shape, an
-``if``
-on a vector tile, a loop variable whose type changes. Results are cached per (kernel function, signature).
+``if`` on a vector tile, a loop variable whose type changes. Results are cached per (kernel function,
+signature).
 """
 
 from __future__ import annotations

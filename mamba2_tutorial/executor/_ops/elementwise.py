@@ -1,12 +1,9 @@
 """Elementwise ops: arithmetic, comparisons, bitwise, math functions, where, astype, bitcast.
 
 Dtypes follow cuTile (``promote`` uses cuTile's own ``promote_dtypes``); narrow floats compute in float32 and
-round
-to the result dtype; integers wrap; integer ``//`` and ``%`` round toward minus infinity;
-``minimum``/``maximum``
-ignore NaN unless ``propagate_nan=True``. Rounding-mode and flush-to-zero hints are accepted; results are
-always
-round-to-nearest (the GPU's default).
+round to the result dtype; integers wrap; integer ``//`` and ``%`` round toward minus infinity;
+``minimum``/``maximum`` ignore NaN unless ``propagate_nan=True``. Rounding-mode and flush-to-zero hints are
+accepted; results are always round-to-nearest (the GPU's default).
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
 """Matrix multiply: ``mma(x, y, acc)`` and ``matmul``/``@``.
 
 ``mma``: x and y of one dtype (int8/uint8 may mix), 2-D or 3-D (batch dims broadcast); the accumulator dtype
-must be
-one cuTile allows for the input (f16 -> f16 or f32, bf16 -> f32, f32 -> f32, tf32 -> f32, f64 -> f64, fp8 ->
-f16 or
-f32, int8 -> int32). Products are computed in float32 (float64 for f64, exact int64 for int8) from the stored
-values
-(tf32 inputs were rounded to 10 mantissa bits by ``astype(ct.tfloat32)``), added to ``acc`` and rounded once
-to the
-accumulator dtype. The GPU rounds more often, so compare with dtype-aware tolerances.
+must be one cuTile allows for the input (f16 -> f16 or f32, bf16 -> f32, f32 -> f32, tf32 -> f32, f64 -> f64,
+fp8 -> f16 or f32, int8 -> int32). Products are computed in float32 (float64 for f64, exact int64 for int8)
+from the stored values (tf32 inputs were rounded to 10 mantissa bits by ``astype(ct.tfloat32)``), added to
+``acc`` and rounded once to the accumulator dtype. The GPU rounds more often, so compare with dtype-aware
+tolerances.
 
 ``matmul``: inputs promoted to a common dtype, accumulated in cuTile's default accumulator (f16 -> f16, bf16
--> f32,
-int8 -> int32) and cast back to the input dtype.
+-> f32, int8 -> int32) and cast back to the input dtype.
 """
 
 from __future__ import annotations

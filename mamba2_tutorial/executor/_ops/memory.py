@@ -1,13 +1,10 @@
 """Memory ops: tile-indexed load/store (order, padding, masking), gather/scatter, atomics, views, block ids.
 
 ``load(array, index, shape)`` reads ``array[index[d]*shape[d] : (index[d]+1)*shape[d]]`` in each dimension of
-the
-array viewed through ``order``; elements past the end are filled per ``padding_mode``. The default
+the array viewed through ``order``; elements past the end are filled per ``padding_mode``. The default
 ``UNDETERMINED`` padding is poisoned (NaN for floats, ``INT_SENTINEL`` for integers) so that a kernel relying
-on
-it fails loudly. A tile that lies entirely outside the array, or a negative index, raises ``IndexError``.
-Loads
-return copies; stores write only the in-bounds part.
+on it fails loudly. A tile that lies entirely outside the array, or a negative index, raises ``IndexError``.
+Loads return copies; stores write only the in-bounds part.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ from ._common import as_tile, check_pow2_shape, const_int, const_shape, normaliz
 PaddingMode = ct.PaddingMode
 
 # Fill value of UNDETERMINED padding for integer arrays (bool arrays get True): a value a kernel will not
-# mistake
-# for data. Change it to probe a kernel, e.g. ``mamba2_tutorial.executor.set_int_poison(0)``.
+# mistake for data. Change it to probe a kernel, e.g. ``mamba2_tutorial.executor.set_int_poison(0)``.
 INT_SENTINEL = -123456789
 
 

@@ -1,11 +1,9 @@
 """Reductions and scans: sum, prod, max, min, argmax, argmin, reduce; cumsum, cumprod, scan.
 
 Results keep the input dtype (bool -> int32); narrow floats accumulate in float32 and are rounded once (the
-GPU
-accumulates in the narrow dtype in an unspecified order: compare with tolerances). ``max``/``min`` ignore NaN
-unless
-``propagate_nan=True``; ``argmax``/``argmin`` return int32, ties go to the smallest index, NaN is the worst
-value.
+GPU accumulates in the narrow dtype in an unspecified order: compare with tolerances). ``max``/``min`` ignore
+NaN unless ``propagate_nan=True``; ``argmax``/``argmin`` return int32, ties go to the smallest index, NaN is
+the worst value.
 """
 
 from __future__ import annotations

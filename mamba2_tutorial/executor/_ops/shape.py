@@ -1,6 +1,6 @@
 """Shape ops and factories: reshape, expand_dims / ``[:, None]``, permute, transpose, broadcast_to, cat,
-extract,
-insert, item; arange, full, zeros, ones, astile. Every tile dimension is a power of two (0-d allowed)."""
+extract, insert, item; arange, full, zeros, ones, astile. Every tile dimension is a power of two (0-d
+allowed)."""
 
 from __future__ import annotations
 
