@@ -72,6 +72,8 @@ def _free_port() -> int:
 def lab(tmp_path_factory):
     """A JupyterLab server on a copy of notebooks/: yields (base_url, token)."""
     reason = _skip_reason()
+    if reason and os.environ.get("MAMBA2_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"MAMBA2_REQUIRE_BROWSER=1 (set by .ci/run) but {reason}")
     if reason:
         pytest.skip(reason)
     work = tmp_path_factory.mktemp("lab")
