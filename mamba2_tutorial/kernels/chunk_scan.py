@@ -274,8 +274,6 @@ def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80):
 
 
 SPECS: list[KernelSpec] = [
-    KernelSpec("ssd.chunk_scan_bf16_q256", chunk_scan_kernel,
-               _example_args(torch.bfloat16, 256, D_PER_HEAD, False, h=8, p=64, g=1, n=128)),
     KernelSpec("ssd.chunk_scan_bf16_q256_z", chunk_scan_kernel,
                _example_args(torch.bfloat16, 256, D_PER_CHANNEL, True, h=8, p=64, g=1, n=128)),
     KernelSpec("ssd.chunk_scan_f16_q64", chunk_scan_kernel,

@@ -150,14 +150,14 @@ def state_passing_fwd(states, dA_cumsum, initial_states=None, *, out_dtype=torch
                                 out_dtype=out_dtype)
 
 
-def _example_args(b=2, nchunks=5, h=4, p=48, n=80, Q=64):
+def _example_args(b=2, nchunks=5, h=4, p=48, n=80, Q=64, out_dtype=torch.float32):
     def make():
         gen = torch.Generator().manual_seed(0)
         states = torch.randn(b, nchunks, h, p, n, generator=gen)
         dA_cumsum = -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1)
         plan = state_passing_plan(b, nchunks, h, p, n, Q)
         args = (states, dA_cumsum, torch.randn(b, h, p, n, generator=gen),
-                torch.empty_like(states), torch.empty(b, h, p, n),
+                torch.empty_like(states, dtype=out_dtype), torch.empty(b, h, p, n),
                 Q, plan.tiles["TP"], plan.tiles["TN"], True)
         return plan.grid, args
 
@@ -166,5 +166,6 @@ def _example_args(b=2, nchunks=5, h=4, p=48, n=80, Q=64):
 
 SPECS: list[KernelSpec] = [
     KernelSpec("ssd.state_passing_p64_n128", state_passing_kernel, _example_args(p=64, n=128, Q=256)),
-    KernelSpec("ssd.state_passing_ragged", state_passing_kernel, _example_args()),
+    KernelSpec("ssd.state_passing_ragged_bf16_out", state_passing_kernel,
+               _example_args(out_dtype=torch.bfloat16)),
 ]
