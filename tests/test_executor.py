@@ -110,3 +110,12 @@ def test_numpy_arrays_are_accepted():
     c = np.zeros(20, dtype=np.float32)
     run_kernel(vector_add, (3,), (a, a, c, 8))
     np.testing.assert_array_equal(c, 2 * a)
+
+
+def test_package_level_launch_is_callable_after_the_submodule_import():
+    import mamba2_tutorial.launch  # noqa: F401  (binds the submodule as a package attribute)
+    from mamba2_tutorial import launch as launch_from_package
+
+    a, c = torch.arange(10.0), torch.zeros(10)
+    choice = launch_from_package(vector_add, (1,), (a, a, c, 16), backend="cpu")
+    assert choice.name == "cpu" and torch.equal(c, 2 * a)
