@@ -225,7 +225,7 @@ def plot_chunk_scan_tiles(shape: SSDShape | str, *, dtype: torch.dtype = torch.b
     more = ""
     if len(heads) > 1:
         head_txt = f"heads {heads[0]}..{heads[-1]} (HB = {len(heads)}, group {g})"
-        more = f" (and heads {heads[1]}..{heads[-1]})"
+        more = f" (and head {heads[1]})" if len(heads) == 2 else f" (and heads {heads[1]}..{heads[-1]})"
     plot_tile_grid((rows, s.dstate), (TM, NS), highlight={(i_m, 0): LOAD}, ax=axes[0], labels=False,
                    show_elements=False,
                    title=f"C[{b}, chunk {c}, {g}, :]\n({rows}, n={s.dstate}), tile ({TM}, NS={NS})")

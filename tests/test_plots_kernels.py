@@ -146,3 +146,16 @@ def test_chunk_state_figure_shows_the_loop_steps_of_a_long_chunk():
     x_ax = fig.axes[0]
     assert _solid(x_ax, LOAD) == [(0, 512, 48, 64), (0, 576, 48, 24)]
     assert [t.get_text() for t in x_ax.texts] == ["c2 k0", "c2 k1"]
+
+
+def test_chunk_scan_figure_names_the_heads_of_a_head_block():
+    plan = _plan(SHAPE_Q256, torch.bfloat16)["chunk_scan"]
+    HB = plan.tiles.get("HB", 1)
+    fig = plot_chunk_scan_tiles(SHAPE_Q256, block=(0, 0, 1))
+    x_title, title = fig.axes[2].get_title(), fig._suptitle.get_text()
+    assert f"x[0, chunk 0, {HB}, :]" in x_title
+    if HB == 1:
+        assert "head 1:" in title and "and head" not in x_title
+    else:
+        assert f"heads {HB}..{2 * HB - 1} (HB = {HB}, group 1)" in title
+        assert (f"(and head {HB + 1})" if HB == 2 else f"(and heads {HB + 1}..{2 * HB - 1})") in x_title
