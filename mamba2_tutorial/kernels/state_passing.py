@@ -45,6 +45,7 @@ __all__ = [
 LOG2E = 1.4426950408889634
 ZERO = ct.PaddingMode.ZERO
 MIN_BLOCKS = 1024  # enough blocks to fill an H200 (132 SMs) several times over
+LONG_LOOP = 8  # chunks: below this the sequential loop is short and the default tile is kept
 
 
 @ct.kernel
@@ -84,15 +85,17 @@ def state_passing_kernel(states, dA_cumsum, initial_states,  # inputs
 # Host side: tile sizes, the wrapper, example launches.
 # ----------------------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=256)
-def state_passing_tiles(headdim: int, dstate: int, batch_heads: int = 1 << 30) -> tuple[int, int]:
+def state_passing_tiles(headdim: int, dstate: int, batch_heads: int = 1 << 30,
+                        nchunks: int = 1) -> tuple[int, int]:
     """(TP, TN): at most 32 × 64 float32 (8 KiB) per block, so one (batch, head) gives several blocks.
 
-    The loop over chunks is sequential inside a block, so parallelism comes only from the blocks: when
-    b · h is small (one long sequence), the tile shrinks (down to 16 × 16) until there are about
-    ``MIN_BLOCKS`` of them.
+    The loop over chunks is sequential inside a block, so parallelism comes only from the blocks: for a long
+    loop (more than ``LONG_LOOP`` chunks) with few (batch, head) pairs, e.g. one long sequence, the tile
+    shrinks (down to 16 × 16) until there are about ``MIN_BLOCKS`` blocks.
     """
     TP, TN = tile_size(headdim, 32), tile_size(dstate, 64)
-    while batch_heads * cdiv(headdim, TP) * cdiv(dstate, TN) < MIN_BLOCKS and TP * TN > 256:
+    while (nchunks > LONG_LOOP and batch_heads * cdiv(headdim, TP) * cdiv(dstate, TN) < MIN_BLOCKS
+           and TP * TN > 256):
         if TN >= TP:
             TN //= 2
         else:
@@ -103,7 +106,7 @@ def state_passing_tiles(headdim: int, dstate: int, batch_heads: int = 1 << 30) -
 @functools.lru_cache(maxsize=256)
 def state_passing_plan(b: int, nchunks: int, h: int, p: int, n: int, Q: int) -> LaunchPlan:
     """Grid and tiles of :data:`state_passing_kernel` for states (b, nchunks, h, p, n)."""
-    TP, TN = state_passing_tiles(p, n, b * h)
+    TP, TN = state_passing_tiles(p, n, b * h, nchunks)
     return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b, h), {"Q": Q, "TP": TP, "TN": TN})
 
 
