@@ -538,3 +538,18 @@ def test_cuda_tensors_on_the_cpu_backend_are_copied_back():
     choice = launch(vector_add, (ct.cdiv(300, 64),), (a, a, c, 64), backend="cpu")
     assert choice.name == "cpu" and c.is_cuda
     assert torch.equal(c, a + a)
+
+
+@ct.kernel
+def list_and_tuple_args(arrays, pair, out):
+    i = ct.bid(0)
+    t = ct.load(arrays[i], (0,), (8,), padding_mode=PM.ZERO)
+    a, b = pair
+    ct.store(out, (i, 0), ct.reshape(t * a + b, (1, 8)))
+
+
+def test_list_and_tuple_arguments():
+    arrays = [torch.arange(8.0) + 10 * k for k in range(3)]
+    out = torch.zeros(3, 8)
+    run_kernel(list_and_tuple_args, (3,), (arrays, (2.0, 1.0), out))
+    assert torch.equal(out, torch.stack(arrays) * 2 + 1)
