@@ -553,3 +553,22 @@ def test_list_and_tuple_arguments():
     out = torch.zeros(3, 8)
     run_kernel(list_and_tuple_args, (3,), (arrays, (2.0, 1.0), out))
     assert torch.equal(out, torch.stack(arrays) * 2 + 1)
+
+
+@ct.kernel
+def merged_ternary(out, n):
+    v = 1 if n > 2 else 2  # run-time condition: merged, strict int32
+    t = ct.full((4,), 1, dtype=ct.int8) + v
+    ct.static_assert(t.dtype == ct.int32)
+    w = 1 if 3 > 2 else 2  # constant condition: folded, still loose
+    u = ct.full((4,), 1, dtype=ct.int8) + w
+    ct.static_assert(u.dtype == ct.int8)
+    ct.store(out, (0,), (t + u).astype(ct.float32))
+
+
+def test_ternary_on_a_runtime_condition_becomes_strict():
+    out = torch.zeros(4)
+    run_kernel(merged_ternary, (1,), (out, 5))
+    assert torch.equal(out, torch.full((4,), 4.0))
+    run_kernel(merged_ternary, (1,), (out, 0))
+    assert torch.equal(out, torch.full((4,), 5.0))

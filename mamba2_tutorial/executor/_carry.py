@@ -9,8 +9,8 @@ typing: after
         acc = acc + h16          # h16: a float16 scalar
 
 ``acc`` is float32 throughout on the GPU (``0.0`` became a strict float32), whereas plain Python would make it
-float16 (a loose ``0.0`` adopts the other operand's dtype). Likewise ``v = 1 if c else 2`` written as an
-``if`` on a run-time ``c`` gives a strict int32 ``v``.
+float16 (a loose ``0.0`` adopts the other operand's dtype). Likewise ``v = 1 if c else 2`` (or the same
+written as an ``if`` statement) on a run-time ``c`` gives a strict int32 ``v``.
 
 This module rewrites the kernel's source (same file name and line numbers) so that the variables a loop
 assigns are made strict at the top of each iteration and after the loop, and the variables an ``if`` assigns
@@ -33,6 +33,7 @@ __all__ = ["make_strict", "is_runtime", "transformed_code", "RUNTIME_HELPERS"]
 
 _STRICT = "__cpu_tile_strict__"
 _RUNTIME = "__cpu_tile_is_runtime__"
+_IFEXP = "__cpu_tile_ifexp__"
 
 
 def make_strict(v):
@@ -57,7 +58,13 @@ def is_runtime(cond) -> bool:
     return isinstance(cond, Tile)
 
 
-RUNTIME_HELPERS = {_STRICT: make_strict, _RUNTIME: is_runtime}
+def ifexp(cond, if_true, if_false):
+    """``a if c else b``: on a run-time condition cuTile merges both values, so a constant becomes strict."""
+    v = if_true() if cond else if_false()
+    return make_strict(v) if is_runtime(cond) else v
+
+
+RUNTIME_HELPERS = {_STRICT: make_strict, _RUNTIME: is_runtime, _IFEXP: ifexp}
 
 
 def _stored_names(stmts) -> list[str]:
@@ -123,6 +130,18 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_While(self, node: ast.While):
         return self._loop(node)
+
+    def visit_IfExp(self, node: ast.IfExp):
+        self.generic_visit(node)
+        self.changed = True
+
+        def thunk(expr):
+            no_args = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
+                                    kwarg=None, defaults=[])
+            return ast.Lambda(no_args, expr)
+
+        call = ast.Call(ast.Name(_IFEXP, ast.Load()), [node.test, thunk(node.body), thunk(node.orelse)], [])
+        return ast.copy_location(call, node)
 
     def visit_If(self, node: ast.If):
         self.generic_visit(node)
