@@ -85,8 +85,13 @@ def _run_and_check(name, dims, dtype, options, seed, *, with_mamba=True):
     mamba_out_err = mamba_final_err = None
     if with_mamba:
         combined = _mamba_chunk_scan_combined()
+        m_out = None
         if combined is not None:
-            m_out, m_final = combined(**inputs, chunk_size=Q, return_final_states=True)
+            try:
+                m_out, m_final = combined(**inputs, chunk_size=Q, return_final_states=True)
+            except Exception as exc:  # noqa: BLE001 - mamba_ssm's own limits are not our failure; reported
+                print(f"\nmamba_ssm failed on {name} {dtype}: {type(exc).__name__}: {exc}")
+        if m_out is not None:
             mamba_out_err, mamba_final_err = relative_error(m_out, r_out), relative_error(m_final, r_final)
             # ours and mamba_ssm's agree with each other about as well as each agrees with float64
             assert relative_error(out, m_out) <= 2 * TOL[dtype] + 2 * mamba_out_err
