@@ -16,6 +16,14 @@ from mamba2_tutorial.executor import run_kernel, set_int_poison
 PM = ct.PaddingMode
 
 
+@ct.kernel
+def vector_add(a, b, c, TILE: ct.Constant[int]):
+    i = ct.bid(0)
+    x = ct.load(a, (i,), (TILE,), padding_mode=PM.ZERO)
+    y = ct.load(b, (i,), (TILE,), padding_mode=PM.ZERO)
+    ct.store(c, (i,), x + y)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # compile errors appear on the CPU, with cuTile's own messages
 # ---------------------------------------------------------------------------------------------------------
@@ -355,8 +363,6 @@ def test_random_block_order_exposes_order_dependence():
 
 
 def test_random_block_order_is_harmless_for_a_correct_kernel():
-    from tests.test_executor import vector_add
-
     a, b = torch.randn(77), torch.randn(77)
     c1, c2 = torch.zeros(77), torch.zeros(77)
     run_kernel(vector_add, (5,), (a, b, c1, 16))
@@ -435,8 +441,6 @@ def test_static_iter_yields_constants():
 
 
 def test_kernel_argument_errors():
-    from tests.test_executor import vector_add
-
     a = torch.zeros(16)
     with pytest.raises(TypeError, match="takes 4 arguments"):
         run_kernel(vector_add, (1,), (a, a, a))
@@ -447,8 +451,6 @@ def test_kernel_argument_errors():
 
 
 def test_bfloat16_tensors_round_trip():
-    from tests.test_executor import vector_add
-
     a = torch.randn(40).bfloat16()
     c = torch.zeros(40, dtype=torch.bfloat16)
     run_kernel(vector_add, (3,), (a, a, c, 16))
@@ -530,8 +532,6 @@ def test_gpu_raises_the_same_compile_errors(kernel, make):
 @pytest.mark.gpu
 def test_cuda_tensors_on_the_cpu_backend_are_copied_back():
     from mamba2_tutorial.launch import launch, select_backend
-    from tests.test_executor import vector_add
-
     assert select_backend().name == "gpu"
     a = torch.randn(300, device="cuda")
     c = torch.zeros(300, device="cuda")
