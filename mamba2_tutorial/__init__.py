@@ -36,8 +36,9 @@ _EXPORTS = {
     "validate_ssd_inputs": "validation",
     # environment and tiers
     "environment_report": "env",
-    "launch": "launch",
-    "select_backend": "launch",
+    "launch": "backends",
+    "select_backend": "backends",
+    "BackendChoice": "backends",
     # the compiler's view and tile figures (notebooks 04-07)
     "tile_ir": "compile",
     "show_tile_ir": "compile",

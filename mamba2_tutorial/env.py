@@ -1,7 +1,7 @@
 """The environment report: versions, GPU, and which tier (GPU or CPU) the kernel notebooks will use.
 
 ``environment_report()`` collects facts (Python, torch, cuda-tile, tileiras, GPU name, compute capability,
-driver, ``CUDA_HOME``), asks :func:`mamba2_tutorial.launch.select_backend` which tier runs the kernels, and
+driver, ``CUDA_HOME``), asks :func:`mamba2_tutorial.backends.select_backend` which tier runs the kernels, and
 lists actionable problems (what is wrong and the command that fixes it). ``python -m mamba2_tutorial env``
 prints it.
 
@@ -336,20 +336,10 @@ def _driver_cuda_version(torch) -> str | None:
     return f"{version // 1000}.{version % 1000 // 10}" if version > 0 else None
 
 
-def _fallback_tier(cuda_available: bool, capability, problems: list[Problem], why_no_launch: str):
-    blocking_codes = ("capability", "driver", "tileiras", "cuda_tile", "cuda_home")
-    blocking = [p for p in problems if p.code in blocking_codes]
-    if not cuda_available:
-        return "cpu", f"no CUDA GPU is visible to torch ({why_no_launch})"
-    if blocking:
-        return "cpu", f"the GPU is not usable: {blocking[0].code} ({why_no_launch})"
-    return "gpu", f"an sm_{capability[0]}{capability[1]} GPU with tileiras is available ({why_no_launch})"
-
-
 def environment_report(*, select_backend: Callable | None = None) -> EnvironmentReport:
     """Probe this machine and return an :class:`EnvironmentReport`.
 
-    The tier comes from ``select_backend()`` (default :func:`mamba2_tutorial.launch.select_backend`,
+    The tier comes from ``select_backend()`` (default :func:`mamba2_tutorial.backends.select_backend`,
     which returns ``BackendChoice(name, reason)``); pass another callable to override it.
     """
     from . import __version__
@@ -377,18 +367,9 @@ def environment_report(*, select_backend: Callable | None = None) -> Environment
         cuda_home=cuda_home, cuda_home_version=cuda_home_version,
     )
     if select_backend is None:
-        try:
-            from .launch import select_backend
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.launch":
-                raise
-            select_backend = None
-    if select_backend is not None:
-        choice = select_backend()
-        tier, reason = str(choice.name), str(choice.reason)
-    else:
-        tier, reason = _fallback_tier(cuda_available, capability, problems,
-                                      "mamba2_tutorial.launch is not installed; decided here")
+        from .backends import select_backend
+    choice = select_backend()
+    tier, reason = str(choice.name), str(choice.reason)
     return EnvironmentReport(
         python=platform.python_version(), platform=platform.platform(terse=True), package=__version__,
         torch=getattr(torch, "__version__", None), torch_cuda=torch_cuda, cuda_tile=cuda_tile,

@@ -13,7 +13,7 @@ states (b, nchunks, h, p, n) float32, chunk_init_states (b, nchunks, h, p, n) in
 rounds the state to before its mma, so storing it narrower costs no accuracy and halves its traffic).
 
 ``backend="auto"`` runs on the GPU when one is usable and on the CPU tile executor otherwise
-(:func:`mamba2_tutorial.launch.select_backend`); ``"gpu"`` or ``"cpu"`` force one.
+(:func:`mamba2_tutorial.backends.select_backend`); ``"gpu"`` or ``"cpu"`` force one.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -171,14 +170,6 @@ def test_report_takes_the_tier_from_select_backend():
     report = env.environment_report(select_backend=_fake_choice("gpu", "an sm_90 GPU with tileiras 13.4"))
     assert (report.tier, report.tier_reason) == ("gpu", "an sm_90 GPU with tileiras 13.4")
     assert "Tier: GPU: an sm_90 GPU with tileiras 13.4" in str(report)
-
-
-def test_report_without_the_launch_module_decides_itself(monkeypatch):
-    monkeypatch.setitem(sys.modules, "mamba2_tutorial.launch", None)  # import now fails
-    report = env.environment_report()
-    assert report.tier in ("gpu", "cpu") and "decided here" in report.tier_reason
-    if not torch.cuda.is_available():
-        assert report.tier == "cpu" and "no CUDA GPU" in report.tier_reason
 
 
 def test_report_lists_problems(monkeypatch):

@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-import mamba2_tutorial.launch as launch_module
+import mamba2_tutorial.backends as launch_module
 from mamba2_tutorial import reference as ref
 from mamba2_tutorial.checks import assert_close, relative_error
 from mamba2_tutorial.inputs import SSDShape, make_inputs

@@ -4,7 +4,7 @@
 same compile errors as the GPU), then runs the kernel's own Python function once per block with every ``ct.*``
 call and tile operator routed through cuTile's dispatch hook to NumPy implementations that follow cuTile's
 rules (dtype promotion, loose constants, int32 loop variables, tile-indexed loads with padding, masked stores,
-mma dtypes, ...). Use it through ``mamba2_tutorial.launch(kernel, grid, args, backend="cpu")``.
+mma dtypes, ...). Use it through ``mamba2_tutorial.backends(kernel, grid, args, backend="cpu")``.
 
 Timings of the CPU executor mean nothing about GPU performance.
 

@@ -3,7 +3,7 @@
 Every ``check_*`` compares with :mod:`mamba2_tutorial.reference` and raises :class:`ExerciseFailed` (an
 AssertionError) with the failing case, the error, the first wrong element and a hint aimed at the usual
 mistake; on success it prints what was tested. The cuTile checks launch the kernel through
-:func:`mamba2_tutorial.launch.launch` on the GPU when one is usable, else on the CPU tile executor.
+:func:`mamba2_tutorial.backends.launch` on the GPU when one is usable, else on the CPU tile executor.
 
     ex01_recurrence_step     check_recurrence_step(ssd_step)
     ex02_segsum              check_segsum(segsum)

@@ -96,10 +96,10 @@ def allocate(shape, dtype: torch.dtype, device: torch.device, poison: bool) -> t
 def resolve_backend(backend: str, x: torch.Tensor) -> str:
     """"gpu" or "cpu" for a call whose tensors live where ``x`` is; decided once per call, before any launch.
 
-    ``"auto"`` picks the GPU when one is usable (:func:`mamba2_tutorial.launch.select_backend`) and the data
+    ``"auto"`` picks the GPU when one is usable (:func:`mamba2_tutorial.backends.select_backend`) and the data
     is on it, else the CPU executor; ``"gpu"`` with host tensors is an error.
     """
-    from mamba2_tutorial.launch import select_backend
+    from mamba2_tutorial.backends import select_backend
 
     name = select_backend(backend).name
     if name == "gpu" and x.device.type != "cuda":
@@ -111,12 +111,12 @@ def resolve_backend(backend: str, x: torch.Tensor) -> str:
 
 def launch(kernel, grid, args, backend: str) -> None:
     """Launch on a resolved backend: "gpu" goes straight to ``ct.launch`` on the current stream (the least
-    host overhead), "cpu" to the CPU tile executor through :func:`mamba2_tutorial.launch.launch`."""
+    host overhead), "cpu" to the CPU tile executor through :func:`mamba2_tutorial.backends.launch`."""
     if backend == "gpu":
         import cuda.tile as ct
 
         ct.launch(torch.cuda.current_stream(), grid, kernel, args)
     else:
-        from mamba2_tutorial.launch import launch as launch_anywhere
+        from mamba2_tutorial.backends import launch as launch_anywhere
 
         launch_anywhere(kernel, grid, args, backend=backend)

@@ -20,7 +20,7 @@ Kernels:
   per block, walking along the row tile by tile and carrying the running total.
 
 Host wrappers (:func:`vector_add`, :func:`matmul`, :func:`row_cumsum`) check the inputs, allocate the output
-and call :func:`mamba2_tutorial.launch.launch`, which runs the kernel on the GPU or on the CPU tile executor.
+and call :func:`mamba2_tutorial.launch`, which runs the kernel on the GPU or on the CPU tile executor.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def _check_tile(name: str, value) -> int:
 
 
 def _launch(kernel, grid, args, backend):
-    from mamba2_tutorial.launch import launch
+    from mamba2_tutorial.backends import launch
 
     launch(kernel, grid, args, backend=backend)
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import sys
-import types
 from typing import NamedTuple
 
 __all__ = ["BackendChoice", "select_backend", "launch", "ENV_VAR"]
@@ -155,15 +153,3 @@ def launch(kernel, grid, args: tuple, *, backend: str = "auto", block_order: str
         for t in on_device:
             t.copy_(host[id(t)])
     return choice
-
-
-class _CallableModule(types.ModuleType):
-    """``mamba2_tutorial.launch`` is both this module and its ``launch`` function. Once the submodule has been
-    imported, ``from mamba2_tutorial import launch`` returns the module (Python binds submodules as package
-    attributes); making the module callable keeps ``launch(kernel, grid, args)`` working either way."""
-
-    def __call__(self, kernel, grid, args, **kwargs):
-        return launch(kernel, grid, args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
