@@ -44,12 +44,12 @@ STORAGE: dict = {
     ct.float64: np.dtype(np.float64),
     ct.bfloat16: np.dtype(ml_dtypes.bfloat16),
     ct.tfloat32: np.dtype(np.float32),
-    ct.float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
-    ct.float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
-    ct.float8_e8m0fnu: np.dtype(ml_dtypes.float8_e8m0fnu),
-    ct.float8_e5m3fnu: np.dtype(ml_dtypes.float8_e5m3fnu),
-    ct.float4_e2m1fn: np.dtype(ml_dtypes.float4_e2m1fn),
 }
+# The narrow floats need a recent ml_dtypes (float8_e5m3fnu arrived in 0.6); an older one (the H200 image)
+# simply lacks them, and the executor then rejects those dtypes instead of failing at import.
+for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float8_e5m3fnu", "float4_e2m1fn"):
+    if hasattr(ct, _name) and hasattr(ml_dtypes, _name):
+        STORAGE[getattr(ct, _name)] = np.dtype(getattr(ml_dtypes, _name))
 
 # NumPy storage dtype -> cuTile dtype (tfloat32 is never inferred from an array)
 _FROM_NUMPY = {v: k for k, v in STORAGE.items() if k is not ct.tfloat32}
