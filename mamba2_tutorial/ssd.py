@@ -22,10 +22,16 @@ import torch
 
 from .kernels._host import LaunchPlan, cdiv, check_chunk_size, check_kernel_dtype, resolve_backend, strided_ok
 from .kernels.chunk_scan import chunk_scan_fwd, chunk_scan_plan, launch_chunk_scan
-from .kernels.chunk_state import chunk_state_fwd, chunk_state_plan, launch_chunk_state
+from .kernels.chunk_state import (
+    chunk_state_fwd,
+    chunk_state_plan,
+    launch_chunk_state,
+    launch_chunk_state_passing,
+)
+from .kernels.configs import SSDConfig, ssd_config
 from .kernels.state_passing import launch_state_passing, state_passing_fwd, state_passing_plan
 
-__all__ = ["chunk_scan_fwd", "chunk_state_fwd", "ssd_forward", "ssd_plan", "state_passing_fwd"]
+__all__ = ["chunk_scan_fwd", "chunk_state_fwd", "ssd_forward", "ssd_plan", "ssd_stages", "state_passing_fwd"]
 
 _INT32_MAX = 2**31 - 1
 
@@ -74,7 +80,7 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limi
 
 def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None,
                 dt_softplus=False, dt_limit=(0.0, float("inf")), return_final_states=False, backend="auto",
-                _poison=False):
+                _poison=False, _config=None):
     """Mamba-2 SSD forward with the three cuTile kernels: ``out`` or ``(out, final_states)``.
 
     Arguments and results as ``mamba_chunk_scan_combined``: out (b, l, h, p) in x's dtype; final_states
@@ -83,21 +89,79 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     arbitrary (the last chunk may be ragged). All arguments are checked before any kernel runs.
 
     ``_poison`` (tests only) fills every intermediate and output with NaN before the kernels run, so that an
-    element no block wrote shows up in the result.
+    element no block wrote shows up in the result. ``_config`` (tuning) overrides the
+    :func:`~mamba2_tutorial.kernels.configs.ssd_config` chosen for this size: tiles, hints, and whether
+    kernels 1 and 2 run fused as one.
     """
-    _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
+    b, l, h, p, g, n = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
     where = resolve_backend(backend, x)
+    cfg = _config if _config is not None else ssd_config(b, l, h, p, g, n, chunk_size, x.dtype)
 
     x, dt, A, B, C, D, z, dt_bias, initial_states = (
         strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
 
-    dt_out, dA_cumsum, states = launch_chunk_state(
-        x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison)
     # the states entering each chunk are stored in x's dtype: kernel 3 rounds them to it for its mma anyway
-    chunk_init_states, final_states = launch_state_passing(states, dA_cumsum, initial_states, where, _poison,
-                                                           out_dtype=x.dtype)
-    out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison)
+    if cfg.fused:  # kernels 1 and 2 as one launch: the float32 chunk states stay on chip
+        dt_out, dA_cumsum, chunk_init_states, final_states = launch_chunk_state_passing(
+            x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison,
+            tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency)
+    else:
+        dt_out, dA_cumsum, states = launch_chunk_state(
+            x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison, hints=cfg.state_hints)
+        chunk_init_states, final_states = launch_state_passing(
+            states, dA_cumsum, initial_states, where, _poison, out_dtype=x.dtype, tiles=cfg.state_tiles,
+            hints=cfg.passing_hints)
+    out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison,
+                            max_heads_per_block=cfg.scan_heads, tiles=cfg.scan_tiles, hints=cfg.scan_hints,
+                            latency=cfg.scan_latency)
     return (out, final_states) if return_final_states else out
+
+
+def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig | None = None) -> dict:
+    """The launches of ``ssd_forward`` (no D, z, dt_bias, initial states) as separately callable stages.
+
+    Returns ``{stage name: callable}`` in the order ``ssd_forward`` runs them: ``"chunk_state"`` and
+    ``"state_passing"``, or ``"chunk_state_passing"`` when the config fuses them, then ``"chunk_scan"``.
+    Each stage's inputs are made once, here, by running the stages before it, so each callable times one
+    kernel alone (the benchmark's per-kernel breakdown). Also ``"chain"`` (all stages, returns y) and
+    ``"meta"`` (element sizes of the chunk states and the entering states).
+    """
+    b, l, h, p, g, n = _validate(x, dt, A, B, C, chunk_size, None, None, None, None, (0.0, float("inf")))
+    where = resolve_backend(backend, x)
+    cfg = config if config is not None else ssd_config(b, l, h, p, g, n, chunk_size, x.dtype)
+    x, dt, A, B, C = (strided_ok(t) for t in (x, dt, A, B, C))
+    lim = (0.0, float("inf"))
+    stages: dict = {}
+    if cfg.fused:
+        def fused():
+            return launch_chunk_state_passing(x, dt, A, B, chunk_size, None, False, lim, None, where,
+                                              tiles=cfg.state_tiles, hints=cfg.state_hints,
+                                              latency=cfg.state_latency)
+        dt_out, dA_cumsum, init, _ = fused()
+        stages["chunk_state_passing"] = fused
+        meta = {"state_bytes": 0, "init_state_bytes": init.element_size()}
+    else:
+        def stage1():
+            return launch_chunk_state(x, dt, A, B, chunk_size, None, False, lim, where, hints=cfg.state_hints)
+        dt_out, dA_cumsum, states = stage1()
+
+        def stage2():
+            return launch_state_passing(states, dA_cumsum, None, where, out_dtype=x.dtype,
+                                        tiles=cfg.state_tiles, hints=cfg.passing_hints)
+        init, _ = stage2()
+        stages |= {"chunk_state": stage1, "state_passing": stage2}
+        meta = {"state_bytes": states.element_size(), "init_state_bytes": init.element_size()}
+
+    def stage3():
+        return launch_chunk_scan(x, dt_out, dA_cumsum, C, B, init, None, None, where,
+                                 max_heads_per_block=cfg.scan_heads, tiles=cfg.scan_tiles,
+                                 hints=cfg.scan_hints, latency=cfg.scan_latency)
+    stages["chunk_scan"] = stage3
+
+    def chain():
+        return ssd_forward(x, dt, A, B, C, chunk_size, backend=where, _config=cfg)
+
+    return stages | {"chain": chain, "meta": meta}
 
 
 def ssd_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int,

@@ -13,6 +13,7 @@ __all__ = [
     "allocate",
     "check_chunk_size",
     "check_kernel_dtype",
+    "hinted",
     "launch",
     "next_power_of_two",
     "placeholder",
@@ -109,13 +110,32 @@ def resolve_backend(backend: str, x: torch.Tensor) -> str:
     return name
 
 
-def launch(kernel, grid, args, backend: str) -> None:
+_HINTED: dict = {}
+
+
+def hinted(kernel, occupancy: int | None = None, num_ctas: int | None = None):
+    """``kernel`` compiled with the given hints (``kernel.replace_hints``), cached so each hint set compiles
+    once; ``kernel`` itself when no hint is given. Hints change only speed, never results."""
+    if occupancy is None and num_ctas is None:
+        return kernel
+    key = (id(kernel), occupancy, num_ctas)
+    found = _HINTED.get(key)
+    if found is None:
+        hints = {k: v for k, v in (("occupancy", occupancy), ("num_ctas", num_ctas)) if v is not None}
+        found = _HINTED[key] = kernel.replace_hints(**hints)
+    return found
+
+
+def launch(kernel, grid, args, backend: str, hints: tuple = (None, None)) -> None:
     """Launch on a resolved backend: "gpu" goes straight to ``ct.launch`` on the current stream (the least
-    host overhead), "cpu" to the CPU tile executor through :func:`mamba2_tutorial.backends.launch`."""
+    host overhead), "cpu" to the CPU tile executor through :func:`mamba2_tutorial.backends.launch`.
+
+    ``hints`` = (occupancy, num_ctas) are compiler hints for the GPU (see :func:`hinted`); the CPU executor
+    ignores them."""
     if backend == "gpu":
         import cuda.tile as ct
 
-        ct.launch(torch.cuda.current_stream(), grid, kernel, args)
+        ct.launch(torch.cuda.current_stream(), grid, hinted(kernel, *hints), args)
     else:
         from mamba2_tutorial.backends import launch as launch_anywhere
 

@@ -78,10 +78,11 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
                       heads_per_group: int,
                       Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                       TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
-                      D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
+                      D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int]):
     """x, z (b, l, h, p); dt_out, dA_cumsum (b, h, nchunks, Q) fp32; C, B (b, l, g, n);
     chunk_init_states (b, nchunks, h, p, n) fp32 or x's dtype; D (h,) or (h, p)
-    -> out (b, l, h, p) in x's dtype. HB must divide heads_per_group (the HB heads share one group)."""
+    -> out (b, l, h, p) in x's dtype. HB must divide heads_per_group (the HB heads share one group).
+    LAT > 0: latency hint (1-10) on the B and x loads of the key loop; 0: the compiler's default."""
     pid_mp = ct.bid(0)
     pid_bc = ct.bid(1)
     hb = ct.bid(2)                          # head block: heads hb·HB ... hb·HB + HB - 1
@@ -94,6 +95,7 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
     g = (hb * HB) // heads_per_group        # the group of all HB heads
     seqlen = x.shape[1]
     m_tile = c * (Q // TM) + i_m            # row tile index along l, in units of TM
+    lat = LAT if LAT > 0 else None          # a compile-time hint: how long the key loop's loads take
 
     if m_tile * TM < seqlen:                # skip tiles entirely past the end of the sequence
         # per-head tiles are 3-D, heads first: (HB, rows, columns)
@@ -115,12 +117,13 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
         n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
         for kt in range(n_k):
             k_tile = c * (Q // TK) + kt
-            B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO).reshape((TK, NS))
+            B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO,
+                          latency=lat).reshape((TK, NS))
             # C Bᵀ depends on the group only: one mma, shared by the block's HB heads
             CB = ct.mma(C_m, ct.transpose(B_k.astype(x.dtype)), ct.zeros((TM, TK), dtype=ct.float32))
             dA_k = ct.load(dA_cumsum, (b, hb, c, kt), shape=(1, HB, 1, TK)).reshape((HB, TK))
             dt_k = ct.load(dt_out, (b, hb, c, kt), shape=(1, HB, 1, TK)).reshape((HB, TK))
-            x_k = ct.load(x, (b, k_tile, hb, i_p), shape=(1, TK, HB, TP), padding_mode=ZERO)
+            x_k = ct.load(x, (b, k_tile, hb, i_p), shape=(1, TK, HB, TP), padding_mode=ZERO, latency=lat)
             x_k = ct.permute(x_k.reshape((TK, HB, TP)), (1, 0, 2))                    # (HB, TK, TP)
             k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
             causal = m_pos[:, None] >= k_pos[None, :]                                  # (TM, TK)
@@ -155,47 +158,59 @@ MAX_HEADS_PER_BLOCK = {torch.float32: 1, torch.float16: 4, torch.bfloat16: 4}
 
 @functools.lru_cache(maxsize=256)
 def chunk_scan_tiles(chunk_size: int, headdim: int, dstate: int, heads_per_group: int, dtype: torch.dtype,
-                     max_heads_per_block: int | None = None):
+                     max_heads_per_block: int | None = None, tiles: tuple | None = None):
     """(TM, TK, TP, NS, HB): output rows, key rows per step, head-dim columns, padded state size, heads.
 
     bf16/fp16: 64 × 64 output tiles (4 row tiles per 256-chunk). float32 mma has no fast tensor-core path
     and its code grows with the tile: 32 × 32. NS covers the whole state size n, so C and B are loaded once
     per tile and C Bᵀ is one mma. HB heads of one group per block share that C Bᵀ (it does not depend on
     the head): HB is the largest power of two <= the cap that divides the heads per group.
+
+    ``tiles`` = (TM, TK, TP) overrides the row, key and column tiles (tuning; :mod:`.configs`): TK must divide
+    TM (the causal bound counts whole key tiles) and each is clipped to the chunk and the head dimension.
     """
     cap = 32 if dtype == torch.float32 else 64
     TM = min(chunk_size, cap)
+    TK, TP = TM, tile_size(headdim, cap)
+    if tiles is not None:
+        TM, TK, TP = min(tiles[0], chunk_size), min(tiles[1], chunk_size), tile_size(headdim, tiles[2])
+        if TM % TK:
+            raise ValueError(f"chunk_scan tiles: TK = {TK} must divide TM = {TM}")
     HB = max_heads_per_block or MAX_HEADS_PER_BLOCK[dtype]
     while heads_per_group % HB:
         HB //= 2
-    return TM, TM, tile_size(headdim, cap), next_power_of_two(dstate), HB
+    return TM, TK, TP, next_power_of_two(dstate), HB
 
 
 @functools.lru_cache(maxsize=256)
 def chunk_scan_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype,
-                    max_heads_per_block: int | None = None) -> LaunchPlan:
+                    max_heads_per_block: int | None = None, tiles: tuple | None = None) -> LaunchPlan:
     """Grid and tiles of :data:`chunk_scan_kernel` for x (b, l, h, p), C and B (b, l, g, n)."""
-    TM, TK, TP, NS, HB = chunk_scan_tiles(Q, p, n, h // g, dtype, max_heads_per_block)
+    TM, TK, TP, NS, HB = chunk_scan_tiles(Q, p, n, h // g, dtype, max_heads_per_block, tiles)
     tiles = {"Q": Q, "TM": TM, "TK": TK, "TP": TP, "NS": NS, "HB": HB}
     return LaunchPlan(((Q // TM) * cdiv(p, TP), b * cdiv(l, Q), h // HB), tiles)
 
 
 def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
-                      max_heads_per_block=None):
-    """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks."""
+                      max_heads_per_block=None, tiles=None, hints=(None, None), latency=0):
+    """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks.
+
+    ``tiles`` (TM, TK, TP) and ``max_heads_per_block`` override the default tiles, ``hints`` = (occupancy,
+    num_ctas) are compiler hints, ``latency`` the key loop's load latency hint (0: none) (all from
+    :func:`mamba2_tutorial.kernels.configs.ssd_config`)."""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]
     device = x.device
     if out is None:
         out = allocate((b, l, h, p), x.dtype, device, poison)
-    plan = chunk_scan_plan(b, l, h, p, g, n, Q, x.dtype, max_heads_per_block)
+    plan = chunk_scan_plan(b, l, h, p, g, n, Q, x.dtype, max_heads_per_block, tiles)
     t = plan.tiles
     d_mode = D_NONE if D is None else (D_PER_HEAD if D.ndim == 1 else D_PER_CHANNEL)
     args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, B,
             chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
-            h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None)
-    launch(chunk_scan_kernel, plan.grid, args, backend)
+            h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None, latency)
+    launch(chunk_scan_kernel, plan.grid, args, backend, hints)
     return out
 
 
@@ -267,7 +282,7 @@ def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80):
         plan = chunk_scan_plan(b, l, h, p, g, n, Q, dtype)
         t = plan.tiles
         args = (x, z, dt_out, dA_cumsum, C, B, S, D, torch.empty_like(x),
-                h // g, *(t[k] for k in ("Q", "TM", "TK", "TP", "NS", "HB")), d_mode, has_z)
+                h // g, *(t[k] for k in ("Q", "TM", "TK", "TP", "NS", "HB")), d_mode, has_z, 0)
         return plan.grid, args
 
     return make

@@ -51,8 +51,9 @@ from ._host import (
 )
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "chunk_state_fwd", "chunk_state_kernel", "chunk_state_plan", "chunk_state_tiles",
-           "launch_chunk_state"]
+__all__ = ["SPECS", "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_kernel",
+           "chunk_state_passing_plan", "chunk_state_plan", "chunk_state_tiles", "launch_chunk_state",
+           "launch_chunk_state_passing"]
 
 LOG2E = 1.4426950408889634  # exp(u) = exp2(u · log2(e)); exp2 is the GPU's native exponential
 SOFTPLUS_THRESHOLD = 20.0  # mamba_ssm: softplus(u) for u <= 20, u itself above (they agree to fp32 there)
@@ -138,6 +139,70 @@ def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
     ct.store(states, (b, c, h, i_p, i_n), state.reshape((1, 1, 1, TP, TN)))
 
 
+@ct.kernel
+def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,                # inputs
+                               dt_out, dA_cumsum, chunk_init_states, final_states,  # outputs
+                               heads_per_group: int, dt_min: float, dt_max: float,
+                               Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
+                               TN: ct.Constant[int], HAS_DT_BIAS: ct.Constant[bool],
+                               DT_SOFTPLUS: ct.Constant[bool], HAS_INITIAL_STATES: ct.Constant[bool],
+                               LAT: ct.Constant[int]):
+    """Kernels 1 and 2 in one: x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,),
+    initial_states (b, h, p, n) -> dt_out, dA_cumsum (b, h, nchunks, Q) fp32, chunk_init_states
+    (b, nchunks, h, p, n) in its own dtype (x's in ssd_forward), final_states (b, h, p, n) fp32.
+
+    One block per (state tile, batch, head) walks the chunks in order: per chunk it stores the state entering
+    the chunk, builds the chunk's local state exactly as chunk_state_kernel does, and carries
+    S = exp(dA_cs_last) · S + local in a float32 loop-carried tile. The float32 chunk states never go to
+    global memory. LAT > 0: latency hint (1-10) on the x and B loads; 0: the compiler's default.
+    """
+    pid_pn = ct.bid(0)
+    b = ct.bid(1)
+    h = ct.bid(2)
+    n_tiles = ct.cdiv(chunk_init_states.shape[4], TN)
+    i_p = pid_pn // n_tiles
+    i_n = pid_pn % n_tiles
+    g = h // heads_per_group
+    seqlen = x.shape[1]
+    nchunks = dA_cumsum.shape[2]
+    lat = LAT if LAT > 0 else None
+    A_h = ct.load(A, (h,), shape=()).astype(ct.float32)
+    dt_bias_h = ct.load(dt_bias, (h,), shape=()).astype(ct.float32) if HAS_DT_BIAS else 0.0
+
+    if HAS_INITIAL_STATES:
+        S = ct.load(initial_states, (b, h, i_p, i_n), shape=(1, 1, TP, TN), padding_mode=ZERO)
+        S = S.reshape((TP, TN)).astype(ct.float32)
+    else:
+        S = ct.zeros((TP, TN), dtype=ct.float32)
+
+    for c in range(nchunks):
+        S_out = S.astype(chunk_init_states.dtype)
+        ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_out.reshape((1, 1, 1, TP, TN)))
+        dt_raw = ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
+        t = c * Q + ct.arange(Q, dtype=ct.int32)
+        dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
+        dA_cs = ct.cumsum(dt_c * A_h, axis=0)
+        if pid_pn == 0:
+            ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
+            ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
+        dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
+        w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E) * dt_c
+        local = ct.zeros((TP, TN), dtype=ct.float32)
+        n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
+        for kt in range(n_steps):
+            k_tile = c * (Q // TK) + kt
+            x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
+            B_k = ct.load(B, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO, latency=lat)
+            x_k, B_k = x_k.reshape((TK, TP)), B_k.reshape((TK, TN))
+            w_k = ct.extract(w, (kt,), shape=(TK,))
+            xw = (x_k.astype(ct.float32) * w_k[:, None]).astype(x.dtype)
+            local = ct.mma(ct.transpose(xw), B_k.astype(x.dtype), local)
+        # decay over the whole chunk, as in state_passing_kernel: S_c+1 = exp(dA_cs_last) · S_c + s_c
+        S = ct.exp2(dA_cs_last * LOG2E).reshape((1, 1)) * S + local
+
+    ct.store(final_states, (b, h, i_p, i_n), S.reshape((1, 1, TP, TN)))
+
+
 # ----------------------------------------------------------------------------------------------------
 # Host side: tile sizes, the wrapper, example launches.
 # ----------------------------------------------------------------------------------------------------
@@ -162,8 +227,10 @@ def chunk_state_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torc
     return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b * cdiv(l, Q), h), {"Q": Q, "TK": TK, "TP": TP, "TN": TN})
 
 
-def launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, backend, poison=False):
-    """Allocate the outputs and launch :data:`chunk_state_kernel`; no argument checks."""
+def launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, backend, poison=False,
+                       hints=(None, None)):
+    """Allocate the outputs and launch :data:`chunk_state_kernel`; no argument checks.
+    ``hints`` = (occupancy, num_ctas): GPU compiler hints."""
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Q = chunk_size
@@ -178,8 +245,55 @@ def launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, 
             dt_out, dA_cumsum, states,
             h // g, float(dt_limit[0]), float(dt_limit[1]),
             Q, plan.tiles["TK"], plan.tiles["TP"], plan.tiles["TN"], has_bias, bool(dt_softplus))
-    launch(chunk_state_kernel, plan.grid, args, backend)
+    launch(chunk_state_kernel, plan.grid, args, backend, hints)
     return dt_out, dA_cumsum, states
+
+
+@functools.lru_cache(maxsize=256)
+def chunk_state_passing_tiles(chunk_size: int, headdim: int, dstate: int, dtype: torch.dtype,
+                              tiles: tuple | None = None) -> tuple[int, int, int]:
+    """(TK, TP, TN) of the fused kernel: the chunk_state tiles unless ``tiles`` = (TP, TN) overrides the state
+    tile (smaller state tiles give more blocks to a long sequential loop over few (batch, head) pairs)."""
+    TK, TP, TN = chunk_state_tiles(chunk_size, headdim, dstate, dtype)
+    if tiles is not None:
+        TP, TN = tile_size(headdim, tiles[0]), tile_size(dstate, tiles[1])
+    return TK, TP, TN
+
+
+@functools.lru_cache(maxsize=256)
+def chunk_state_passing_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
+                             tiles: tuple | None = None) -> LaunchPlan:
+    """Grid and tiles of :data:`chunk_state_passing_kernel`: one block per (state tile, batch, head)."""
+    TK, TP, TN = chunk_state_passing_tiles(Q, p, n, dtype, tiles)
+    return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b, h), {"Q": Q, "TK": TK, "TP": TP, "TN": TN})
+
+
+def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
+                               backend, poison=False, out_dtype=None, tiles=None, hints=(None, None),
+                               latency=0):
+    """Allocate the outputs, launch :data:`chunk_state_passing_kernel`; no argument checks.
+
+    Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states)``: chunk_init_states in ``out_dtype``
+    (default x's dtype), final_states float32."""
+    b, l, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    Q = chunk_size
+    nchunks = -(-l // Q)
+    device = x.device
+    dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
+    dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
+    chunk_init_states = allocate((b, nchunks, h, p, n), out_dtype or x.dtype, device, poison)
+    final_states = allocate((b, h, p, n), torch.float32, device, poison)
+    plan = chunk_state_passing_plan(b, l, h, p, n, Q, x.dtype, tiles)
+    has_bias, has_init = dt_bias is not None, initial_states is not None
+    args = (x, B, dt, A, dt_bias if has_bias else placeholder(device, torch.float32, 1),
+            initial_states if has_init else placeholder(device, torch.float32, 4),
+            dt_out, dA_cumsum, chunk_init_states, final_states,
+            h // g, float(dt_limit[0]), float(dt_limit[1]),
+            Q, plan.tiles["TK"], plan.tiles["TP"], plan.tiles["TN"], has_bias, bool(dt_softplus), has_init,
+            latency)
+    launch(chunk_state_passing_kernel, plan.grid, args, backend, hints)
+    return dt_out, dA_cumsum, chunk_init_states, final_states
 
 
 def chunk_state_fwd(x, dt, A, B, chunk_size, *, dt_bias=None, dt_softplus=False,
@@ -218,9 +332,30 @@ def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
     return make
 
 
+def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
+    def make():
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(b, l, h, p, generator=gen).to(dtype)
+        B = torch.randn(b, l, g, n, generator=gen).to(dtype)
+        dt = torch.rand(b, l, h, generator=gen)
+        A = -torch.rand(h, generator=gen)
+        nchunks = cdiv(l, Q)
+        plan = chunk_state_passing_plan(b, l, h, p, n, Q, dtype)
+        args = (x, B, dt, A, torch.rand(h, generator=gen), torch.randn(b, h, p, n, generator=gen),
+                torch.empty(b, h, nchunks, Q), torch.empty(b, h, nchunks, Q),
+                torch.empty(b, nchunks, h, p, n, dtype=dtype), torch.empty(b, h, p, n),
+                h // g, 0.0, float("inf"), Q, *(plan.tiles[k] for k in ("TK", "TP", "TN")),
+                True, True, True, 0)
+        return plan.grid, args
+
+    return make
+
+
 SPECS: list[KernelSpec] = [
     KernelSpec("ssd.chunk_state_bf16_q256", chunk_state_kernel,
                _example_args(torch.bfloat16, 256, p=64, n=128)),
     KernelSpec("ssd.chunk_state_f16_q64", chunk_state_kernel, _example_args(torch.float16, 64)),
     KernelSpec("ssd.chunk_state_f32_q64", chunk_state_kernel, _example_args(torch.float32, 64)),
+    KernelSpec("ssd.chunk_state_passing_bf16_q256", chunk_state_passing_kernel,
+               _example_fused_args(torch.bfloat16, 256, p=64, n=128)),
 ]

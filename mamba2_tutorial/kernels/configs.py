@@ -1,0 +1,53 @@
+"""Per-shape launch configurations of the SSD kernels: tiles, heads per block, compiler hints, fusion.
+
+``ssd_config(b, l, h, p, g, n, Q, dtype)`` returns the :class:`SSDConfig` that ``ssd_forward`` launches with.
+The choices come from measured sweeps on an NVIDIA H200 (``python -m mamba2_tutorial.tune``; results and dates
+in ``docs/perf-notes.md``). A config changes only speed, never results: every field is a tile size, a hint, or
+the choice between two kernels that compute the same intermediates (the GPU sweep checks each variant against
+the float64 reference before timing it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["DEFAULT", "SSDConfig", "ssd_config"]
+
+Hints = tuple  # (occupancy, num_ctas); None = the compiler's choice
+
+
+@dataclass(frozen=True)
+class SSDConfig:
+    """How ``ssd_forward`` runs one problem size.
+
+    fused         kernels 1 and 2 as one (``chunk_state_passing_kernel``): the float32 chunk states never
+                  reach global memory; else ``chunk_state_kernel`` then ``state_passing_kernel``
+    state_tiles   (TP, TN) state tile of the fused kernel or of state_passing (None: the default)
+    state_hints   (occupancy, num_ctas) of the fused kernel or of chunk_state
+    passing_hints (occupancy, num_ctas) of state_passing (unfused only)
+    scan_tiles    (TM, TK, TP) of chunk_scan (None: the default)
+    scan_heads    cap on heads per chunk_scan block (None: the default)
+    scan_hints    (occupancy, num_ctas) of chunk_scan
+    scan_latency  latency hint (1-10) of chunk_scan's key-loop loads; 0: none
+    state_latency latency hint (1-10) of the fused kernel's x and B loads; 0: none
+    """
+
+    fused: bool = False
+    state_tiles: tuple | None = None
+    state_hints: Hints = (None, None)
+    passing_hints: Hints = (None, None)
+    scan_tiles: tuple | None = None
+    scan_heads: int | None = None
+    scan_hints: Hints = (None, None)
+    scan_latency: int = 0
+    state_latency: int = 0
+
+
+DEFAULT = SSDConfig()
+
+
+def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype) -> SSDConfig:
+    """The measured-best configuration for this size and dtype (the default where none was measured)."""
+    return DEFAULT
