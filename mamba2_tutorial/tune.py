@@ -47,6 +47,10 @@ def scan_variants() -> list[tuple[str, SSDConfig]]:
     v.append(("scan HB8 occ2", SSDConfig(scan_heads=8, scan_hints=(2, None))))
     for lat in (3, 8):
         v.append((f"scan lat{lat}", SSDConfig(scan_latency=lat)))
+    v.insert(1, ("scan factored", SSDConfig(scan_factored=True)))
+    v.insert(2, ("scan factored 128x64x64 HB2", SSDConfig(scan_factored=True, scan_tiles=(128, 64, 64),
+                                                            scan_heads=2)))
+    v.insert(3, ("scan factored HB8", SSDConfig(scan_factored=True, scan_heads=8)))
     v.append(("scan ctas2", SSDConfig(scan_hints=(None, 2))))
     return v
 
@@ -207,7 +211,8 @@ def main(argv=None) -> int:
         combo = SSDConfig(fused=t_cfg.fused, state_tiles=t_cfg.state_tiles, state_hints=t_cfg.state_hints,
                           passing_hints=t_cfg.passing_hints, scan_tiles=s_cfg.scan_tiles,
                           scan_heads=s_cfg.scan_heads, scan_hints=s_cfg.scan_hints,
-                          scan_latency=s_cfg.scan_latency, state_latency=t_cfg.state_latency)
+                          scan_latency=s_cfg.scan_latency, state_latency=t_cfg.state_latency,
+                          scan_factored=s_cfg.scan_factored)
         shape, inp = shapes[sname], inputs[sname]
         y, fin = _call(shape, inp, combo, poison=True)
         e = max(relative_error(y, refs[sname][0]), relative_error(fin, refs[sname][1]))

@@ -78,11 +78,14 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
                       heads_per_group: int,
                       Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                       TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
-                      D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int]):
+                      D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
+                      FACTORED: ct.Constant[bool]):
     """x, z (b, l, h, p); dt_out, dA_cumsum (b, h, nchunks, Q) fp32; C, B (b, l, g, n);
     chunk_init_states (b, nchunks, h, p, n) fp32 or x's dtype; D (h,) or (h, p)
     -> out (b, l, h, p) in x's dtype. HB must divide heads_per_group (the HB heads share one group).
-    LAT > 0: latency hint (1-10) on the B and x loads of the key loop; 0: the compiler's default."""
+    LAT > 0: latency hint (1-10) on the B and x loads of the key loop; 0: the compiler's default.
+    FACTORED: split the decay of key tiles before the row tile into two factors; needs dA_cumsum monotone
+    within each chunk (dt_out >= 0, as ssd_forward guarantees when dt_limit's lower bound is >= 0)."""
     pid_mp = ct.bid(0)
     pid_bc = ct.bid(1)
     hb = ct.bid(2)                          # head block: heads hb·HB ... hb·HB + HB - 1
@@ -115,7 +118,25 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
         # causality bounds the key tiles by this tile's last row; the sequence end bounds them too (a key tile
         # entirely past the end would be an out-of-bounds load)
         n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
-        for kt in range(n_k):
+        # FACTORED (dA monotone: dt >= 0): a key tile entirely before this row tile needs no causal mask, and
+        # its decay splits at r, the tile's last key: exp(dA_m - dA_k) = exp(dA_m - dA_r) · exp(dA_r - dA_k),
+        # both factors <= 1, so HB·(TM + TK) exponentials instead of HB·TM·TK
+        n_full = min((i_m * TM) // TK, n_k) if FACTORED else 0
+        for kt in range(n_full):
+            k_tile = c * (Q // TK) + kt
+            B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO,
+                          latency=lat).reshape((TK, NS))
+            CB = ct.mma(C_m, ct.transpose(B_k.astype(x.dtype)), ct.zeros((TM, TK), dtype=ct.float32))
+            dA_k = ct.load(dA_cumsum, (b, hb, c, kt), shape=(1, HB, 1, TK)).reshape((HB, TK))
+            dt_k = ct.load(dt_out, (b, hb, c, kt), shape=(1, HB, 1, TK)).reshape((HB, TK))
+            x_k = ct.load(x, (b, k_tile, hb, i_p), shape=(1, TK, HB, TP), padding_mode=ZERO, latency=lat)
+            x_k = ct.permute(x_k.reshape((TK, HB, TP)), (1, 0, 2))                    # (HB, TK, TP)
+            dA_r = ct.extract(dA_k, (0, TK - 1), shape=(HB, 1))
+            u = ct.exp2(ct.minimum(dA_m - dA_r, 0.0) * LOG2E)                         # (HB, TM)
+            v = ct.exp2(ct.minimum(dA_r - dA_k, 0.0) * LOG2E) * dt_k                  # (HB, TK)
+            P = CB[None, :, :] * u[:, :, None] * v[:, None, :]
+            acc = ct.mma(P.astype(x.dtype), x_k, acc)
+        for kt in range(n_full, n_k):
             k_tile = c * (Q // TK) + kt
             B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO,
                           latency=lat).reshape((TK, NS))
@@ -192,12 +213,14 @@ def chunk_scan_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtyp
 
 
 def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
-                      max_heads_per_block=None, tiles=None, hints=(None, None), latency=0):
+                      max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
+                      factored=False):
     """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks.
 
     ``tiles`` (TM, TK, TP) and ``max_heads_per_block`` override the default tiles, ``hints`` = (occupancy,
     num_ctas) are compiler hints, ``latency`` the key loop's load latency hint (0: none) (all from
-    :func:`mamba2_tutorial.kernels.configs.ssd_config`)."""
+    :func:`mamba2_tutorial.kernels.configs.ssd_config`). ``factored`` (see the kernel) only when every dt_out
+    is >= 0."""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]
@@ -209,7 +232,8 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
     d_mode = D_NONE if D is None else (D_PER_HEAD if D.ndim == 1 else D_PER_CHANNEL)
     args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, B,
             chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
-            h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None, latency)
+            h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None, latency,
+            bool(factored))
     launch(chunk_scan_kernel, plan.grid, args, backend, hints)
     return out
 
@@ -282,7 +306,8 @@ def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80):
         plan = chunk_scan_plan(b, l, h, p, g, n, Q, dtype)
         t = plan.tiles
         args = (x, z, dt_out, dA_cumsum, C, B, S, D, torch.empty_like(x),
-                h // g, *(t[k] for k in ("Q", "TM", "TK", "TP", "NS", "HB")), d_mode, has_z, 0)
+                h // g, *(t[k] for k in ("Q", "TM", "TK", "TP", "NS", "HB")), d_mode, has_z,
+                0, dtype != torch.float16)
         return plan.grid, args
 
     return make

@@ -31,6 +31,8 @@ class SSDConfig:
     scan_heads    cap on heads per chunk_scan block (None: the default)
     scan_hints    (occupancy, num_ctas) of chunk_scan
     scan_latency  latency hint (1-10) of chunk_scan's key-loop loads; 0: none
+    scan_factored chunk_scan splits the decay of key tiles before the row tile into two factors (used only
+                  when dt_limit's bounds are >= 0, so that dt >= 0 and the in-chunk cumsum is monotone)
     state_latency latency hint (1-10) of the fused kernel's x and B loads; 0: none
     """
 
@@ -42,6 +44,7 @@ class SSDConfig:
     scan_heads: int | None = None
     scan_hints: Hints = (None, None)
     scan_latency: int = 0
+    scan_factored: bool = False
     state_latency: int = 0
 
 
