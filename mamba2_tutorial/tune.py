@@ -39,7 +39,7 @@ def scan_variants() -> list[tuple[str, SSDConfig]]:
     for hb in (1, 2, 8):
         v.append((f"scan HB{hb}", SSDConfig(scan_heads=hb)))
     for tm, tk, tp, hb in ((128, 64, 64, 4), (128, 64, 64, 2), (128, 128, 64, 2), (64, 32, 64, 4),
-                           (128, 32, 64, 4), (64, 64, 32, 8), (128, 64, 32, 4), (32, 32, 64, 8)):
+                           (64, 64, 32, 8), (128, 64, 32, 4)):
         v.append((f"scan {tm}x{tk}x{tp} HB{hb}", SSDConfig(scan_tiles=(tm, tk, tp), scan_heads=hb)))
     for occ in (2, 4):
         v.append((f"scan 128x64x64 HB2 occ{occ}", SSDConfig(scan_tiles=(128, 64, 64), scan_heads=2,
@@ -51,23 +51,21 @@ def scan_variants() -> list[tuple[str, SSDConfig]]:
     v.insert(2, ("scan factored 128x64x64 HB2", SSDConfig(scan_factored=True, scan_tiles=(128, 64, 64),
                                                             scan_heads=2)))
     v.insert(3, ("scan factored HB8", SSDConfig(scan_factored=True, scan_heads=8)))
-    v.append(("scan ctas2", SSDConfig(scan_hints=(None, 2))))
     return v
 
 
 def state_variants() -> list[tuple[str, SSDConfig]]:
     """chunk_state + state_passing variants (chunk_scan at its default)."""
     v = []
-    for tp, tn in ((64, 128), (64, 64), (64, 32), (32, 64), (64, 16), (32, 32), (16, 32)):
+    for tp, tn in ((64, 128), (64, 64), (64, 32), (32, 64), (64, 16), (32, 32)):
         v.append((f"fused {tp}x{tn}", SSDConfig(fused=True, state_tiles=(tp, tn))))
     for occ in (2, 4):
         v.append((f"fused 64x32 occ{occ}",
                   SSDConfig(fused=True, state_tiles=(64, 32), state_hints=(occ, None))))
     for lat in (3, 8):
         v.append((f"fused 64x32 lat{lat}", SSDConfig(fused=True, state_tiles=(64, 32), state_latency=lat)))
-    for occ in (1, 2, 4):
+    for occ in (2, 4):
         v.append((f"unfused cs occ{occ}", SSDConfig(state_hints=(occ, None))))
-    v.append(("unfused sp 64x64", SSDConfig(state_tiles=(64, 64))))
     return v
 
 
