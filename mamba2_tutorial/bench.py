@@ -97,30 +97,23 @@ def _make_cutile(backend: str = "gpu") -> Impl:
 
 
 def _cutile_kernels(inp, Q, backend: str = "gpu") -> dict[str, Forward]:
-    """Our three kernels as separate calls on their real inputs (each stage's input made once by the one
-    before).
+    """Our kernels as separate calls on their real inputs, exactly as ``ssd_forward`` launches them for this
+    size (``mamba2_tutorial.ssd.ssd_stages``; each stage's input made once by the one before).
 
-    "chain" runs the three in order and returns y, so the harness can check the chain too; "meta" holds the
-    element sizes of the chunk states and entering states, for the kernels' roofline floors.
+    "chain" runs them in order and returns y, so the harness can check the chain too; "meta" holds the
+    element sizes of the chunk states and entering states, for the kernels' roofline floors. When this size's
+    config fuses chunk_state and state_passing into one kernel, the three-kernel breakdown does not exist:
+    this raises, and the harness records why instead of a breakdown.
     """
-    from .ssd import chunk_scan_fwd, chunk_state_fwd, state_passing_fwd
+    from .ssd import ssd_stages
 
     x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
-    stage1 = lambda: chunk_state_fwd(x, dt, A, B, Q, backend=backend)
-    dt_out, dA_cumsum, states = stage1()
-    # the states entering each chunk in the dtype ssd_forward stores them in (x's dtype)
-    stage2 = lambda: state_passing_fwd(states, dA_cumsum, out_dtype=x.dtype, backend=backend)
-    init_states, _final = stage2()
-    stage3 = lambda: chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, init_states, backend=backend)
-
-    def chain():
-        d_out, dA, st = chunk_state_fwd(x, dt, A, B, Q, backend=backend)
-        init, _ = state_passing_fwd(st, dA, out_dtype=x.dtype, backend=backend)
-        return _first(chunk_scan_fwd(x, d_out, dA, C, B, init, backend=backend))
-
-    meta = {"state_bytes": states.element_size(), "init_state_bytes": init_states.element_size()}
-    stages = {"chunk_state": stage1, "state_passing": stage2, "chunk_scan": stage3}
-    return stages | {"chain": chain, "meta": meta}
+    stages = ssd_stages(x, dt, A, B, C, Q, backend=backend)
+    if set(KERNELS) - set(stages):
+        raise NotImplementedError(
+            f"ssd_forward runs {[k for k in stages if k not in ('chain', 'meta')]} at this size "
+            f"(chunk_state and state_passing fused): no per-kernel breakdown by {list(KERNELS)}")
+    return stages
 
 
 def import_mamba_chunk_scan_combined():
