@@ -51,6 +51,8 @@ def scan_variants() -> list[tuple[str, SSDConfig]]:
     v.insert(2, ("scan factored 128x64x64 HB2", SSDConfig(scan_factored=True, scan_tiles=(128, 64, 64),
                                                             scan_heads=2)))
     v.insert(3, ("scan factored HB8", SSDConfig(scan_factored=True, scan_heads=8)))
+    v.insert(4, ("scan factored occ2", SSDConfig(scan_factored=True, scan_hints=(2, None))))
+    v.insert(5, ("scan factored HB8 occ2", SSDConfig(scan_factored=True, scan_heads=8, scan_hints=(2, None))))
     return v
 
 
@@ -186,7 +188,7 @@ def main(argv=None) -> int:
             for sname in SHAPE_NAMES:
                 shape, inp = shapes[sname], inputs[sname]
                 fn = lambda shape=shape, inp=inp, cfg=cfg: _call(shape, inp, cfg)  # noqa: E731
-                rec["ms"][sname] = time_cuda(fn, warmup_ms=10, rep_ms=50).median_ms
+                rec["ms"][sname] = time_cuda(fn, warmup_ms=10, rep_ms=30).median_ms
         except Exception as exc:  # noqa: BLE001
             failed[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
             say(f"  FAIL {name}: {failed[name]}")
