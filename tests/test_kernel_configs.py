@@ -1,0 +1,113 @@
+"""The tuning levers of ``ssd_forward`` (``mamba2_tutorial.kernels.configs.SSDConfig``) never change results.
+
+Each config variant (chunk_state and state_passing fused into one kernel, chunk_scan's factored decay, other
+tiles and heads per block, latency hints) runs ``ssd_forward`` with ``_poison=True`` (every intermediate and
+output NaN-filled first) and is compared with the float64 reference ``ssd_chunked``: relative L2 error < 1e-4
+for float32, < 1e-2 for bfloat16. The CPU tests use the tile executor on small ragged shapes with distinct
+sizes; the ``gpu`` tests repeat them on the GPU (the lead's H200 run) at moderate sizes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mamba2_tutorial import reference as ref
+from mamba2_tutorial.checks import relative_error
+from mamba2_tutorial.inputs import SSDShape, make_inputs
+from mamba2_tutorial.kernels.chunk_scan import chunk_scan_tiles
+from mamba2_tutorial.kernels.configs import DEFAULT, SSDConfig, ssd_config
+from mamba2_tutorial.ssd import ssd_forward, ssd_stages
+
+TOL = {torch.float32: 1e-4, torch.bfloat16: 1e-2}
+
+VARIANTS = {
+    "fused": SSDConfig(fused=True),
+    "fused-small-tiles-lat": SSDConfig(fused=True, state_tiles=(16, 32), state_latency=3),
+    "factored": SSDConfig(scan_factored=True),
+    "factored-tm-ne-tk-hb2": SSDConfig(scan_factored=True, scan_tiles=(32, 16, 32), scan_heads=2),
+    "fused+factored+sp-tiles": SSDConfig(fused=True, scan_factored=True, scan_latency=4),
+    "unfused-sp-tiles": SSDConfig(state_tiles=(16, 16)),
+}
+
+
+def _f64(inputs):
+    return {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def _check(shape, dtype, cfg, seed, device, backend, dt_limit=None, negative_dt=False):
+    inputs = make_inputs(shape, seed=seed, dtype=dtype, device=device, z=True, dt_bias=not negative_dt,
+                         initial_states=True)
+    if negative_dt:  # dt in [-0.2, 0.3): dA is not monotone inside a chunk, the factored decay would be wrong
+        gen = torch.Generator().manual_seed(seed)
+        inputs["dt"] = (torch.rand(inputs["dt"].shape, generator=gen) * 0.5 - 0.2).to(device)
+    if dt_limit is not None:
+        inputs["dt_limit"] = dt_limit
+    y, final = ssd_forward(**inputs, chunk_size=shape.chunk_size, return_final_states=True, backend=backend,
+                           _poison=True, _config=cfg)
+    y_ref, final_ref = ref.ssd_chunked(**_f64(inputs), chunk_size=shape.chunk_size, return_final_states=True)
+    e_y, e_f = relative_error(y, y_ref), relative_error(final, final_ref)
+    assert e_y < TOL[dtype] and e_f < TOL[dtype], (e_y, e_f)
+    return y, final
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_config_variant_matches_reference_cpu(name, dtype):
+    # b 2, l 300 (ragged: 4 full chunks of 64 and 44 rows), h 4, p 48, g 2, n 80
+    shape = SSDShape(2, 300, 4, 48, 2, 80, 64, "ragged")
+    for seed in (0, 1):
+        _check(shape, dtype, VARIANTS[name], seed, "cpu", "cpu")
+
+
+def test_fused_gives_the_unfused_results_cpu():
+    shape = SSDShape(1, 200, 6, 32, 3, 24, 32, "ragged")
+    inputs = make_inputs(shape, seed=4, dtype=torch.float32, initial_states=True, dt_bias=True)
+    a = ssd_forward(**inputs, chunk_size=32, return_final_states=True, backend="cpu", _config=DEFAULT)
+    b = ssd_forward(**inputs, chunk_size=32, return_final_states=True, backend="cpu",
+                    _config=SSDConfig(fused=True))
+    for u, v in zip(a, b):
+        assert relative_error(u, v) < 1e-6
+
+
+def test_factored_decay_is_not_used_when_dt_can_be_negative_cpu():
+    # with dt_limit's lower bound < 0 some dt are negative: ssd_forward must take the exact path, so the
+    # result still matches the reference (forcing the factored path on these inputs: rel error ~0.2)
+    shape = SSDShape(1, 150, 4, 32, 2, 40, 64, "ragged")
+    _check(shape, torch.float32, SSDConfig(scan_factored=True), 3, "cpu", "cpu",
+           dt_limit=(-float("inf"), float("inf")), negative_dt=True)
+
+
+def test_ssd_stages_follow_the_config_cpu():
+    shape = SSDShape(1, 130, 4, 32, 2, 40, 64, "ragged")
+    inp = make_inputs(shape, seed=2, dtype=torch.float32, D=False)
+    y = ssd_forward(**inp, chunk_size=64, backend="cpu")
+    three = ssd_stages(**inp, chunk_size=64, backend="cpu", config=DEFAULT)
+    fused = ssd_stages(**inp, chunk_size=64, backend="cpu", config=SSDConfig(fused=True))
+    assert [k for k in three if k not in ("chain", "meta")] == ["chunk_state", "state_passing", "chunk_scan"]
+    assert [k for k in fused if k not in ("chain", "meta")] == ["chunk_state_passing", "chunk_scan"]
+    for stages in (three, fused):
+        assert relative_error(stages["chain"](), y) < 1e-6
+        assert relative_error(stages["chunk_scan"](), y) < 1e-6
+
+
+def test_bad_tiles_are_rejected():
+    with pytest.raises(ValueError, match="TK"):
+        chunk_scan_tiles(256, 64, 128, 4, torch.bfloat16, None, (64, 128, 64))
+
+
+def test_ssd_config_returns_a_config():
+    cfg = ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16)
+    assert isinstance(cfg, SSDConfig)
+
+
+GPU_CASES = [(name, torch.bfloat16, 256) for name in VARIANTS] + [
+    ("fused+factored+sp-tiles", torch.float32, 128), ("factored-tm-ne-tk-hb2", torch.bfloat16, 128)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,dtype,Q", GPU_CASES, ids=[f"{n}-{str(d)[6:]}-q{q}" for n, d, q in GPU_CASES])
+def test_config_variant_matches_reference_gpu(name, dtype, Q):
+    # ragged: b 2, l 1000 + Q/2 + 3, h 8, p 64, g 2, n 128; every option (D, z, dt_bias, initial states)
+    shape = SSDShape(2, 1000 + Q // 2 + 3, 8, 64, 2, 128, Q, "ragged")
+    _check(shape, dtype, VARIANTS[name], 0, "cuda", "gpu")
