@@ -60,6 +60,12 @@ def test_config_variant_matches_reference_cpu(name, dtype):
         _check(shape, dtype, VARIANTS[name], seed, "cpu", "cpu")
 
 
+def test_fused_two_steps_per_chunk_cpu():
+    # Q 256: the fused kernel takes 128 rows per mma step (2 steps per chunk); the last chunk (88 rows) 1 step
+    shape = SSDShape(1, 600, 2, 32, 1, 48, 256, "ragged")
+    _check(shape, torch.bfloat16, SSDConfig(fused=True), 5, "cpu", "cpu")
+
+
 def test_fused_gives_the_unfused_results_cpu():
     shape = SSDShape(1, 200, 6, 32, 3, 24, 32, "ragged")
     inputs = make_inputs(shape, seed=4, dtype=torch.float32, initial_states=True, dt_bias=True)

@@ -253,8 +253,15 @@ def launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, 
 def chunk_state_passing_tiles(chunk_size: int, headdim: int, dstate: int, dtype: torch.dtype,
                               tiles: tuple | None = None) -> tuple[int, int, int]:
     """(TK, TP, TN) of the fused kernel: the chunk_state tiles unless ``tiles`` = (TP, TN) overrides the state
-    tile (smaller state tiles give more blocks to a long sequential loop over few (batch, head) pairs)."""
+    tile (smaller state tiles give more blocks to a long sequential loop over few (batch, head) pairs).
+
+    bf16/fp16 take up to 128 chunk rows per mma step (chunk_state takes 64): with 4 steps inside the loop over
+    chunks, tileiras keeps the decay weights w in local memory (an 8 KiB stack frame per thread in the sm_90
+    cubin), with at most 2 it keeps them in registers (no stack frame).
+    """
     TK, TP, TN = chunk_state_tiles(chunk_size, headdim, dstate, dtype)
+    if dtype != torch.float32:
+        TK = min(chunk_size, 128)
     if tiles is not None:
         TP, TN = tile_size(headdim, tiles[0]), tile_size(dstate, tiles[1])
     return TK, TP, TN
