@@ -1,0 +1,99 @@
+"""Static resource report of the SSD kernels' sm_90 cubins, on a machine WITHOUT a GPU.
+
+For each kernel variant: registers, stack frame (local memory per thread), static shared memory, and counts of
+a few SASS instructions: HGMMA (Hopper warpgroup mma), HMMA (the older mma.sync), MUFU (exp2 and friends),
+LDL/STL (local-memory loads/stores: spills or arrays kept in local memory), UTMALDG (TMA loads). Counts are
+static (instructions in the binary), not executed counts: read them as "which instructions does the code
+use".
+
+Needs cuobjdump and nvdisasm (pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm; pass their folders
+in PATH), and tileiras as ``python -m mamba2_tutorial compile`` does::
+
+    PATH=/path/to/nvdisasm/bin:$PATH python benchmarks/sass_stats.py --cuobjdump /path/to/cuobjdump
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+from mamba2_tutorial.compile import _export
+from mamba2_tutorial.kernels import chunk_scan as sc
+from mamba2_tutorial.kernels import chunk_state as cs
+from mamba2_tutorial.kernels._host import hinted
+
+OPS = ("HGMMA", "HMMA", "MUFU", "LDL", "STL", "UTMALDG", "BAR")
+
+
+def stats(kernel, args, cuobjdump: str, arch: str = "sm_90") -> dict:
+    cubin = _export(kernel, args, "cubin", gpu_code=arch)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
+        res = subprocess.run([cuobjdump, "-res-usage", str(path)], capture_output=True, text=True).stdout
+        sass = subprocess.run([cuobjdump, "-sass", str(path)], capture_output=True, text=True).stdout
+    ops = collections.Counter()
+    for line in sass.splitlines():
+        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", line)
+        if m:
+            ops[m.group(1).split(".")[0]] += 1
+    out = {}
+    for k in ("REG", "STACK", "SHARED"):
+        m = re.search(rf"{k}:(\d+)", res)
+        out[k] = int(m.group(1)) if m else None
+    return out | {k: ops[k] for k in OPS}
+
+
+def scan_args(TM=64, TK=64, TP=64, HB=4, lat=0, factored=False, Q=256, b=2, l=1024, h=8, p=64, g=1, n=128):
+    dtype = torch.bfloat16
+    x = torch.randn(b, l, h, p).to(dtype)
+    C, B = torch.randn(b, l, g, n).to(dtype), torch.randn(b, l, g, n).to(dtype)
+    nch = -(-l // Q)
+    dt = torch.rand(b, h, nch, Q)
+    S = torch.randn(b, nch, h, p, n).to(dtype)
+    return (x, torch.zeros(1, 1, 1, 1, dtype=dtype), dt, -dt.cumsum(-1), C, B, S, torch.zeros(1),
+            torch.empty_like(x), h // g, Q, TM, TK, TP, n, HB, 0, False, lat, factored)
+
+
+def fused_args(TP, TN, TK, Q=256, b=2, l=1024, h=8, p=64, g=1, n=128):
+    dtype = torch.bfloat16
+    x, B = torch.randn(b, l, h, p).to(dtype), torch.randn(b, l, g, n).to(dtype)
+    nch = -(-l // Q)
+    return (x, B, torch.rand(b, l, h), -torch.rand(h), torch.zeros(1), torch.zeros(1, 1, 1, 1),
+            torch.empty(b, h, nch, Q), torch.empty(b, h, nch, Q), torch.empty(b, nch, h, p, n, dtype=dtype),
+            torch.empty(b, h, p, n), h // g, 0.0, float("inf"), Q, TK, TP, TN, False, False, False, 0)
+
+
+def variants():
+    k = sc.chunk_scan_kernel
+    yield "chunk_scan base (64x64x64 HB4)", k, scan_args()
+    yield "chunk_scan factored", k, scan_args(factored=True)
+    for hb in (1, 2, 8):
+        yield f"chunk_scan HB{hb}", k, scan_args(HB=hb)
+    yield "chunk_scan 128x64x64 HB2", k, scan_args(TM=128, HB=2)
+    yield "chunk_scan lat3", k, scan_args(lat=3)
+    yield "chunk_scan occupancy 2", hinted(k, 2), scan_args()
+    for tp, tn, tk in ((64, 128, 64), (64, 64, 64), (64, 64, 128), (64, 32, 128), (32, 32, 64)):
+        yield f"fused {tp}x{tn} TK{tk}", cs.chunk_state_passing_kernel, fused_args(tp, tn, tk)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cuobjdump", default="cuobjdump")
+    ap.add_argument("--arch", default="sm_90")
+    args = ap.parse_args()
+    print(f"{'variant':32s} " + " ".join(f"{c:>7s}" for c in ("REG", "STACK", "SHARED") + OPS))
+    for name, kernel, kargs in variants():
+        s = stats(kernel, kargs, args.cuobjdump, args.arch)
+        cols = ("REG", "STACK", "SHARED") + OPS
+        print(f"{name:32s} " + " ".join(f"{s[c]!s:>7s}" for c in cols), flush=True)
+
+
+if __name__ == "__main__":
+    main()
