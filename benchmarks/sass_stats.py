@@ -78,6 +78,8 @@ def variants():
         yield f"chunk_scan HB{hb}", k, scan_args(HB=hb)
     yield "chunk_scan 128x64x64 HB2", k, scan_args(TM=128, HB=2)
     yield "chunk_scan lat3", k, scan_args(lat=3)
+    for hb in (1, 2, 4):
+        yield f"chunk_scan_heads (2-D) HB{hb}", sc.chunk_scan_heads_kernel, scan_args(HB=hb)
     yield "chunk_scan occupancy 2", hinted(k, 2), scan_args()
     for tp, tn, tk in ((64, 128, 64), (64, 64, 64), (64, 64, 128), (64, 32, 128), (32, 32, 64)):
         yield f"fused {tp}x{tn} TK{tk}", cs.chunk_state_passing_kernel, fused_args(tp, tn, tk)

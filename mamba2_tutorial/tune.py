@@ -29,8 +29,8 @@ from .kernels.configs import DEFAULT, SSDConfig
 
 SHAPE_NAMES = ("b8-l4096-h80", "b1-l32768-h80", "b4-l2048-h24", "b2-l8192-h128-g8")
 GATE = 1e-2  # bf16 relative L2 error vs the float64 reference
-#: a short A/B for a small device budget: the default, the factored decay, HB 1 (no spills), the fused kernel
-QUICK = ("base", "scan factored", "scan HB1", "fused 64x64", "fused 64x32")
+#: a short A/B for a small device budget: the default, 2-D per-head mmas, the factored decay, the fused kernel
+QUICK = ("base", "scan 2d HB1", "scan 2d HB2", "scan factored", "fused 64x64", "fused 64x32")
 
 
 def scan_variants() -> list[tuple[str, SSDConfig]]:
@@ -53,6 +53,8 @@ def scan_variants() -> list[tuple[str, SSDConfig]]:
     v.insert(2, ("scan factored 128x64x64 HB2", SSDConfig(scan_factored=True, scan_tiles=(128, 64, 64),
                                                             scan_heads=2)))
     v.insert(3, ("scan factored HB8", SSDConfig(scan_factored=True, scan_heads=8)))
+    for hb in (1, 2, 4):
+        v.insert(1, (f"scan 2d HB{hb}", SSDConfig(scan_2d=True, scan_heads=hb)))
     v.insert(4, ("scan factored occ2", SSDConfig(scan_factored=True, scan_hints=(2, None))))
     v.insert(5, ("scan factored HB8 occ2", SSDConfig(scan_factored=True, scan_heads=8, scan_hints=(2, None))))
     return v
@@ -222,7 +224,7 @@ def main(argv=None) -> int:
                           passing_hints=t_cfg.passing_hints, scan_tiles=s_cfg.scan_tiles,
                           scan_heads=s_cfg.scan_heads, scan_hints=s_cfg.scan_hints,
                           scan_latency=s_cfg.scan_latency, state_latency=t_cfg.state_latency,
-                          scan_factored=s_cfg.scan_factored)
+                          scan_factored=s_cfg.scan_factored, scan_2d=s_cfg.scan_2d)
         shape, inp = shapes[sname], inputs[sname]
         y, fin = _call(shape, inp, combo, poison=True)
         e = max(relative_error(y, refs[sname][0]), relative_error(fin, refs[sname][1]))

@@ -28,6 +28,10 @@ VARIANTS = {
     "factored-tm-ne-tk-hb2": SSDConfig(scan_factored=True, scan_tiles=(32, 16, 32), scan_heads=2),
     "fused+factored+sp-tiles": SSDConfig(fused=True, scan_factored=True, scan_latency=4),
     "unfused-sp-tiles": SSDConfig(state_tiles=(16, 16)),
+    "heads-2d": SSDConfig(scan_2d=True),
+    "heads-2d-hb1-tm-ne-tk-lat": SSDConfig(scan_2d=True, scan_heads=1, scan_tiles=(32, 16, 32),
+                                           scan_latency=3),
+    "heads-2d+fused": SSDConfig(scan_2d=True, fused=True, scan_factored=True),
 }
 
 
@@ -108,7 +112,8 @@ def test_ssd_config_returns_a_config():
 
 
 GPU_CASES = [(name, torch.bfloat16, 256) for name in VARIANTS] + [
-    ("fused+factored+sp-tiles", torch.float32, 128), ("factored-tm-ne-tk-hb2", torch.bfloat16, 128)]
+    ("fused+factored+sp-tiles", torch.float32, 128), ("factored-tm-ne-tk-hb2", torch.bfloat16, 128),
+    ("heads-2d", torch.float32, 128)]
 
 
 @pytest.mark.gpu
@@ -117,3 +122,12 @@ def test_config_variant_matches_reference_gpu(name, dtype, Q):
     # ragged: b 2, l 1000 + Q/2 + 3, h 8, p 64, g 2, n 128; every option (D, z, dt_bias, initial states)
     shape = SSDShape(2, 1000 + Q // 2 + 3, 8, 64, 2, 128, Q, "ragged")
     _check(shape, dtype, VARIANTS[name], 0, "cuda", "gpu")
+
+
+def test_heads_2d_with_per_channel_D_cpu():
+    shape = SSDShape(2, 300, 4, 48, 2, 80, 64, "ragged")
+    inp = make_inputs(shape, seed=7, dtype=torch.float32, z=True, dt_bias=True, initial_states=True)
+    inp["D"] = inp["D"][:, None] * torch.linspace(0.5, 1.5, 48)  # D (h, p)
+    y_ref = ref.ssd_chunked(**_f64(inp), chunk_size=64)
+    y = ssd_forward(**inp, chunk_size=64, backend="cpu", _poison=True, _config=SSDConfig(scan_2d=True))
+    assert relative_error(y, y_ref) < TOL[torch.float32]

@@ -31,6 +31,8 @@ class SSDConfig:
     scan_heads    cap on heads per chunk_scan block (None: the default)
     scan_hints    (occupancy, num_ctas) of chunk_scan
     scan_latency  latency hint (1-10) of chunk_scan's key-loop loads; 0: none
+    scan_2d       chunk_scan_heads_kernel: the block's heads one at a time with 2-D mmas (wgmma on sm_90)
+                  instead of chunk_scan_kernel's batched 3-D mma (scan_factored is then ignored)
     scan_factored chunk_scan splits the decay of key tiles before the row tile into two factors (used only
                   when dt_limit's bounds are >= 0, so that dt >= 0 and the in-chunk cumsum is monotone)
     state_latency latency hint (1-10) of the fused kernel's x and B loads; 0: none
@@ -45,6 +47,7 @@ class SSDConfig:
     scan_hints: Hints = (None, None)
     scan_latency: int = 0
     scan_factored: bool = False
+    scan_2d: bool = False
     state_latency: int = 0
 
 
