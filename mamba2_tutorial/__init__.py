@@ -51,7 +51,10 @@ _EXPORTS = {
     "chunk_state_fwd": "ssd",
     "state_passing_fwd": "ssd",
     "chunk_scan_fwd": "ssd",
+    "ssd_stages": "ssd",
     # performance (notebook 09)
+    "SSDConfig": "kernels.configs",
+    "ssd_config": "kernels.configs",
     "floor_ms": "roofline",
     "load_shipped_results": "bench_results",
 }
