@@ -111,9 +111,9 @@ def test_ssd_config_returns_a_config():
     assert isinstance(cfg, SSDConfig)
 
 
-GPU_CASES = [(name, torch.bfloat16, 256) for name in VARIANTS] + [
-    ("fused+factored+sp-tiles", torch.float32, 128), ("factored-tm-ne-tk-hb2", torch.bfloat16, 128),
-    ("heads-2d", torch.float32, 128)]
+# kept to two cases (each compiles its own kernels on the GPU, ~5 s apiece): together they run all three new
+# code paths, the fused kernel, the factored decay and the 2-D per-head chunk_scan; the CPU tests cover the rest
+GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torch.bfloat16, 128)]
 
 
 @pytest.mark.gpu
