@@ -111,8 +111,8 @@ def test_ssd_config_returns_a_config():
     assert isinstance(cfg, SSDConfig)
 
 
-# kept to two cases (each compiles its own kernels on the GPU, ~5 s apiece): together they run all three new
-# code paths, the fused kernel, the factored decay and the 2-D per-head chunk_scan; the CPU tests cover the rest
+# kept to two cases (each compiles its own kernels on the GPU, ~5 s apiece): together they run the three
+# new code paths (fused kernel, factored decay, 2-D per-head chunk_scan); the CPU tests cover the rest
 GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torch.bfloat16, 128)]
 
 
