@@ -28,7 +28,7 @@ class BackendChoice(NamedTuple):
 
 
 @functools.lru_cache(maxsize=1)
-def _gpu_unavailable_reason() -> str | None:
+def gpu_unavailable_reason() -> str | None:
     """None when cuTile kernels can run on a GPU here, else why not."""
     try:
         import torch
@@ -67,12 +67,12 @@ def select_backend(backend: str = "auto") -> BackendChoice:
             if env not in ("cpu", "gpu"):
                 raise ValueError(f"{ENV_VAR} must be 'cpu' or 'gpu', got {env!r}")
             return BackendChoice(env, f"{ENV_VAR}={env} is set")
-        reason = _gpu_unavailable_reason()
+        reason = gpu_unavailable_reason()
         if reason is None:
             return BackendChoice("gpu", _gpu_description() + " with cuTile and tileiras")
         return BackendChoice("cpu", f"CPU tile executor: {reason}")
     if backend == "gpu":
-        reason = _gpu_unavailable_reason()
+        reason = gpu_unavailable_reason()
         if reason is not None:
             return BackendChoice("gpu", f"requested, but it will fail: {reason}")
         return BackendChoice("gpu", "requested: " + _gpu_description())
@@ -122,7 +122,7 @@ def launch(kernel, grid, args: tuple, *, backend: str = "auto", block_order: str
                 f"backend 'gpu' needs CUDA tensors, but {len(cpu)} argument tensor(s) are on "
                 f"{cpu[0].device} (shape {tuple(cpu[0].shape)}); move them with .cuda() or use backend='cpu'"
             )
-        reason = _gpu_unavailable_reason()
+        reason = gpu_unavailable_reason()
         if reason is not None:
             raise RuntimeError(f"backend 'gpu' is not usable here: {reason}")
         import cuda.tile as ct
