@@ -17,7 +17,9 @@ call
 
 Then a seqlen sweep (time against length), the launch/host overhead at a small shape (eager against CUDA-graph
 replay), a printed table and, with ``--out``, the JSON that is shipped as ``data/benchmarks/h200.json``
-(schema in ``mamba2_tutorial.bench_results``).
+(schema in ``mamba2_tutorial.bench_results``). The ``--out`` file is rewritten after every shape (and after
+the sweep and the overhead sections) with ``"complete": false``, so a run killed part-way keeps its
+measurements; the final write sets ``"complete": true``.
 
 What is timed for each implementation is one forward call on prepared inputs: fla's inputs (C and B expanded
 to heads, v = dt·x, g = dt·A) are prepared once, outside the timed region — a small advantage to fla.
@@ -517,8 +519,14 @@ def run_benchmark(
     progress: bool = True,
     device_name: str | None = None,
     settings: Mapping | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
 ) -> dict:
-    """Run the whole benchmark and return the results object (schema in ``mamba2_tutorial.bench_results``)."""
+    """Run the whole benchmark and return the results object (schema in ``mamba2_tutorial.bench_results``).
+
+    ``checkpoint(results)``, if given, is called after every shape, after the sweep and after the overhead
+    section with what has been measured so far (a schema-valid object with ``"complete": false``), so a run
+    killed part-way keeps its measurements (``results_writer(path)`` writes them to a file).
+    """
     if impls is None:
         impls, missing = load_implementations(impl_names)
     else:
@@ -533,12 +541,41 @@ def run_benchmark(
     common = dict(
         dtype=dtype, device=device, timer=timer, ceilings=ceilings, missing=missing, seed=seed, progress=bar
     )
+    recs: list[dict] = []
+    sweep_recs: list[dict] = []
+    ov = None
+    header = {
+        "schema_version": SCHEMA_VERSION,
+        "device": device_name,
+        "versions": versions(),
+        "ceilings": ceilings.as_dict(),
+        "settings": dict(settings or {}) | {"dtype": str(dtype).replace("torch.", ""), "seed": seed},
+    }
+
+    def results(complete: bool) -> dict:
+        date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return header | {
+            "date": date,
+            "shapes": list(recs),
+            "sweep": list(sweep_recs),
+            "overhead": ov,
+            "complete": complete,
+        }
+
+    def save() -> None:
+        if checkpoint is not None:
+            checkpoint(results(complete=False))
+
     try:
-        recs = [_bench_shape_or_record_failure(s, impls, **common) for s in shapes]
-        sweep_recs = [_bench_shape_or_record_failure(s, impls, kernels=False, **common) for s in sweep]
+        for s in shapes:
+            recs.append(_bench_shape_or_record_failure(s, impls, **common))
+            save()
+        for s in sweep:
+            sweep_recs.append(_bench_shape_or_record_failure(s, impls, kernels=False, **common))
+        if sweep:
+            save()
     finally:
         bar.close()
-    ov = None
     if overhead is not None:
         # last, and the PyTorch reference last of all: a failed graph capture must not cost the other numbers
         order = sorted(impls, key=lambda k: k == "torch")
@@ -548,17 +585,34 @@ def run_benchmark(
             )
         except Exception as exc:  # noqa: BLE001
             print(f"bench: launch-overhead measurement failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "device": device_name,
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "versions": versions(),
-        "ceilings": ceilings.as_dict(),
-        "settings": dict(settings or {}) | {"dtype": str(dtype).replace("torch.", ""), "seed": seed},
-        "shapes": recs,
-        "sweep": sweep_recs,
-        "overhead": ov,
-    }
+        save()
+    return results(complete=True)
+
+
+def write_results(results: Mapping, path: Path) -> None:
+    """Validate ``results`` and write them to ``path`` as JSON, atomically (a kill mid-write leaves the
+    previous file)."""
+    from .bench_results import validate_results
+
+    validate_results(results)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def results_writer(path: Path) -> Callable[[dict], None]:
+    """A ``checkpoint`` for ``run_benchmark`` that rewrites ``path`` with the partial results; a failure to
+    write is reported on stderr and does not stop the run."""
+
+    def checkpoint(results: dict) -> None:
+        try:
+            write_results(results, path)
+        except Exception as exc:  # noqa: BLE001 - the measurement matters more than its checkpoint
+            print(f"bench: checkpoint {path} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    return checkpoint
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -669,6 +723,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         overhead=None if args.no_overhead else overhead_shape(),
         seed=args.seed,
         progress=not args.quiet,
+        checkpoint=results_writer(args.out) if args.out else None,
         settings={
             "warmup_ms": args.warmup,
             "rep_ms": args.rep,
@@ -688,8 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(format_targets(results))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        write_results(results, args.out)
         print(f"wrote {args.out}")
     if args.plot:
         from .perf_plots import summary_figure

@@ -12,7 +12,8 @@ Schema (``SCHEMA_VERSION`` 1)::
      "ceilings": {"mma_tflops": float, "copy_tbps": float, "source": str},
      "settings": {...free-form: dtype, warmup_ms, rep_ms, timer, command...},
      "shapes": [record, ...], "sweep": [record, ...],
-     "overhead": null or {"name", "dims", "impls": {impl: {"event_ms", "host_us", "loop_us", "graph_us"}}}}
+     "overhead": null or {"name", "dims", "impls": {impl: {"event_ms", "host_us", "loop_us", "graph_us"}}},
+     "complete": bool}   # optional; false in the checkpoint a run writes as it goes (measured so far)
 
     record = {"name": str, "dims": {"b", "l", "h", "p", "g", "n", "Q": int}, "dtype": str,
               "ms": {impl: float or null}, "rel_err": {impl: float or null},   # impl in IMPLS, all four keys
@@ -25,6 +26,10 @@ Schema (``SCHEMA_VERSION`` 1)::
 
 A null time always comes with a reason in ``errors``; a time always comes with a finite relative error (every
 implementation is checked against the float64 reference before it is timed).
+
+A run writes its ``--out`` file after every shape, so a run killed part-way keeps what it measured: such a
+file has ``"complete": false`` (and may have no shapes yet). ``load_results`` and ``load_shipped_results``
+refuse it unless called with ``allow_partial=True``.
 """
 
 from __future__ import annotations
@@ -155,8 +160,11 @@ def validate_results(results) -> None:
     _require(isinstance(ceil, Mapping), "results.ceilings", "must be an object")
     for k in ("mma_tflops", "copy_tbps"):
         _require(_num(ceil.get(k)) and ceil[k] > 0, f"results.ceilings.{k}", "must be a positive number")
+    complete = results.get("complete", True)
+    _require(isinstance(complete, bool), "results.complete", f"must be true or false, got {complete!r}")
     shapes = results.get("shapes")
-    _require(isinstance(shapes, list) and shapes, "results.shapes", "must be a non-empty list")
+    _require(isinstance(shapes, list), "results.shapes", "must be a non-empty list")
+    _require(bool(shapes) or not complete, "results.shapes", "must be a non-empty list")
     for i, rec in enumerate(shapes):
         validate_record(rec, f"results.shapes[{i}]")
     names = [r["name"] for r in shapes]
@@ -186,14 +194,25 @@ def validate_results(results) -> None:
                 )
 
 
-def load_results(path) -> dict:
-    """Read and validate a results JSON file."""
+def is_complete(results: Mapping) -> bool:
+    """False for the checkpoint of a run that has not finished (or was killed part-way)."""
+    return results.get("complete", True) is not False
+
+
+def load_results(path, *, allow_partial: bool = False) -> dict:
+    """Read and validate a results JSON file; a partial one (``"complete": false``) only if
+    ``allow_partial``."""
     path = Path(path)
     try:
         results = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path}: not valid JSON ({exc})") from exc
     validate_results(results)
+    if not allow_partial and not is_complete(results):
+        raise ResultsError(
+            f"{path}: results.complete is false: a run that did not finish "
+            f"({len(results['shapes'])} shape(s) measured); pass allow_partial=True to read it anyway"
+        )
     return results
 
 
@@ -202,10 +221,11 @@ def shipped_results_path() -> Path:
     return Path(__file__).resolve().parent.joinpath(*SHIPPED_RESOURCE)
 
 
-def load_shipped_results() -> dict:
+def load_shipped_results(*, allow_partial: bool = False) -> dict:
     """The H200 results shipped with the package (measured by ``python -m mamba2_tutorial bench``), validated.
 
-    Raises FileNotFoundError if the package has none yet, ResultsError if the file breaks the schema.
+    Raises FileNotFoundError if the package has none yet, ResultsError if the file breaks the schema or is
+    the checkpoint of an unfinished run (unless ``allow_partial``).
     """
     path = shipped_results_path()
     if not path.exists():
@@ -213,7 +233,7 @@ def load_shipped_results() -> dict:
             f"no shipped benchmark results at {path}: they are written by a GPU run of "
             "`python -m mamba2_tutorial bench --out mamba2_tutorial/data/benchmarks/h200.json`"
         )
-    return load_results(path)
+    return load_results(path, allow_partial=allow_partial)
 
 
 # ----------------------------------------------------------------------------------------------------

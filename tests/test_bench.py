@@ -454,6 +454,65 @@ def test_a_shape_that_fails_outside_the_implementations_is_recorded(monkeypatch)
     assert all(v is None for v in rec["ms"].values()) and "out of memory" in rec["errors"]["cutile"]
 
 
+def test_a_run_killed_after_the_first_shape_leaves_a_valid_partial_file(tmp_path, monkeypatch):
+    """The --out file is rewritten after every shape: a run stopped while timing the second shape (a time
+    limit, Ctrl-C) leaves the first shape's measurements, schema-valid and marked incomplete."""
+    specs = [_spec("tiny-g3"), _spec("tiny")]
+    timer = fake_timer(specs)
+
+    def killed_on_the_second_shape(fn, label=""):
+        if label.startswith("tiny/"):
+            raise KeyboardInterrupt  # not an Exception: nothing in the harness may swallow it
+        return timer(fn, label=label)
+
+    out = tmp_path / "run" / "results.json"
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_benchmark(
+            specs,
+            impls=stand_in_impls(),
+            device="cpu",
+            timer=killed_on_the_second_shape,
+            progress=False,
+            device_name="cpu test",
+            sweep=[_spec("small")],
+            checkpoint=bench.results_writer(out),
+        )
+    with pytest.raises(ResultsError, match="complete is false"):
+        bench_results.load_results(out)
+    partial = bench_results.load_results(out, allow_partial=True)
+    assert partial["complete"] is False and not bench_results.is_complete(partial)
+    assert [r["name"] for r in partial["shapes"]] == ["tiny-g3"] and partial["sweep"] == []
+    assert partial["shapes"][0]["ms"]["cutile"] is not None
+    assert partial["shapes"][0]["ms"]["cutile"] == pytest.approx(timer(None, label="tiny-g3/cutile"))
+    assert not list(out.parent.glob("*.tmp"))
+    monkeypatch.setattr(bench_results, "shipped_results_path", lambda: out)
+    with pytest.raises(ResultsError, match="allow_partial"):
+        bench_results.load_shipped_results()
+    assert bench_results.load_shipped_results(allow_partial=True) == partial
+
+    # the same run, not interrupted: checkpoints grow one shape at a time; the last write says complete
+    seen = []
+    results = bench.run_benchmark(
+        specs,
+        impls=stand_in_impls(),
+        device="cpu",
+        timer=fake_timer(specs),
+        progress=False,
+        device_name="cpu test",
+        checkpoint=lambda r: (validate_results(r), seen.append([x["name"] for x in r["shapes"]])),
+    )
+    assert seen == [["tiny-g3"], ["tiny-g3", "tiny"]]
+    assert results["complete"] is True
+    bench.write_results(results, out)
+    assert bench_results.load_results(out)["shapes"] == results["shapes"]
+
+
+def test_the_partial_marker_is_validated(fixture_results):
+    with pytest.raises(ResultsError, match="results.complete"):
+        validate_results(_mutate(fixture_results, ("complete",), "no"))
+    validate_results(_mutate(fixture_results, ("shapes",), []) | {"complete": False})
+
+
 def test_gate_checks_the_kernel_chain_too():
     impls = stand_in_impls()
     good_kernels = impls["cutile"].kernels
