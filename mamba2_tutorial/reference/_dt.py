@@ -7,6 +7,9 @@ mamba_ssm's semantics (``_chunk_cumsum_fwd``)::
     dt = clamp(dt, lo, hi)            # dt_limit = (lo, hi), default (0, inf): always applied, so dt >= 0
 
 The discrete decay of head i at time t is then ``exp(dt_t · A_i)`` with A_i < 0, a number in (0, 1].
+
+``prepare_sequence`` is the whole of step 0 for the sequence forms (recurrent, quadratic): check every
+argument, pick the compute dtype, process dt.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["compute_dtype", "process_dt"]
+from ..validation import validate_ssd_inputs
+
+__all__ = ["compute_dtype", "process_dt", "prepare_sequence"]
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -42,3 +47,30 @@ def process_dt(
         dt = F.softplus(dt)  # log(1 + exp(dt)); returns dt itself where dt > 20, so no overflow
     lo, hi = dt_limit
     return dt.clamp(min=lo, max=hi)  # always, like mamba_ssm: the default (0, inf) maps negative dt to 0
+
+
+def prepare_sequence(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    *,
+    D: torch.Tensor | None,
+    z: torch.Tensor | None,
+    dt_bias: torch.Tensor | None,
+    initial_states: torch.Tensor | None,
+    dt_softplus: bool,
+    dt_limit: tuple[float, float],
+) -> tuple[tuple[int, int, int, int, int, int], torch.dtype, torch.Tensor]:
+    """Step 0 of a sequence form: validate the arguments, pick the compute dtype, process dt.
+
+    Arguments as for ``ssd_recurrent``. Returns ``((b, l, h, p, g, n), dtype, dt)``: the dims, float32
+    (float64 for float64 x), and dt (b, l, h) after bias, softplus and clamp, in that dtype.
+    """
+    dims = validate_ssd_inputs(
+        x, dt, A, B, C, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states, dt_limit=dt_limit
+    )
+    dtype = compute_dtype(x.dtype)
+    dt = process_dt(dt, dt_bias=dt_bias, dt_softplus=dt_softplus, dt_limit=dt_limit, dtype=dtype)  # (b, l, h)
+    return dims, dtype, dt

@@ -52,6 +52,21 @@ def _pad_to_chunks(t: torch.Tensor, chunk_size: int) -> torch.Tensor:
     return t.reshape(b, c, chunk_size, *t.shape[2:])
 
 
+def _check_chunked(x: torch.Tensor, dt_out: torch.Tensor, dA_cumsum: torch.Tensor):
+    """Shapes shared by steps 2 and 4: x (b, l, h, p), dt_out and dA_cumsum (b, h, c, Q) with c = ceil(l / Q).
+
+    Returns (b, l, h, p, c, Q); raises ValueError naming the argument whose shape is wrong.
+    """
+    check_shape(x, "x", ("b", "l", "h", "p"), (None,) * 4)
+    b, l, h, p = x.shape
+    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, None, None))
+    Q = dA_cumsum.shape[-1]
+    c = _nchunks(l, Q)
+    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, c, Q))
+    check_shape(dt_out, "dt_out", ("b", "h", "c", "Q"), (b, h, c, Q))
+    return b, l, h, p, c, Q
+
+
 def _in_chunk_decay(dA_cumsum: torch.Tensor) -> torch.Tensor:
     """exp(dA_cumsum[s] - dA_cumsum[k]) for k ≤ s, else 0: (b, h, c, Q) → (b, h, c, Q, Q) as [..., s, k]."""
     Q = dA_cumsum.shape[-1]
@@ -100,13 +115,7 @@ def chunk_state(
         states[c] = Σ_k exp(dA_cumsum[c, Q-1] - dA_cumsum[c, k]) · dt[c, k] · x[c, k] ⊗ B[c, k]
     """
     _check_tensors(x=x, B=B, dt_out=dt_out, dA_cumsum=dA_cumsum)
-    check_shape(x, "x", ("b", "l", "h", "p"), (None,) * 4)
-    b, l, h, p = x.shape
-    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, None, None))
-    Q = dA_cumsum.shape[-1]
-    c = _nchunks(l, Q)
-    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, c, Q))
-    check_shape(dt_out, "dt_out", ("b", "h", "c", "Q"), (b, h, c, Q))
+    b, l, h, p, c, Q = _check_chunked(x, dt_out, dA_cumsum)
     check_shape(B, "B", ("b", "l", "g", "n"), (b, l, None, None))
     dtype = dA_cumsum.dtype
     xc = _pad_to_chunks(x.to(dtype), Q)  # (b, c, Q, h, p)
@@ -164,13 +173,7 @@ def chunk_scan(
              + D · x[s],  then · silu(z[s])
     """
     _check_tensors(x=x, dt_out=dt_out, dA_cumsum=dA_cumsum, C=C, B=B, chunk_init_states=chunk_init_states)
-    check_shape(x, "x", ("b", "l", "h", "p"), (None,) * 4)
-    b, l, h, p = x.shape
-    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, None, None))
-    Q = dA_cumsum.shape[-1]
-    c = _nchunks(l, Q)
-    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "c", "Q"), (b, h, c, Q))
-    check_shape(dt_out, "dt_out", ("b", "h", "c", "Q"), (b, h, c, Q))
+    b, l, h, p, c, Q = _check_chunked(x, dt_out, dA_cumsum)
     check_shape(C, "C", ("b", "l", "g", "n"), (b, l, None, None))
     n = C.shape[-1]
     check_shape(B, "B", ("b", "l", "g", "n"), tuple(C.shape))

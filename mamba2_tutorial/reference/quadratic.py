@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..validation import validate_ssd_inputs
-from ._dt import compute_dtype, process_dt
+from ._dt import prepare_sequence
 from ._heads import groups_to_heads, skip_and_gate
 from .segsum import segsum
 
@@ -44,11 +43,10 @@ def ssd_quadratic(
     (b, l, g, n), D (h,) or (h, p), z (b, l, h, p), dt_bias (h,), initial_states (b, h, p, n); returns y
     (b, l, h, p) in x.dtype, or (y, final_states (b, h, p, n) float32/float64).
     """
-    b, l, h, p, g, n = validate_ssd_inputs(
-        x, dt, A, B, C, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states, dt_limit=dt_limit
+    (b, l, h, p, g, n), dtype, dt = prepare_sequence(  # checked; dt (b, l, h) processed, in dtype
+        x, dt, A, B, C, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+        dt_softplus=dt_softplus, dt_limit=dt_limit,
     )
-    dtype = compute_dtype(x.dtype)
-    dt = process_dt(dt, dt_bias=dt_bias, dt_softplus=dt_softplus, dt_limit=dt_limit, dtype=dtype)  # (b, l, h)
     xc = x.to(dtype)  # (b, l, h, p)
     Bc, Cc = B.to(dtype), C.to(dtype)  # (b, l, g, n)
 

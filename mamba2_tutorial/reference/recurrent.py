@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ..validation import validate_ssd_inputs
-from ._dt import compute_dtype, process_dt
+from ._dt import prepare_sequence
 from ._heads import groups_to_heads, skip_and_gate
 from .decode import decode_update
 
@@ -43,11 +42,10 @@ def ssd_recurrent(
     dt_bias (h,), initial_states (b, h, p, n). Returns y (b, l, h, p) in x.dtype, or (y, final_states) with
     final_states (b, h, p, n) in float32 (float64 for float64 x).
     """
-    b, l, h, p, g, n = validate_ssd_inputs(
-        x, dt, A, B, C, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states, dt_limit=dt_limit
+    (b, l, h, p, g, n), dtype, dt = prepare_sequence(  # checked; dt (b, l, h) processed, in dtype
+        x, dt, A, B, C, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+        dt_softplus=dt_softplus, dt_limit=dt_limit,
     )
-    dtype = compute_dtype(x.dtype)
-    dt = process_dt(dt, dt_bias=dt_bias, dt_softplus=dt_softplus, dt_limit=dt_limit, dtype=dtype)  # (b, l, h)
     A = A.to(dtype)  # (h,)
     xc = x.to(dtype)  # (b, l, h, p)
     Bh = groups_to_heads(B.to(dtype), h)  # (b, l, h, n)
