@@ -249,6 +249,17 @@ def kernel_backends() -> list[tuple[str, str, str]]:
     ]
 
 
+def check_kernel_on_backends(check: str, run_cases: Callable[[str, str], list[Case]], tested: str) -> None:
+    """Run a kernel check's ``run_cases(backend, device)`` on every backend of :func:`kernel_backends`
+    (the GPU when usable, and always the CPU tile executor), then print the success message."""
+    __tracebackhide__ = True
+    backends = kernel_backends()
+    for backend, device, reason in backends:
+        print(f"running on the {backend} backend ({reason})")
+        cases = run_cases(backend, device)
+    congratulate(check, cases, tested, backend=" and the ".join(b for b, _, _ in backends))
+
+
 def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: str, backend: str) -> None:
     """Launch the learner's kernel with :func:`mamba2_tutorial.launch` on ``backend`` ('cpu' or 'gpu').
 

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from ._harness import Case, Mistake, compare, congratulate, kernel_backends, run_kernel, unwritten
+from ._harness import Case, Mistake, check_kernel_on_backends, compare, run_kernel, unwritten
 
 CHECK = "check_chunk_cumsum_kernel"
 
@@ -133,14 +133,9 @@ def check_chunk_cumsum_kernel(kernel) -> None:
     """Launch the learner's ``chunk_cumsum_kernel`` on hidden cases: on the GPU when usable, and always on
     the CPU tile executor."""
     __tracebackhide__ = True
-    backends = kernel_backends()
-    for backend, device, reason in backends:
-        print(f"running on the {backend} backend ({reason})")
-        cases = _run_cases(kernel, backend, device)
-    congratulate(
+    check_kernel_on_backends(
         CHECK,
-        cases,
+        lambda backend, device: _run_cases(kernel, backend, device),
         "ragged last chunks, a sequence shorter than one chunk, Q in {8, 16}, distinct "
         "b/l/h, dt*A down to -1e3",
-        backend=" and the ".join(b for b, _, _ in backends),
     )

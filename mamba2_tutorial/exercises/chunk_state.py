@@ -18,9 +18,9 @@ from ._harness import (
     Case,
     Mistake,
     call_learner,
+    check_kernel_on_backends,
     compare,
     congratulate,
-    kernel_backends,
     run_kernel,
     unwritten,
 )
@@ -270,14 +270,9 @@ def check_chunk_state_kernel(kernel) -> None:
     NaN before the launch.
     """
     __tracebackhide__ = True
-    backends = kernel_backends()
-    for backend, device, reason in backends:
-        print(f"running on the {backend} backend ({reason})")
-        cases = _run_kernel_cases(kernel, backend, device)
-    congratulate(
+    check_kernel_on_backends(
         CHECK_KERNEL,
-        cases,
+        lambda backend, device: _run_kernel_cases(kernel, backend, device),
         "ragged last chunks, p and n below the tile sizes TP and TN, g in {1, 2, 3}, "
         "Q in {8, 16}, dt*A down to -1e3, bfloat16 inputs",
-        backend=" and the ".join(b for b, _, _ in backends),
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from ._harness import Case, Mistake, compare, congratulate, kernel_backends, run_kernel, unwritten
+from ._harness import Case, Mistake, check_kernel_on_backends, compare, run_kernel, unwritten
 
 CHECK = "check_state_passing_kernel"
 
@@ -154,13 +154,8 @@ def check_state_passing_kernel(kernel) -> None:
     """Launch the learner's ``state_passing_kernel`` on hidden cases: on the GPU when usable, and always on
     the CPU tile executor."""
     __tracebackhide__ = True
-    backends = kernel_backends()
-    for backend, device, reason in backends:
-        print(f"running on the {backend} backend ({reason})")
-        cases = _run_cases(kernel, backend, device)
-    congratulate(
+    check_kernel_on_backends(
         CHECK,
-        cases,
+        lambda backend, device: _run_cases(kernel, backend, device),
         "1 to 6 chunks, with and without initial states, p and n below the tile sizes, dt*A down to -1e3",
-        backend=" and the ".join(b for b, _, _ in backends),
     )
