@@ -64,6 +64,7 @@ from ._host import (
 from .spec import KernelSpec
 
 __all__ = ["SPECS", "chunk_scan_fwd", "chunk_scan_heads_kernel", "chunk_scan_kernel", "chunk_scan_plan",
+           "chunk_scan_shared_kernel",
            "chunk_scan_tiles", "launch_chunk_scan"]
 
 LOG2E = 1.4426950408889634
@@ -237,6 +238,89 @@ def chunk_scan_heads_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,
             ct.store(out, (b, m_tile, h, i_p), acc.astype(out.dtype).reshape((1, TM, 1, TP)))
 
 
+@ct.kernel
+def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # inputs
+                             out,                                                     # output
+                             heads_per_group: int,
+                             Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
+                             TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
+                             D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
+                             FACTORED: ct.Constant[bool]):
+    """chunk_scan_kernel's results (same arguments) with 2-D mmas only, C Bᵀ shared by the block's heads.
+
+    The key loop is outermost: per key tile, C Bᵀ is ONE (TM, NS) @ (NS, TK) mma, then each of the HB heads
+    (unrolled, ``ct.static_iter``) applies its own decay and dt and accumulates P @ x into its own 2-D
+    (TM, TP) float32 accumulator; the HB accumulators are loop-carried as a tuple. So C Bᵀ is computed once
+    per block, as in chunk_scan_kernel, but every mma is 2-D (wgmma on sm_90), as in chunk_scan_heads_kernel.
+    FACTORED is not supported (must be False)."""
+    ct.static_assert(not FACTORED, "chunk_scan_shared_kernel has no factored decay")
+    pid_mp = ct.bid(0)
+    pid_bc = ct.bid(1)
+    hb = ct.bid(2)
+    nchunks = dA_cumsum.shape[2]
+    b = pid_bc // nchunks
+    c = pid_bc % nchunks
+    p_tiles = ct.cdiv(x.shape[3], TP)
+    i_m = pid_mp // p_tiles
+    i_p = pid_mp % p_tiles
+    g = (hb * HB) // heads_per_group
+    seqlen = x.shape[1]
+    m_tile = c * (Q // TM) + i_m
+    lat = LAT if LAT > 0 else None
+
+    if m_tile * TM < seqlen:
+        C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
+        C_m = C_m.astype(x.dtype)
+        m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)
+        n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
+        # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
+        accs = ()
+        a_ms = ()
+        for j in ct.static_iter(range(HB)):
+            h = hb * HB + j
+            a_m = ct.load(dA_cumsum, (b, h, c, i_m), shape=(1, 1, 1, TM)).reshape((TM,)) * LOG2E
+            S_c = ct.load(chunk_init_states, (b, c, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
+            S_c = S_c.reshape((TP, NS)).astype(x.dtype)
+            acc = ct.mma(C_m, ct.transpose(S_c), ct.zeros((TM, TP), dtype=ct.float32))
+            accs = accs + (acc * ct.exp2(a_m)[:, None],)
+            a_ms = a_ms + (a_m,)
+        # 2. intra-chunk: C Bᵀ once per key tile, then every head's masked, decayed P @ x
+        for kt in range(n_k):
+            k_tile = c * (Q // TK) + kt
+            B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO,
+                          latency=lat).reshape((TK, NS))
+            CB = ct.mma(C_m, ct.transpose(B_k.astype(x.dtype)), ct.zeros((TM, TK), dtype=ct.float32))
+            k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
+            causal = m_pos[:, None] >= k_pos[None, :]
+            new_accs = ()
+            for j in ct.static_iter(range(HB)):
+                h = hb * HB + j
+                a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
+                dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
+                x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
+                decay = ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0))
+                P = ct.where(causal, CB * decay * dt_k[None, :], 0.0)
+                new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
+            accs = new_accs
+        # 3. epilogue per head
+        for j in ct.static_iter(range(HB)):
+            h = hb * HB + j
+            acc = accs[j]
+            if D_MODE != D_NONE:
+                x_m = ct.load(x, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
+                x_m = x_m.reshape((TM, TP)).astype(ct.float32)
+                if D_MODE == D_PER_HEAD:
+                    D_h = ct.load(D, (h,), shape=()).astype(ct.float32)
+                else:
+                    D_h = ct.load(D, (h, i_p), shape=(1, TP), padding_mode=ZERO).astype(ct.float32)
+                acc = acc + x_m * D_h
+            if HAS_Z:
+                z_m = ct.load(z, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
+                z_m = z_m.reshape((TM, TP)).astype(ct.float32)
+                acc = acc * (z_m / (1.0 + ct.exp2(-z_m * LOG2E)))
+            ct.store(out, (b, m_tile, h, i_p), acc.astype(out.dtype).reshape((1, TM, 1, TP)))
+
+
 # ----------------------------------------------------------------------------------------------------
 # Host side: tile sizes, the wrapper, example launches.
 # ----------------------------------------------------------------------------------------------------
@@ -281,13 +365,14 @@ def chunk_scan_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtyp
 
 def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                       max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
-                      factored=False, heads_2d=False):
+                      factored=False, heads_2d=False, shared=False):
     """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks.
 
     ``tiles`` (TM, TK, TP) and ``max_heads_per_block`` override the default tiles, ``hints`` = (occupancy,
     num_ctas) are compiler hints, ``latency`` the key loop's load latency hint (0: none) (all from
     :func:`mamba2_tutorial.kernels.configs.ssd_config`). ``factored`` (see the kernel) only when every dt_out
-    is >= 0. ``heads_2d`` launches :data:`chunk_scan_heads_kernel` instead (no factored decay there)."""
+    is >= 0. ``heads_2d`` launches :data:`chunk_scan_heads_kernel` instead, ``shared``
+    :data:`chunk_scan_shared_kernel` (neither has the factored decay)."""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]
@@ -300,8 +385,10 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
     args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, B,
             chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
             h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None, latency,
-            bool(factored) and not heads_2d)
-    launch(chunk_scan_heads_kernel if heads_2d else chunk_scan_kernel, plan.grid, args, backend, hints)
+            bool(factored) and not (heads_2d or shared))
+    kernel = (chunk_scan_shared_kernel if shared else
+              chunk_scan_heads_kernel if heads_2d else chunk_scan_kernel)
+    launch(kernel, plan.grid, args, backend, hints)
     return out
 
 
@@ -389,4 +476,7 @@ SPECS: list[KernelSpec] = [
                _example_args(torch.float32, 64, D_PER_CHANNEL, True)),
     KernelSpec("ssd.chunk_scan_heads_bf16_q256", chunk_scan_heads_kernel,
                _example_args(torch.bfloat16, 256, D_PER_HEAD, True, h=8, p=64, g=1, n=128, factored=False)),
+    KernelSpec("ssd.chunk_scan_shared_bf16_q256", chunk_scan_shared_kernel,
+               _example_args(torch.bfloat16, 256, D_PER_CHANNEL, True, h=8, p=64, g=1, n=128,
+                             factored=False)),
 ]

@@ -35,6 +35,8 @@ class SSDConfig:
                   instead of chunk_scan_kernel's batched 3-D mma (scan_factored is then ignored)
     scan_factored chunk_scan splits the decay of key tiles before the row tile into two factors (used only
                   when dt_limit's bounds are >= 0, so that dt >= 0 and the in-chunk cumsum is monotone)
+    scan_shared   chunk_scan_shared_kernel: 2-D mmas (wgmma on sm_90) with C Bᵀ computed once per key tile and
+                  shared by the block's heads, one 2-D accumulator per head (overrides scan_2d)
     state_latency latency hint (1-10) of the fused kernel's x and B loads; 0: none
     """
 
@@ -48,6 +50,7 @@ class SSDConfig:
     scan_latency: int = 0
     scan_factored: bool = False
     scan_2d: bool = False
+    scan_shared: bool = False
     state_latency: int = 0
 
 

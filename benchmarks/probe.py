@@ -1,0 +1,137 @@
+"""Per-kernel A/B of SSD launch configurations on a GPU, in one short run (device time is scarce).
+
+    python benchmarks/probe.py [--only name,name] [--shapes b8-l4096-h80,b2-l8192-h128-g8] [--workers 12]
+
+For every variant (an :class:`~mamba2_tutorial.kernels.configs.SSDConfig`) and shape: compile in parallel
+worker processes first (cuTile's disk cache then serves this process), check ``ssd_forward`` with NaN-poisoned
+buffers against the float64 reference (``ssd_chunked`` on the GPU), then time every stage alone and the whole
+chain (median of CUDA events, L2 flushed; ``mamba2_tutorial.timing.time_cuda``). Prints one table, writes
+``probe.json`` to ``--out`` (default $OUT). A sweep, not a test: results go to docs/perf-notes.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+from mamba2_tutorial.kernels.configs import DEFAULT, SSDConfig
+
+GATE = 1e-2  # bf16 relative L2 error against float64
+
+VARIANTS: dict[str, SSDConfig] = {
+    "base": DEFAULT,
+    "scan heads HB1": SSDConfig(scan_2d=True, scan_heads=1),
+    "scan shared HB2": SSDConfig(scan_shared=True, scan_heads=2),
+    "scan shared HB4": SSDConfig(scan_shared=True, scan_heads=4),
+    "scan shared HB2 128x64x64": SSDConfig(scan_shared=True, scan_heads=2, scan_tiles=(128, 64, 64)),
+    "scan factored": SSDConfig(scan_factored=True),
+    "fused 64x128": SSDConfig(fused=True, state_tiles=(64, 128)),
+    "fused 64x64": SSDConfig(fused=True, state_tiles=(64, 64)),
+    "fused 64x32": SSDConfig(fused=True, state_tiles=(64, 32)),
+}
+SHAPES = ("b8-l4096-h80", "b2-l8192-h128-g8")
+
+
+def _inputs(name, seed=0):
+    from mamba2_tutorial.inputs import SHAPES as PRESETS
+    from mamba2_tutorial.inputs import make_inputs
+
+    shape = PRESETS[name]
+    return shape, make_inputs(shape, seed=seed, dtype=torch.bfloat16, device="cuda", D=False)
+
+
+def _warm(task):
+    """Worker process: one launch of each kernel of a variant per shape fills cuTile's disk cache."""
+    from mamba2_tutorial.ssd import ssd_forward
+
+    vname, shapes = task
+    t0 = time.perf_counter()
+    try:
+        for sname in shapes:
+            shape, inp = _inputs(sname)
+            ssd_forward(**inp, chunk_size=shape.chunk_size, backend="gpu", _config=VARIANTS[vname])
+        torch.cuda.synchronize()
+        return vname, time.perf_counter() - t0, None
+    except Exception as exc:  # noqa: BLE001 - reported, not fatal
+        return vname, time.perf_counter() - t0, f"{type(exc).__name__}: {str(exc)[:400]}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--workers", type=int, default=12)
+    ap.add_argument("--rep-ms", type=float, default=60.0)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args(argv)
+    names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
+    shapes = args.shapes.split(",")
+    t_start = time.perf_counter()
+
+    failed: dict[str, str] = {}
+    if args.workers > 0:
+        import multiprocessing as mp
+
+        with mp.get_context("spawn").Pool(min(args.workers, len(names))) as pool:
+            for vname, secs, err in pool.imap_unordered(_warm, [(n, shapes) for n in names]):
+                print(f"compiled {vname:30s} {secs:5.1f} s" + (f"  FAILED {err}" if err else ""), flush=True)
+                if err:
+                    failed[vname] = err
+    print(f"compile phase {time.perf_counter() - t_start:.0f} s", flush=True)
+
+    from mamba2_tutorial.checks import relative_error
+    from mamba2_tutorial.reference import ssd_chunked
+    from mamba2_tutorial.ssd import ssd_forward, ssd_stages
+    from mamba2_tutorial.timing import time_cuda
+
+    results: dict = {}
+    for sname in shapes:
+        shape, inp = _inputs(sname, seed=1)
+        Q = shape.chunk_size
+        inp64 = {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inp.items()}
+        y_ref, f_ref = ssd_chunked(**inp64, chunk_size=Q, return_final_states=True)
+        del inp64
+        for vname in names:
+            if vname in failed:
+                continue
+            cfg = VARIANTS[vname]
+            try:
+                y, fin = ssd_forward(**inp, chunk_size=Q, return_final_states=True, backend="gpu",
+                                     _config=cfg, _poison=True)
+                err = max(relative_error(y, y_ref), relative_error(fin, f_ref))
+                stages = ssd_stages(**inp, chunk_size=Q, config=cfg)
+                ms = {k: time_cuda(f, warmup_ms=10, rep_ms=args.rep_ms).median_ms
+                      for k, f in stages.items() if k not in ("meta",)}
+            except Exception as exc:  # noqa: BLE001
+                failed[vname] = f"{type(exc).__name__}: {str(exc)[:400]}"
+                print(f"FAIL {vname} {sname}: {failed[vname]}", flush=True)
+                continue
+            ok = err < GATE
+            results.setdefault(vname, {})[sname] = {"err": err, "ok": ok, "ms": ms}
+            parts = " ".join(f"{k}={v:.3f}" for k, v in ms.items())
+            print(f"{sname:18s} {vname:30s} err {err:.1e} {'ok ' if ok else 'BAD'} {parts}", flush=True)
+        del inp, y_ref, f_ref
+        torch.cuda.empty_cache()
+
+    with open(os.path.join(args.out, "probe.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(),
+                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                   "results": results, "failed": failed,
+                   "variants": {n: repr(VARIANTS[n]) for n in names}}, f, indent=1)
+    print("\n== chain ms per shape (median, cold L2) ==")
+    for vname, per in results.items():
+        print(f"{vname:30s} " + " ".join(f"{s}:{r['ms']['chain']:.3f}{'' if r['ok'] else '(BAD)'}"
+                                         for s, r in per.items()))
+    for vname, why in failed.items():
+        print(f"{vname:30s} FAILED {why[:200]}")
+    print(f"probe total {time.perf_counter() - t_start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
