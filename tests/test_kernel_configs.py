@@ -33,8 +33,8 @@ VARIANTS = {
                                            scan_latency=3),
     "heads-2d+fused": SSDConfig(scan_2d=True, fused=True, scan_factored=True),
     "shared-hb2": SSDConfig(scan_shared=True, scan_heads=2),
-    "shared-hb4-tm-ne-tk+fused": SSDConfig(scan_shared=True, scan_heads=4, scan_tiles=(32, 16, 32), fused=True,
-                                           scan_factored=True),
+    "shared-hb4-tm-ne-tk+fused": SSDConfig(scan_shared=True, scan_heads=4, scan_tiles=(32, 16, 32),
+                                           fused=True, scan_factored=True),
 }
 
 

@@ -171,6 +171,24 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
         ct.store(out, (b, m_tile, hb, i_p), y)
 
 
+def _store_head(acc, x, z, D, out, b, m_tile, h, i_p, TM, TP, D_MODE, HAS_Z):
+    """Epilogue of one head's 2-D (TM, TP) float32 tile: + D·x, · silu(z), store in out's dtype.
+    A plain function: cuTile inlines it into the kernels that call it (D_MODE, HAS_Z stay constants)."""
+    if D_MODE != D_NONE:
+        x_m = ct.load(x, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
+        x_m = x_m.reshape((TM, TP)).astype(ct.float32)
+        if D_MODE == D_PER_HEAD:
+            D_h = ct.load(D, (h,), shape=()).astype(ct.float32)
+        else:
+            D_h = ct.load(D, (h, i_p), shape=(1, TP), padding_mode=ZERO).astype(ct.float32)
+        acc = acc + x_m * D_h
+    if HAS_Z:
+        z_m = ct.load(z, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
+        z_m = z_m.reshape((TM, TP)).astype(ct.float32)
+        acc = acc * (z_m / (1.0 + ct.exp2(-z_m * LOG2E)))        # z · sigmoid(z)
+    ct.store(out, (b, m_tile, h, i_p), acc.astype(out.dtype).reshape((1, TM, 1, TP)))
+
+
 @ct.kernel
 def chunk_scan_heads_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # inputs
                             out,                                                     # output
@@ -223,19 +241,7 @@ def chunk_scan_heads_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,
                 decay = ct.exp2(ct.minimum(dA_m[:, None] - dA_k[None, :], 0.0) * LOG2E)
                 P = ct.where(causal, CB * decay * dt_k[None, :], 0.0)
                 acc = ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), acc)
-            if D_MODE != D_NONE:
-                x_m = ct.load(x, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
-                x_m = x_m.reshape((TM, TP)).astype(ct.float32)
-                if D_MODE == D_PER_HEAD:
-                    D_h = ct.load(D, (h,), shape=()).astype(ct.float32)
-                else:
-                    D_h = ct.load(D, (h, i_p), shape=(1, TP), padding_mode=ZERO).astype(ct.float32)
-                acc = acc + x_m * D_h
-            if HAS_Z:
-                z_m = ct.load(z, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
-                z_m = z_m.reshape((TM, TP)).astype(ct.float32)
-                acc = acc * (z_m / (1.0 + ct.exp2(-z_m * LOG2E)))
-            ct.store(out, (b, m_tile, h, i_p), acc.astype(out.dtype).reshape((1, TM, 1, TP)))
+            _store_head(acc, x, z, D, out, b, m_tile, h, i_p, TM, TP, D_MODE, HAS_Z)
 
 
 @ct.kernel
@@ -305,20 +311,7 @@ def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D
         # 3. epilogue per head
         for j in ct.static_iter(range(HB)):
             h = hb * HB + j
-            acc = accs[j]
-            if D_MODE != D_NONE:
-                x_m = ct.load(x, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
-                x_m = x_m.reshape((TM, TP)).astype(ct.float32)
-                if D_MODE == D_PER_HEAD:
-                    D_h = ct.load(D, (h,), shape=()).astype(ct.float32)
-                else:
-                    D_h = ct.load(D, (h, i_p), shape=(1, TP), padding_mode=ZERO).astype(ct.float32)
-                acc = acc + x_m * D_h
-            if HAS_Z:
-                z_m = ct.load(z, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
-                z_m = z_m.reshape((TM, TP)).astype(ct.float32)
-                acc = acc * (z_m / (1.0 + ct.exp2(-z_m * LOG2E)))
-            ct.store(out, (b, m_tile, h, i_p), acc.astype(out.dtype).reshape((1, TM, 1, TP)))
+            _store_head(accs[j], x, z, D, out, b, m_tile, h, i_p, TM, TP, D_MODE, HAS_Z)
 
 
 # ----------------------------------------------------------------------------------------------------
