@@ -33,6 +33,19 @@ VARIANTS: dict[str, SSDConfig] = {
     "fused 64x128": SSDConfig(fused=True, state_tiles=(64, 128)),
     "fused 64x64": SSDConfig(fused=True, state_tiles=(64, 64)),
     "fused 64x32": SSDConfig(fused=True, state_tiles=(64, 32)),
+    # occupancy and warp count (hints = (occupancy, num_ctas, num_worker_warps)): the sm_90 binaries of the
+    # shared kernel at HB 2 take 232 KB of shared memory and 256 threads, so one block per SM by default
+    "scan shared HB2 occ2": SSDConfig(scan_shared=True, scan_heads=2, scan_hints=(2, None)),
+    "scan shared HB2 nww8": SSDConfig(scan_shared=True, scan_heads=2, scan_hints=(None, None, 8)),
+    "scan shared HB4 occ2": SSDConfig(scan_shared=True, scan_heads=4, scan_hints=(2, None)),
+    "scan shared HB4 nww8": SSDConfig(scan_shared=True, scan_heads=4, scan_hints=(None, None, 8)),
+    "scan shared HB2 128x64x64 nww8": SSDConfig(scan_shared=True, scan_heads=2, scan_tiles=(128, 64, 64),
+                                                scan_hints=(None, None, 8)),
+    "scan shared HB1 occ2": SSDConfig(scan_shared=True, scan_heads=1, scan_hints=(2, None)),
+    "scan shared HB1 occ3": SSDConfig(scan_shared=True, scan_heads=1, scan_hints=(3, None)),
+    "scan shared HB2 occ2 nww8": SSDConfig(scan_shared=True, scan_heads=2, scan_hints=(2, None, 8)),
+    "fused 64x128 occ2": SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None)),
+    "fused 64x128 nww8": SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(None, None, 8)),
 }
 SHAPES = ("b8-l4096-h80", "b2-l8192-h128-g8")
 

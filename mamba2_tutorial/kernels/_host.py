@@ -113,16 +113,21 @@ def resolve_backend(backend: str, x: torch.Tensor) -> str:
 _HINTED: dict = {}
 
 
-def hinted(kernel, occupancy: int | None = None, num_ctas: int | None = None):
+def hinted(kernel, occupancy: int | None = None, num_ctas: int | None = None,
+           num_worker_warps: int | None = None):
     """``kernel`` compiled with the given hints (``kernel.replace_hints``), cached so each hint set compiles
-    once; ``kernel`` itself when no hint is given. Hints change only speed, never results."""
-    if occupancy is None and num_ctas is None:
+    once; ``kernel`` itself when no hint is given. Hints change only speed, never results.
+
+    occupancy: blocks per SM the compiler budgets registers and shared memory for; num_ctas: blocks per
+    cluster; num_worker_warps: warps of the compute warp groups (4 or 8 with tileiras 13.4; the compiler adds
+    its own warps for the TMA loads)."""
+    if occupancy is None and num_ctas is None and num_worker_warps is None:
         return kernel
-    key = (id(kernel), occupancy, num_ctas)
+    key = (id(kernel), occupancy, num_ctas, num_worker_warps)
     found = _HINTED.get(key)
     if found is None:
-        hints = {k: v for k, v in (("occupancy", occupancy), ("num_ctas", num_ctas)) if v is not None}
-        found = _HINTED[key] = kernel.replace_hints(**hints)
+        named = (("occupancy", occupancy), ("num_ctas", num_ctas), ("num_worker_warps", num_worker_warps))
+        found = _HINTED[key] = kernel.replace_hints(**{k: v for k, v in named if v is not None})
     return found
 
 
@@ -130,8 +135,8 @@ def launch(kernel, grid, args, backend: str, hints: tuple = (None, None)) -> Non
     """Launch on a resolved backend: "gpu" goes straight to ``ct.launch`` on the current stream (the least
     host overhead), "cpu" to the CPU tile executor through :func:`mamba2_tutorial.backends.launch`.
 
-    ``hints`` = (occupancy, num_ctas) are compiler hints for the GPU (see :func:`hinted`); the CPU executor
-    ignores them."""
+    ``hints`` = (occupancy, num_ctas[, num_worker_warps]) are compiler hints for the GPU (see :func:`hinted`);
+    the CPU executor ignores them."""
     if backend == "gpu":
         import cuda.tile as ct
 

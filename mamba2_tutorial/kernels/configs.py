@@ -15,7 +15,7 @@ import torch
 
 __all__ = ["DEFAULT", "SSDConfig", "ssd_config"]
 
-Hints = tuple  # (occupancy, num_ctas); None = the compiler's choice
+Hints = tuple  # (occupancy, num_ctas[, num_worker_warps]); None = the compiler's choice
 
 
 @dataclass(frozen=True)
@@ -25,11 +25,11 @@ class SSDConfig:
     fused         kernels 1 and 2 as one (``chunk_state_passing_kernel``): the float32 chunk states never
                   reach global memory; else ``chunk_state_kernel`` then ``state_passing_kernel``
     state_tiles   (TP, TN) state tile of the fused kernel or of state_passing (None: the default)
-    state_hints   (occupancy, num_ctas) of the fused kernel or of chunk_state
+    state_hints   (occupancy, num_ctas[, num_worker_warps]) of the fused kernel or of chunk_state
     passing_hints (occupancy, num_ctas) of state_passing (unfused only)
     scan_tiles    (TM, TK, TP) of chunk_scan (None: the default)
     scan_heads    cap on heads per chunk_scan block (None: the default)
-    scan_hints    (occupancy, num_ctas) of chunk_scan
+    scan_hints    (occupancy, num_ctas[, num_worker_warps]) of chunk_scan
     scan_latency  latency hint (1-10) of chunk_scan's key-loop loads; 0: none
     scan_2d       chunk_scan_heads_kernel: the block's heads one at a time with 2-D mmas (wgmma on sm_90)
                   instead of chunk_scan_kernel's batched 3-D mma (scan_factored is then ignored)
