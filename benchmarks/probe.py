@@ -46,6 +46,21 @@ VARIANTS: dict[str, SSDConfig] = {
     "scan shared HB2 occ2 nww8": SSDConfig(scan_shared=True, scan_heads=2, scan_hints=(2, None, 8)),
     "fused 64x128 occ2": SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None)),
     "fused 64x128 nww8": SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(None, None, 8)),
+    # stop 10 (2026-12-03): more occupancy, the best scan with the fused state stage, hints on the other kernels
+    "scan shared HB1 occ4": SSDConfig(scan_shared=True, scan_heads=1, scan_hints=(4, None)),
+    "scan shared HB1 occ3 nww4": SSDConfig(scan_shared=True, scan_heads=1, scan_hints=(3, None, 4)),
+    "scan shared HB1 occ4 nww4": SSDConfig(scan_shared=True, scan_heads=1, scan_hints=(4, None, 4)),
+    "scan shared HB2 occ3": SSDConfig(scan_shared=True, scan_heads=2, scan_hints=(3, None)),
+    "scan shared HB1 128x64x64 occ2": SSDConfig(scan_shared=True, scan_heads=1, scan_tiles=(128, 64, 64),
+                                                scan_hints=(2, None)),
+    "scan heads HB1 occ3": SSDConfig(scan_2d=True, scan_heads=1, scan_hints=(3, None)),
+    "base occ2": SSDConfig(scan_hints=(2, None)),
+    "state occ2": SSDConfig(state_hints=(2, None)),
+    "fused 64x64 occ2": SSDConfig(fused=True, state_tiles=(64, 64), state_hints=(2, None)),
+    "fused 64x128 + shared HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128), scan_shared=True,
+                                                scan_heads=1, scan_hints=(3, None)),
+    "fused 64x128 + shared HB1 occ4": SSDConfig(fused=True, state_tiles=(64, 128), scan_shared=True,
+                                                scan_heads=1, scan_hints=(4, None)),
 }
 SHAPES = ("b8-l4096-h80", "b2-l8192-h128-g8")
 
