@@ -46,7 +46,7 @@ VARIANTS: dict[str, SSDConfig] = {
     "scan shared HB2 occ2 nww8": SSDConfig(scan_shared=True, scan_heads=2, scan_hints=(2, None, 8)),
     "fused 64x128 occ2": SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None)),
     "fused 64x128 nww8": SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(None, None, 8)),
-    # stop 10 (2026-12-03): more occupancy, the best scan with the fused state stage, hints on the other kernels
+    # stop 10 (2026-12-03): more occupancy, the best scan with the fused state stage, hints elsewhere
     "scan shared HB1 occ4": SSDConfig(scan_shared=True, scan_heads=1, scan_hints=(4, None)),
     "scan shared HB1 occ3 nww4": SSDConfig(scan_shared=True, scan_heads=1, scan_hints=(3, None, 4)),
     "scan shared HB1 occ4 nww4": SSDConfig(scan_shared=True, scan_heads=1, scan_hints=(4, None, 4)),

@@ -20,6 +20,7 @@ Schema (``SCHEMA_VERSION`` 1)::
               "errors": {impl: str},             # why an implementation has no time (did not import, failed
               check) "floor_ms": float,                 # roofline floor of the whole forward (counted FLOPs
               and bytes) "cutile_kernels_ms": {"chunk_state", "state_passing", "chunk_scan": float}
+              or {"chunk_state_passing", "chunk_scan": float} when ssd_forward fuses kernels 1 and 2
               (optional) "kernel_floor_ms": {same keys: float}
               (optional) "flops": float, "bytes": float}
               (optional)
@@ -48,6 +49,13 @@ IMPL_LABELS = {
     "torch": "PyTorch chunked (fp32)",
 }
 KERNELS = ("chunk_state", "state_passing", "chunk_scan")
+FUSED_KERNELS = ("chunk_state_passing", "chunk_scan")  # when ssd_forward's config fuses kernels 1 and 2
+STAGE_ORDER = ("chunk_state", "state_passing", "chunk_state_passing", "chunk_scan")
+
+
+def stages_of(breakdown: Mapping) -> list[str]:
+    """The kernel names of a per-kernel breakdown in launch order."""
+    return [k for k in STAGE_ORDER if k in breakdown]
 DIM_KEYS = ("b", "l", "h", "p", "g", "n", "Q")
 VERSION_KEYS = ("torch", "cuda_tile", "triton", "mamba_ssm", "fla")
 SHIPPED_RESOURCE = ("data", "benchmarks", "h200.json")
@@ -124,12 +132,18 @@ def validate_record(rec, where: str = "record") -> None:
             continue
         d = rec[key]
         _require(
-            isinstance(d, Mapping) and set(d) == set(KERNELS),
+            isinstance(d, Mapping) and set(d) in (set(KERNELS), set(FUSED_KERNELS)),
             f"{where}.{key}",
-            f"keys must be exactly {list(KERNELS)}",
+            f"keys must be exactly {list(KERNELS)} or {list(FUSED_KERNELS)}",
         )
         for k, v in d.items():
             _require(_num(v) and v > 0, f"{where}.{key}.{k}", f"must be a positive number, got {v!r}")
+    if rec.get("cutile_kernels_ms") is not None and rec.get("kernel_floor_ms") is not None:
+        _require(
+            set(rec["cutile_kernels_ms"]) == set(rec["kernel_floor_ms"]),
+            f"{where}.kernel_floor_ms",
+            f"must have the keys of cutile_kernels_ms {sorted(rec['cutile_kernels_ms'])}",
+        )
     for key in ("flops", "bytes"):
         if key in rec:
             _require(_num(rec[key]) and rec[key] > 0, f"{where}.{key}", "must be a positive number")
@@ -340,14 +354,15 @@ def format_table(results: Mapping, *, records: str = "shapes") -> str:
 
     krecs = [r for r in recs if r.get("cutile_kernels_ms")]
     if krecs:
-        kh = ["shape"] + [f"{k} ms (x floor)" for k in KERNELS] + ["sum", "end-to-end"]
+        cols = stages_of({k: 1 for r in krecs for k in r["cutile_kernels_ms"]})
+        kh = ["shape"] + [f"{k} ms (x floor)" for k in cols] + ["sum", "end-to-end"]
         krows = []
         for r in krecs:
             kf = r.get("kernel_floor_ms") or {}
             km = r["cutile_kernels_ms"]
             krows.append(
                 [r["name"]]
-                + [_fmt_ms(km[k], kf.get(k)) for k in KERNELS]
+                + [_fmt_ms(km[k], kf.get(k)) if k in km else "-" for k in cols]
                 + [_fmt_ms(sum(km.values())), _fmt_ms(r["ms"].get("cutile"))]
             )
         parts += ["", "our kernels, each timed alone", _table(kh, krows)]

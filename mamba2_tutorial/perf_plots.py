@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from matplotlib.figure import Figure
 
-from .bench_results import IMPL_LABELS, IMPLS, KERNELS, speedup
+from .bench_results import IMPL_LABELS, IMPLS, speedup, stages_of
 
 __all__ = [
     "IMPL_COLORS",
@@ -25,7 +25,8 @@ __all__ = [
 
 IMPL_COLORS = {"cutile": "tab:green", "mamba_ssm": "tab:blue", "fla": "tab:orange", "torch": "tab:gray"}
 _MARKERS = {"cutile": "o", "mamba_ssm": "s", "fla": "^", "torch": "D"}
-KERNEL_COLORS = {"chunk_state": "tab:purple", "state_passing": "tab:brown", "chunk_scan": "tab:cyan"}
+KERNEL_COLORS = {"chunk_state": "tab:purple", "state_passing": "tab:brown", "chunk_state_passing": "tab:pink",
+                 "chunk_scan": "tab:cyan"}
 
 
 def _new_axes(ax, *, figsize=(6.4, 4.6)):
@@ -104,22 +105,26 @@ def plot_speedup_vs_seqlen(results: Mapping, *, ax=None, include_torch: bool = F
 
 
 def plot_kernel_breakdown(results: Mapping, *, ax=None) -> Figure:
-    """Our three kernels' times per shape (stacked bars) next to their roofline floors (hatched bars).
+    """Our kernels' times per shape (stacked bars) next to their roofline floors (hatched bars): the three
+    kernels, or the two (``chunk_state_passing``, ``chunk_scan``) where ``ssd_forward`` fuses the first two.
 
     The end-to-end ``ssd_forward`` time is a black tick: above the stack means time outside the kernels (host
-    work, launch gaps); the hatched stack is the three-kernel design's floor.
+    work, launch gaps); the hatched stack is the design's floor.
     """
     recs = [r for r in results["shapes"] if r.get("cutile_kernels_ms")]
     if not recs:
         raise ValueError("results have no per-kernel times ('cutile_kernels_ms')")
     fig, ax = _new_axes(ax, figsize=(max(6.4, 1.9 * len(recs)), 4.6))
     w = 0.38
+    seen: set[str] = set()
     for i, r in enumerate(recs):
         bottom_m = bottom_f = 0.0
         floors = r.get("kernel_floor_ms") or {}
-        for k in KERNELS:
+        for k in stages_of(r["cutile_kernels_ms"]):
             m = r["cutile_kernels_ms"][k]
-            ax.bar(i - w / 2, m, w, bottom=bottom_m, color=KERNEL_COLORS[k], label=k if i == 0 else None)
+            label = k if k not in seen else None
+            ax.bar(i - w / 2, m, w, bottom=bottom_m, color=KERNEL_COLORS[k], label=label)
+            seen.add(k)
             bottom_m += m
             if k in floors:
                 ax.bar(

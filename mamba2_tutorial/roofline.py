@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 
 DIM_KEYS = ("b", "l", "h", "p", "g", "n", "Q")
 KERNELS = ("chunk_state", "state_passing", "chunk_scan")
+FUSED_KERNELS = ("chunk_state_passing", "chunk_scan")  # kernels 1 and 2 fused into one
 
 
 @dataclass(frozen=True)
@@ -222,8 +223,12 @@ def kernel_costs(
     state_bytes: int = 4,
     init_state_bytes: int | None = None,
     causal: bool = True,
+    fused: bool = False,
 ) -> dict[str, Cost]:
     """Per-kernel FLOPs and bytes of the three-kernel design: chunk_state, state_passing, chunk_scan.
+
+    ``fused=True``: the two-kernel design ``ssd_forward`` runs when its config fuses the first two
+    (``chunk_state_passing``, ``chunk_scan``): the chunk states never cross memory.
 
     chunk_state computes the in-chunk cumsum too (it writes dt_out and dA_cumsum, fp32, for the later
     kernels); chunk states are ``state_bytes`` per element (4: fp32); the states entering each chunk, written
@@ -269,6 +274,13 @@ def kernel_costs(
             "y (write)": tokens * d.h * d.p * io_bytes,
         },
     )
+    if fused:
+        both = chunk_state + state_passing
+        terms = {k: v for k, v in both.byte_terms.items() if not k.startswith("chunk states")}
+        first = _cost(both.flop_terms, terms, both.vector_flops)
+        out = {"chunk_state_passing": first, "chunk_scan": chunk_scan}
+        assert tuple(out) == FUSED_KERNELS
+        return out
     out = {"chunk_state": chunk_state, "state_passing": state_passing, "chunk_scan": chunk_scan}
     assert tuple(out) == KERNELS
     return out
@@ -290,12 +302,9 @@ def design_floors_ms(dims, ceilings: Ceilings | None = None, **cost_kwargs) -> d
     three_bf16 = kernel_costs(d, **(kw | {"init_state_bytes": 2}))
 
     def fused_two(init_bytes: int) -> float:
-        k = kernel_costs(d, **(kw | {"init_state_bytes": init_bytes}))
-        both = k["chunk_state"] + k["state_passing"]
         # the chunk states never leave the fused kernel: no write, no read
-        terms = {n: v for n, v in both.byte_terms.items() if not n.startswith("chunk states")}
-        first = _cost(both.flop_terms, terms, both.vector_flops)
-        return first.floor_ms(ceilings) + k["chunk_scan"].floor_ms(ceilings)
+        k = kernel_costs(d, **(kw | {"init_state_bytes": init_bytes, "fused": True}))
+        return sum(c.floor_ms(ceilings) for c in k.values())
 
     return {
         "3 kernels, fp32 states": sum(c.floor_ms(ceilings) for c in three.values()),
@@ -344,7 +353,8 @@ def floor_ms(dims, ceilings: Ceilings | None = None, **cost_kwargs) -> float:
 
 
 def kernel_floors_ms(dims, ceilings: Ceilings | None = None, **cost_kwargs) -> dict[str, float]:
-    """Roofline floor of each of the three kernels in ms (their sum is the three-kernel design's floor)."""
+    """Roofline floor of each kernel in ms (their sum is the design's floor): the three kernels, or the two of
+    the fused design with ``fused=True``."""
     return {k: c.floor_ms(ceilings) for k, c in kernel_costs(dims, **cost_kwargs).items()}
 
 

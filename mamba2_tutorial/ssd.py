@@ -125,7 +125,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
     ``"state_passing"``, or ``"chunk_state_passing"`` when the config fuses them, then ``"chunk_scan"``.
     Each stage's inputs are made once, here, by running the stages before it, so each callable times one
     kernel alone (the benchmark's per-kernel breakdown). Also ``"chain"`` (all stages, returns y) and
-    ``"meta"`` (element sizes of the chunk states and the entering states).
+    ``"meta"`` (element sizes of the chunk states and the entering states; ``"fused"``: True when the config
+    fuses the first two kernels), the keyword arguments of ``roofline.kernel_costs`` for these stages.
     """
     b, l, h, p, g, n = _validate(x, dt, A, B, C, chunk_size, None, None, None, None, (0.0, float("inf")))
     where = resolve_backend(backend, x)
@@ -140,7 +141,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                               latency=cfg.state_latency)
         dt_out, dA_cumsum, init, _ = fused()
         stages["chunk_state_passing"] = fused
-        meta = {"state_bytes": 0, "init_state_bytes": init.element_size()}
+        meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}
     else:
         def stage1():
             return launch_chunk_state(x, dt, A, B, chunk_size, None, False, lim, where, hints=cfg.state_hints)

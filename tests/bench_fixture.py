@@ -28,7 +28,8 @@ FIXTURE_PATH = ROOT / "tests" / "data" / "bench_results_fixture.json"
 FIXTURE_DEVICE = "TEST FIXTURE: CPU stand-ins with FAKE timings, not a measurement"
 # fake time = factor x roofline floor (made up, only so that plots have something to show)
 FAKE_FACTORS = {"cutile": 1.8, "mamba_ssm": 6.0, "fla": 5.0, "torch": 150.0}
-FAKE_KERNEL_FACTORS = {"chunk_state": 1.5, "state_passing": 1.3, "chunk_scan": 1.6}
+FAKE_KERNEL_FACTORS = {"chunk_state": 1.5, "state_passing": 1.3, "chunk_state_passing": 1.4,
+                       "chunk_scan": 1.6}
 FIXTURE_SHAPES = ("tiny", "tiny-g3", "small", "small-pow2")
 FIXTURE_SWEEP = (32, 64, 128, 256)
 
@@ -94,7 +95,8 @@ def stand_in_impls() -> dict[str, bench.Impl]:
 def fake_timer(specs):
     """timer(fn, label) -> a made-up time: FAKE_FACTORS x the roofline floor of the shape in the label."""
     floors = {s.name: roofline.floor_ms(s.dims) for s in specs}
-    kfloors = {s.name: roofline.kernel_floors_ms(s.dims) for s in specs}
+    kfloors = {s.name: roofline.kernel_floors_ms(s.dims) | roofline.kernel_floors_ms(s.dims, fused=True)
+               for s in specs}
     calls = []
 
     def timer(fn, label=""):

@@ -20,6 +20,7 @@ from bench_fixture import FIXTURE_DEVICE, FIXTURE_PATH, fake_timer, make_fixture
 from mamba2_tutorial import bench, bench_results, costs, roofline
 from mamba2_tutorial.bench_results import IMPLS, ResultsError, validate_results
 from mamba2_tutorial.inputs import SHAPES, make_inputs
+from mamba2_tutorial.kernels.configs import ssd_config
 from mamba2_tutorial.reference import ssd_chunked
 
 
@@ -320,6 +321,48 @@ def test_format_table_kernel_breakdown():
     assert "0.100 (2.0x)" in row and "0.050 (1.0x)" in row and "0.300 (3.0x)" in row and "0.450" in row
 
 
+def test_a_fused_breakdown_is_tabled_plotted_and_validated():
+    """Where ssd_forward fuses kernels 1 and 2, the breakdown has two kernels; next to a three-kernel record
+    the table shows '-' for the kernels a record does not have, and floors must have the same keys."""
+    from mamba2_tutorial import perf_plots
+
+    three = _record("a", {"cutile": 0.5, "mamba_ssm": 1.25, "fla": 1.0, "torch": 40.0})
+    three["cutile_kernels_ms"] = {"chunk_state": 0.1, "state_passing": 0.05, "chunk_scan": 0.3}
+    three["kernel_floor_ms"] = {"chunk_state": 0.05, "state_passing": 0.05, "chunk_scan": 0.1}
+    fused = _record("f", {"cutile": 0.4, "mamba_ssm": 1.25, "fla": 1.0, "torch": 40.0})
+    fused["cutile_kernels_ms"] = {"chunk_state_passing": 0.12, "chunk_scan": 0.25}
+    fused["kernel_floor_ms"] = {"chunk_state_passing": 0.06, "chunk_scan": 0.1}
+    results = _results([three, fused])
+    validate_results(results)
+    text = bench_results.format_table(results)
+    head = [line for line in text.splitlines() if "chunk_state_passing ms" in line]
+    assert head and head[0].index("state_passing ms") < head[0].index("chunk_state_passing ms")
+    row = [line for line in text.splitlines() if line.startswith("f ")][-1]
+    assert "0.120 (2.0x)" in row and "0.250 (2.5x)" in row and " - " in row and "0.370" in row
+    fig = perf_plots.plot_kernel_breakdown(results)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels.count("chunk_scan") == 1 and "chunk_state_passing" in labels and "chunk_state" in labels
+
+    bad = copy.deepcopy(fused)
+    bad["kernel_floor_ms"] = dict(three["kernel_floor_ms"])
+    with pytest.raises(ResultsError, match="kernel_floor_ms"):
+        validate_results(_results([bad]))
+    bad["cutile_kernels_ms"] = {"chunk_state_passing": 0.12}
+    with pytest.raises(ResultsError, match="cutile_kernels_ms"):
+        validate_results(_results([bad]))
+
+
+def test_fused_kernel_floors_drop_the_chunk_states():
+    d = roofline.dims_of(SHAPES["small"])
+    three, two = roofline.kernel_costs(d), roofline.kernel_costs(d, fused=True)
+    assert tuple(two) == bench_results.FUSED_KERNELS
+    states = three["chunk_state"].byte_terms["chunk states (write)"]
+    moved = three["chunk_state"].bytes + three["state_passing"].bytes - two["chunk_state_passing"].bytes
+    assert moved == pytest.approx(2 * states) and states > 0
+    flops = three["chunk_state"].flops + three["state_passing"].flops
+    assert two["chunk_state_passing"].flops == pytest.approx(flops)
+
+
 def _target_results(b8=0.5, vs_mamba=2.5, vs_fla=1.4):
     recs = []
     for name in bench.DEFAULT_SHAPES:
@@ -537,7 +580,13 @@ def test_our_kernels_wired_into_the_harness_on_the_cpu_executor():
     rec, calls = _run_one({"cutile": bench._make_cutile(backend="cpu")}, name="tiny", seed=4)
     assert rec["ms"]["cutile"] is not None, rec["errors"]
     assert rec["rel_err"]["cutile"] < 1e-2 and "cutile_kernels" not in rec["errors"]
-    assert calls == ["tiny/cutile"] + [f"tiny/kernel/{k}" for k in bench_results.KERNELS]
+    # the kernels ssd_forward launches at this size: bf16 takes the fused config (kernels 1 and 2 as one)
+    d = rec["dims"]
+    fused = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], torch.bfloat16).fused
+    stages = bench_results.FUSED_KERNELS if fused else bench_results.KERNELS
+    assert calls == ["tiny/cutile"] + [f"tiny/kernel/{k}" for k in stages]
+    assert set(rec["cutile_kernels_ms"]) == set(rec["kernel_floor_ms"]) == set(stages)
+    bench_results.validate_record(rec)
 
 
 def test_check_output_shape_and_gate():

@@ -16,7 +16,7 @@ from mamba2_tutorial import reference as ref
 from mamba2_tutorial.checks import relative_error
 from mamba2_tutorial.inputs import SSDShape, make_inputs
 from mamba2_tutorial.kernels.chunk_scan import chunk_scan_tiles
-from mamba2_tutorial.kernels.configs import DEFAULT, SSDConfig, ssd_config
+from mamba2_tutorial.kernels.configs import DEFAULT, FAST_16BIT, SSDConfig, ssd_config
 from mamba2_tutorial.ssd import ssd_forward, ssd_stages
 
 TOL = {torch.float32: 1e-4, torch.bfloat16: 1e-2}
@@ -35,6 +35,7 @@ VARIANTS = {
     "shared-hb2": SSDConfig(scan_shared=True, scan_heads=2),
     "shared-hb4-tm-ne-tk+fused": SSDConfig(scan_shared=True, scan_heads=4, scan_tiles=(32, 16, 32),
                                            fused=True, scan_factored=True),
+    "fast-16bit": FAST_16BIT,  # what ssd_forward runs for bf16/fp16 inputs
 }
 
 
@@ -109,14 +110,17 @@ def test_bad_tiles_are_rejected():
         chunk_scan_tiles(256, 64, 128, 4, torch.bfloat16, None, (64, 128, 64))
 
 
-def test_ssd_config_returns_a_config():
-    cfg = ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16)
-    assert isinstance(cfg, SSDConfig)
+def test_ssd_config_picks_the_measured_config_per_dtype():
+    for dtype in (torch.bfloat16, torch.float16):
+        assert ssd_config(8, 4096, 80, 64, 1, 128, 256, dtype) == FAST_16BIT
+    assert ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.float32) == DEFAULT
+    assert FAST_16BIT.fused and FAST_16BIT.scan_shared and FAST_16BIT != DEFAULT
 
 
 # kept to two cases (each compiles its own kernels on the GPU, ~5 s apiece): together they run the three
 # new code paths (fused kernel, factored decay, 2-D per-head chunk_scan); the CPU tests cover the rest
-GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torch.bfloat16, 128)]
+GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torch.bfloat16, 128),
+             ("fast-16bit", torch.float32, 128)]
 
 
 @pytest.mark.gpu
