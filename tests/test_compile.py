@@ -216,3 +216,23 @@ def test_signature_int64_annotations_and_tuples():
     assert [c.value for c in shape.items] == [16, 32]
     assert pair.items[0].dtype == ct.float32 and pair.items[1].dtype == ct.float32
     assert compile_mod.tile_ir_bytecode(wide, (x, 3, (16, 32), (x, 2.0)))  # cuTile accepts the signature
+
+
+def test_the_ssd_kernels_compile_for_hopper_including_the_default_bf16_path():
+    """Every SSD kernel spec compiles for sm_90 with tileiras (no GPU), among them the two launches
+    ``ssd_forward`` makes for bf16 inputs (``configs.FAST_16BIT``: its tiles, heads per block and hints)."""
+    from mamba2_tutorial.kernels import chunk_scan, chunk_state, state_passing
+    from mamba2_tutorial.kernels._host import hinted
+    from mamba2_tutorial.kernels.configs import FAST_16BIT
+
+    specs = chunk_state.SPECS + state_passing.SPECS + chunk_scan.SPECS
+    by_name = {s.name: s for s in specs}
+    fast_scan, fast_state = by_name["ssd.fast_bf16.chunk_scan"], by_name["ssd.fast_bf16.chunk_state_passing"]
+    assert fast_scan.kernel is hinted(chunk_scan.chunk_scan_shared_kernel, *FAST_16BIT.scan_hints)
+    assert fast_state.kernel is hinted(chunk_state.chunk_state_passing_kernel, *FAST_16BIT.state_hints)
+    grid, args = fast_scan.make_args()
+    assert grid[2] == 8  # h 8, one head per block (FAST_16BIT.scan_heads)
+    results = compile_specs(specs, ["sm_90"], jobs=2)
+    failed = [f"{r.name}: {r.error}" for r in results if not r.ok]
+    assert not failed, failed
+    assert all(r.cubin_bytes > 1000 for r in results)

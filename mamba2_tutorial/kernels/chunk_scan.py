@@ -54,6 +54,7 @@ from ._host import (
     cdiv,
     check_chunk_size,
     check_kernel_dtype,
+    hinted,
     launch,
     next_power_of_two,
     placeholder,
@@ -61,6 +62,7 @@ from ._host import (
     strided_ok,
     tile_size,
 )
+from .configs import FAST_16BIT
 from .spec import KernelSpec
 
 __all__ = ["SPECS", "chunk_scan_fwd", "chunk_scan_heads_kernel", "chunk_scan_kernel", "chunk_scan_plan",
@@ -438,7 +440,7 @@ def chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, chunk_init_states, *, D=None, z=N
                              max_heads_per_block=max_heads_per_block)
 
 
-def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80, factored=None):
+def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80, factored=None, heads=None):
     def make():
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(b, l, h, p, generator=gen).to(dtype)
@@ -450,7 +452,7 @@ def _example_args(dtype, Q, d_mode, has_z, b=2, l=300, h=4, p=48, g=2, n=80, fac
         dA_cumsum = -dt_out.cumsum(-1)
         S = torch.randn(b, nchunks, h, p, n, generator=gen)
         D = torch.randn(h, generator=gen) if d_mode == D_PER_HEAD else torch.randn(h, p, generator=gen)
-        plan = chunk_scan_plan(b, l, h, p, g, n, Q, dtype)
+        plan = chunk_scan_plan(b, l, h, p, g, n, Q, dtype, heads)
         t = plan.tiles
         args = (x, z, dt_out, dA_cumsum, C, B, S, D, torch.empty_like(x),
                 h // g, *(t[k] for k in ("Q", "TM", "TK", "TP", "NS", "HB")), d_mode, has_z,
@@ -472,4 +474,8 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.chunk_scan_shared_bf16_q256", chunk_scan_shared_kernel,
                _example_args(torch.bfloat16, 256, D_PER_CHANNEL, True, h=8, p=64, g=1, n=128,
                              factored=False)),
+    # what ssd_forward launches for bf16 inputs (configs.FAST_16BIT: the shared kernel, its heads and hints)
+    KernelSpec("ssd.fast_bf16.chunk_scan", hinted(chunk_scan_shared_kernel, *FAST_16BIT.scan_hints),
+               _example_args(torch.bfloat16, 256, D_PER_CHANNEL, True, h=8, p=64, g=1, n=128,
+                             factored=False, heads=FAST_16BIT.scan_heads)),
 ]

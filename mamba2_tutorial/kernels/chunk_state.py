@@ -43,12 +43,14 @@ from ._host import (
     cdiv,
     check_chunk_size,
     check_kernel_dtype,
+    hinted,
     launch,
     placeholder,
     resolve_backend,
     strided_ok,
     tile_size,
 )
+from .configs import FAST_16BIT
 from .spec import KernelSpec
 
 __all__ = ["SPECS", "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_kernel",
@@ -339,7 +341,7 @@ def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
     return make
 
 
-def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
+def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None):
     def make():
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(b, l, h, p, generator=gen).to(dtype)
@@ -347,7 +349,7 @@ def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
         dt = torch.rand(b, l, h, generator=gen)
         A = -torch.rand(h, generator=gen)
         nchunks = cdiv(l, Q)
-        plan = chunk_state_passing_plan(b, l, h, p, n, Q, dtype)
+        plan = chunk_state_passing_plan(b, l, h, p, n, Q, dtype, tiles)
         args = (x, B, dt, A, torch.rand(h, generator=gen), torch.randn(b, h, p, n, generator=gen),
                 torch.empty(b, h, nchunks, Q), torch.empty(b, h, nchunks, Q),
                 torch.empty(b, nchunks, h, p, n, dtype=dtype), torch.empty(b, h, p, n),
@@ -365,4 +367,8 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.chunk_state_f32_q64", chunk_state_kernel, _example_args(torch.float32, 64)),
     KernelSpec("ssd.chunk_state_passing_bf16_q256", chunk_state_passing_kernel,
                _example_fused_args(torch.bfloat16, 256, p=64, n=128)),
+    # what ssd_forward launches for bf16 inputs (configs.FAST_16BIT: 64x128 state tile and its hints)
+    KernelSpec("ssd.fast_bf16.chunk_state_passing",
+               hinted(chunk_state_passing_kernel, *FAST_16BIT.state_hints),
+               _example_fused_args(torch.bfloat16, 256, p=64, n=128, tiles=FAST_16BIT.state_tiles)),
 ]
