@@ -80,8 +80,8 @@ def strided_ok(t: torch.Tensor | None) -> torch.Tensor | None:
     cuTile loads take any strides, so views (e.g. B and C sliced out of one projection) need no copy as long
     as the last dimension is dense (stride 1, what TMA needs) and no dimension is broadcast (stride 0).
     """
-    if t is None:
-        return None
+    if t is None or t.is_contiguous():  # the common case, one C call (contiguous: dense, never broadcast)
+        return t
     dense_last = t.dim() == 0 or t.shape[-1] == 1 or t.stride(-1) == 1
     broadcast = any(st == 0 and sz > 1 for st, sz in zip(t.stride(), t.shape))
     return t if dense_last and not broadcast else t.contiguous()
