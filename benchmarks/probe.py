@@ -61,6 +61,12 @@ VARIANTS: dict[str, SSDConfig] = {
                                                 scan_heads=1, scan_hints=(3, None)),
     "fused 64x128 + shared HB1 occ4": SSDConfig(fused=True, state_tiles=(64, 128), scan_shared=True,
                                                 scan_heads=1, scan_hints=(4, None)),
+    # next: smaller fused state tiles for b·h below the SM count (b1-l32768-h80); run with --workers 0 so
+    # that they compile in the main process (in worker processes they never finished on the H200)
+    "fused 64x64 + shared HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 64), scan_shared=True,
+                                               scan_heads=1, scan_hints=(3, None)),
+    "fused 64x32 + shared HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 32), scan_shared=True,
+                                               scan_heads=1, scan_hints=(3, None)),
 }
 SHAPES = ("b8-l4096-h80", "b2-l8192-h128-g8")
 
