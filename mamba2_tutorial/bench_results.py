@@ -40,6 +40,8 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from .roofline import FUSED_KERNELS, KERNELS  # the three kernels; the two when kernels 1 and 2 are fused
+
 SCHEMA_VERSION = 1
 IMPLS = ("cutile", "mamba_ssm", "fla", "torch")
 IMPL_LABELS = {
@@ -48,14 +50,7 @@ IMPL_LABELS = {
     "fla": "fla chunk_simple_gla",
     "torch": "PyTorch chunked (fp32)",
 }
-KERNELS = ("chunk_state", "state_passing", "chunk_scan")
-FUSED_KERNELS = ("chunk_state_passing", "chunk_scan")  # when ssd_forward's config fuses kernels 1 and 2
-STAGE_ORDER = ("chunk_state", "state_passing", "chunk_state_passing", "chunk_scan")
-
-
-def stages_of(breakdown: Mapping) -> list[str]:
-    """The kernel names of a per-kernel breakdown in launch order."""
-    return [k for k in STAGE_ORDER if k in breakdown]
+STAGE_ORDER = ("chunk_state", "state_passing", "chunk_state_passing", "chunk_scan")  # launch order
 DIM_KEYS = ("b", "l", "h", "p", "g", "n", "Q")
 VERSION_KEYS = ("torch", "cuda_tile", "triton", "mamba_ssm", "fla")
 SHIPPED_RESOURCE = ("data", "benchmarks", "h200.json")
@@ -70,6 +65,11 @@ TARGET_B8_MS = 0.6
 
 class ResultsError(ValueError):
     """The results do not follow the schema; the message names the offending field."""
+
+
+def stages_of(breakdown: Mapping) -> list[str]:
+    """The kernel names of a per-kernel breakdown in launch order."""
+    return [k for k in STAGE_ORDER if k in breakdown]
 
 
 def _num(x) -> bool:

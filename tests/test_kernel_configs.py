@@ -117,8 +117,9 @@ def test_ssd_config_picks_the_measured_config_per_dtype():
     assert FAST_16BIT.fused and FAST_16BIT.scan_shared and FAST_16BIT != DEFAULT
 
 
-# kept to two cases (each compiles its own kernels on the GPU, ~5 s apiece): together they run the three
-# new code paths (fused kernel, factored decay, 2-D per-head chunk_scan); the CPU tests cover the rest
+# kept to three cases (each compiles its own kernels on the GPU, ~5 s apiece): together they run the fused
+# kernel, the factored decay, the 2-D per-head chunk_scan, and FAST_16BIT (ssd_forward's bf16/fp16 config)
+# on float32 inputs; bf16 inputs run FAST_16BIT in every other GPU test; the CPU tests cover the rest
 GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torch.bfloat16, 128),
              ("fast-16bit", torch.float32, 128)]
 
