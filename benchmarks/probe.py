@@ -67,6 +67,25 @@ VARIANTS: dict[str, SSDConfig] = {
                                                scan_heads=1, scan_hints=(3, None)),
     "fused 64x32 + shared HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 32), scan_shared=True,
                                                scan_heads=1, scan_hints=(3, None)),
+    # 2026-12-03 afternoon: C Bᵀ once per (chunk, group) (kernels/chunk_scan_cb.py), then the scan reads it
+    "fused 64x128 + cb HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                            scan_heads=1, scan_hints=(3, None)),
+    "fused 64x128 + cb HB1 occ3 factored": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                                     scan_heads=1, scan_hints=(3, None), scan_factored=True),
+    "fused 64x128 + cb HB1 occ4 factored": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                                     scan_heads=1, scan_hints=(4, None), scan_factored=True),
+    "fused 64x128 + cb HB2 occ2": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                            scan_heads=2, scan_hints=(2, None)),
+    "fused 64x128 + cb HB2 occ2 factored": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                                     scan_heads=2, scan_hints=(2, None), scan_factored=True),
+    "fused 64x128 + cb 128x64x64 occ2 factored": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                                           scan_heads=1, scan_tiles=(128, 64, 64),
+                                                           scan_hints=(2, None), scan_factored=True),
+    "fused 64x128 occ2 + cb HB1 occ3 factored": SSDConfig(fused=True, state_tiles=(64, 128),
+                                                          state_hints=(2, None), scan_cb=True, scan_heads=1,
+                                                          scan_hints=(3, None), scan_factored=True),
+    "state occ2 + cb HB1 occ3 factored": SSDConfig(state_hints=(2, None), scan_cb=True, scan_heads=1,
+                                                   scan_hints=(3, None), scan_factored=True),
 }
 SHAPES = ("b8-l4096-h80", "b2-l8192-h128-g8")
 

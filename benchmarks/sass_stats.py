@@ -25,6 +25,7 @@ import torch
 
 from mamba2_tutorial.compile import _export
 from mamba2_tutorial.kernels import chunk_scan as sc
+from mamba2_tutorial.kernels import chunk_scan_cb as scb
 from mamba2_tutorial.kernels import chunk_state as cs
 from mamba2_tutorial.kernels._host import hinted
 
@@ -70,7 +71,16 @@ def fused_args(TP, TN, TK, Q=256, b=2, l=1024, h=8, p=64, g=1, n=128):
             torch.empty(b, h, p, n), h // g, 0.0, float("inf"), Q, TK, TP, TN, False, False, False, 0)
 
 
-def variants():
+def scan_cb_args(TM=64, TK=64, TP=64, HB=1, lat=0, factored=False, Q=256, b=2, l=1024, h=8, p=64, g=1, n=128):
+    args = list(scan_args(TM, TK, TP, HB, lat, factored, Q, b, l, h, p, g, n))
+    args[5] = torch.randn(b, -(-l // Q), g, Q, Q)   # CB (b, nchunks, g, Q, Q) float32 instead of B
+    return tuple(args)
+
+
+def variants(only: str = ""):
+    if only:
+        yield from (v for v in variants() if only in v[0])
+        return
     k = sc.chunk_scan_kernel
     yield "chunk_scan base (64x64x64 HB4)", k, scan_args()
     yield "chunk_scan factored", k, scan_args(factored=True)
@@ -83,15 +93,26 @@ def variants():
     yield "chunk_scan occupancy 2", hinted(k, 2), scan_args()
     for tp, tn, tk in ((64, 128, 64), (64, 64, 64), (64, 64, 128), (64, 32, 128), (32, 32, 64)):
         yield f"fused {tp}x{tn} TK{tk}", cs.chunk_state_passing_kernel, fused_args(tp, tn, tk)
+    k = scb.chunk_scan_cb_kernel
+    yield "chunk_scan_cb HB1", k, scan_cb_args()
+    yield "chunk_scan_cb HB1 occ3", hinted(k, 3), scan_cb_args()
+    yield "chunk_scan_cb HB1 occ4", hinted(k, 4), scan_cb_args()
+    yield "chunk_scan_cb HB2", k, scan_cb_args(HB=2)
+    yield "chunk_scan_cb HB2 occ2", hinted(k, 2), scan_cb_args(HB=2)
+    yield "chunk_scan_cb HB4", k, scan_cb_args(HB=4)
+    yield "chunk_scan_cb HB1 occ3 factored", hinted(k, 3), scan_cb_args(factored=True)
+    yield "chunk_scan_cb HB2 occ2 factored", hinted(k, 2), scan_cb_args(HB=2, factored=True)
+    yield "chunk_scan_cb 128x64x64 HB1 occ2", hinted(k, 2), scan_cb_args(TM=128)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cuobjdump", default="cuobjdump")
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--only", default="", help="only variants whose name contains this")
     args = ap.parse_args()
     print(f"{'variant':32s} " + " ".join(f"{c:>7s}" for c in ("REG", "STACK", "SHARED") + OPS))
-    for name, kernel, kargs in variants():
+    for name, kernel, kargs in variants(args.only):
         s = stats(kernel, kargs, args.cuobjdump, args.arch)
         cols = ("REG", "STACK", "SHARED") + OPS
         print(f"{name:32s} " + " ".join(f"{s[c]!s:>7s}" for c in cols), flush=True)

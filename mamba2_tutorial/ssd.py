@@ -114,7 +114,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison,
                             max_heads_per_block=cfg.scan_heads, tiles=cfg.scan_tiles, hints=cfg.scan_hints,
                             latency=cfg.scan_latency, factored=cfg.scan_factored and min(dt_limit) >= 0,
-                            heads_2d=cfg.scan_2d, shared=cfg.scan_shared)
+                            heads_2d=cfg.scan_2d, shared=cfg.scan_shared, cb=cfg.scan_cb)
     return (out, final_states) if return_final_states else out
 
 
@@ -124,7 +124,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
     Returns ``{stage name: callable}`` in the order ``ssd_forward`` runs them: ``"chunk_state"`` and
     ``"state_passing"``, or ``"chunk_state_passing"`` when the config fuses them, then ``"chunk_scan"``.
     Each stage's inputs are made once, here, by running the stages before it, so each callable times one
-    kernel alone (the benchmark's per-kernel breakdown). Also ``"chain"`` (all stages, returns y) and
+    kernel alone (the benchmark's per-kernel breakdown; with ``scan_cb`` the ``"chunk_scan"`` stage is its
+    two launches, C Bᵀ then the scan). Also ``"chain"`` (all stages, returns y) and
     ``"meta"`` (element sizes of the chunk states and the entering states; ``"fused"``: True when the config
     fuses the first two kernels), the keyword arguments of ``roofline.kernel_costs`` for these stages.
     """
@@ -159,7 +160,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                  max_heads_per_block=cfg.scan_heads, tiles=cfg.scan_tiles,
                                  hints=cfg.scan_hints, latency=cfg.scan_latency,
                                  factored=cfg.scan_factored, heads_2d=cfg.scan_2d,
-                                 shared=cfg.scan_shared)
+                                 shared=cfg.scan_shared, cb=cfg.scan_cb)
     stages["chunk_scan"] = stage3
 
     def chain():

@@ -38,6 +38,8 @@ class SSDConfig:
     scan_shared   chunk_scan_shared_kernel: 2-D mmas (wgmma on sm_90) with C Bᵀ computed once per key tile and
                   shared by the block's heads, one 2-D accumulator per head (overrides scan_2d)
     state_latency latency hint (1-10) of the fused kernel's x and B loads; 0: none
+    scan_cb       C Bᵀ once per (chunk, group) by ``chunk_cb_kernel``, then ``chunk_scan_cb_kernel`` reads it
+                  (2-D mmas, heads-first grid; overrides scan_shared, scan_2d and scan_factored)
     """
 
     fused: bool = False
@@ -52,6 +54,7 @@ class SSDConfig:
     scan_2d: bool = False
     scan_shared: bool = False
     state_latency: int = 0
+    scan_cb: bool = False
 
 
 DEFAULT = SSDConfig()

@@ -1,0 +1,257 @@
+"""Kernel 3, second form: C Bᵀ once per (chunk, group) by its own small kernel, then the scan that reads it.
+
+chunk_scan_kernel and chunk_scan_shared_kernel compute C Bᵀ inside every block. C Bᵀ depends on the chunk and
+the group, not on the head: with one head per block (the fastest 16-bit configuration, attempt 11 of
+docs/perf-notes.md) every head of a group recomputes the same (Q, Q) matrix. At Mamba-2's n = 128, p = 64 that
+is half of the scan's tensor-core work (a (TM, 128) @ (128, TK) product for every (TM, TK) @ (TK, 64) one).
+
+This module splits it out, as mamba_ssm does (its ``bmm_chunk_fwd``):
+
+1. ``chunk_cb_kernel``: CB[b, c, g] = C_c @ B_cᵀ, (Q, Q) float32, only the causal tiles the scan reads.
+   One block per (row tile, batch·chunk, group). Its cost is the C Bᵀ of ONE head: 1/80 of what the
+   per-head blocks recompute at h = 80, g = 1.
+2. ``chunk_scan_cb_kernel``: chunk_scan's results (same arguments, with CB instead of B), each key step
+   loading a (TM, TK) float32 tile of CB instead of a (TK, n) tile of B and computing it:
+
+       acc  = (C_m @ S_cᵀ) · exp(dA_cs_m)                                       inter-chunk, as before
+       for each key tile kt:  P = CB[m, k] ∘ exp(dA_cs_m - dA_cs_k) ∘ [k <= m] ∘ dt_k;  acc += P @ x_kt
+       epilogue:  + D·x,  · silu(z)
+
+CB is kept in float32: the scan multiplies it by the decay in float32 and rounds P to x's dtype, exactly as
+when it computed CB itself, so the result is the same up to the order of the float32 sums.
+
+Grid order. ``chunk_scan_cb_kernel``'s grid puts the HEADS first, (h / HB, row tiles, batch·chunk): the blocks
+that run at the same time are the heads of one chunk, and they read the same CB and C tiles, which then
+come from L2. The row tiles run last-first: the last row tile has the most key tiles, so the longest blocks
+start first and the short ones fill the tail.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import cuda.tile as ct
+import torch
+
+from ._host import LaunchPlan, allocate, cdiv, launch, next_power_of_two, placeholder
+from .chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, _store_head, chunk_scan_tiles
+from .spec import KernelSpec
+
+__all__ = ["SPECS", "chunk_cb_kernel", "chunk_cb_plan", "chunk_scan_cb_kernel", "chunk_scan_cb_plan",
+           "launch_chunk_cb", "launch_chunk_scan_cb"]
+
+LOG2E = 1.4426950408889634
+ZERO = ct.PaddingMode.ZERO
+
+
+@ct.kernel
+def chunk_cb_kernel(C, B, CB, Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
+                    NS: ct.Constant[int]):
+    """C, B (b, l, g, n) -> CB (b, nchunks, g, Q, Q) float32: CB[b, c, g, m, k] = C_{cQ+m} · B_{cQ+k}.
+
+    Writes only the (TM, TK) tiles chunk_scan_cb_kernel reads: key tiles up to the one holding the row tile's
+    last row (causality), and none past the sequence end. Rows and keys past the end are zero (padding)."""
+    i_m = ct.bid(0)
+    pid_bc = ct.bid(1)
+    g = ct.bid(2)
+    nchunks = CB.shape[1]
+    b = pid_bc // nchunks
+    c = pid_bc % nchunks
+    seqlen = C.shape[1]
+    m_tile = c * (Q // TM) + i_m
+    if m_tile * TM < seqlen:
+        C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
+        n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
+        for kt in range(n_k):
+            k_tile = c * (Q // TK) + kt
+            B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO).reshape((TK, NS))
+            CB_mk = ct.mma(C_m, ct.transpose(B_k), ct.zeros((TM, TK), dtype=ct.float32))
+            ct.store(CB, (b, c, g, i_m, kt), CB_mk.reshape((1, 1, 1, TM, TK)))
+
+
+def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+              Q, TM, TK, TP, HB, lat, MASK, FACTORED):
+    """One key tile kt of the intra-chunk sum for the block's HB heads: acc_j += P_j @ x_kt, with
+    P_j = CB[m, k] ∘ exp2(a_m - a_k) ∘ dt_k (∘ [k <= m] when MASK). A plain function: cuTile inlines it, and
+    MASK and FACTORED stay compile-time constants.
+
+    FACTORED (only for a key tile entirely before the rows, and only when dA_cs is monotone: dt >= 0): with r
+    the tile's last key, exp2(a_m - a_k) = exp2(a_m - a_r) · exp2(a_r - a_k), both factors <= 1, so TM + TK
+    exponentials per head instead of TM · TK."""
+    k_tile = c * (Q // TK) + kt
+    CB_mk = ct.load(CB, (b, c, g, i_m, kt), shape=(1, 1, 1, TM, TK), latency=lat).reshape((TM, TK))
+    if MASK:
+        k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
+        causal = m_pos[:, None] >= k_pos[None, :]
+    new_accs = ()
+    for j in ct.static_iter(range(HB)):
+        h = hb * HB + j
+        a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
+        dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
+        x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
+        if FACTORED:
+            a_r = ct.extract(a_k, (TK - 1,), shape=(1,))
+            u = ct.exp2(ct.minimum(a_ms[j] - a_r, 0.0))                       # (TM,)
+            v = ct.exp2(ct.minimum(a_r - a_k, 0.0)) * dt_k                    # (TK,)
+            P = CB_mk * u[:, None] * v[None, :]
+        else:
+            P = CB_mk * ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0)) * dt_k[None, :]
+        if MASK:
+            P = ct.where(causal, P, 0.0)
+        new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
+    return new_accs
+
+
+@ct.kernel
+def chunk_scan_cb_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D,   # inputs
+                         out,                                                      # output
+                         heads_per_group: int,
+                         Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
+                         TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
+                         D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
+                         FACTORED: ct.Constant[bool]):
+    """chunk_scan_kernel's results; CB (b, nchunks, g, Q, Q) float32 from chunk_cb_kernel replaces B.
+
+    Grid (h / HB, (Q / TM) · cdiv(p, TP), b · nchunks): heads first (see the module docstring). The HB heads
+    of one group share each CB tile; each has its own 2-D (TM, TP) accumulator (a loop-carried tuple), so
+    every mma is 2-D (wgmma on sm_90). LAT > 0: latency hint (1-10) on the key loop's CB and x loads.
+    FACTORED: the factored decay on key tiles before the row tile (needs dt_out >= 0, see ``_key_tile``)."""
+    hb = ct.bid(0)
+    pid_mp = ct.bid(1)
+    pid_bc = ct.bid(2)
+    nchunks = dA_cumsum.shape[2]
+    b = pid_bc // nchunks
+    c = pid_bc % nchunks
+    p_tiles = ct.cdiv(x.shape[3], TP)
+    i_m = (Q // TM - 1) - pid_mp // p_tiles  # last row tile first: it has the most key tiles
+    i_p = pid_mp % p_tiles
+    g = (hb * HB) // heads_per_group
+    seqlen = x.shape[1]
+    m_tile = c * (Q // TM) + i_m
+    lat = LAT if LAT > 0 else None
+
+    if m_tile * TM < seqlen:
+        C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
+        C_m = C_m.astype(x.dtype)
+        m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)
+        n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
+        # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
+        accs = ()
+        a_ms = ()
+        for j in ct.static_iter(range(HB)):
+            h = hb * HB + j
+            a_m = ct.load(dA_cumsum, (b, h, c, i_m), shape=(1, 1, 1, TM)).reshape((TM,)) * LOG2E
+            S_c = ct.load(chunk_init_states, (b, c, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
+            S_c = S_c.reshape((TP, NS)).astype(x.dtype)
+            acc = ct.mma(C_m, ct.transpose(S_c), ct.zeros((TM, TP), dtype=ct.float32))
+            accs = accs + (acc * ct.exp2(a_m)[:, None],)
+            a_ms = a_ms + (a_m,)
+        # 2. intra-chunk, one CB tile per key tile shared by the HB heads. Key tiles entirely before this row
+        # tile (kt < n_full) need no causal mask; the diagonal tile(s) do.
+        n_full = min((i_m * TM) // TK, n_k)
+        for kt in range(n_full):
+            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+                             Q, TM, TK, TP, HB, lat, False, FACTORED)
+        for kt in range(n_full, n_k):
+            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+                             Q, TM, TK, TP, HB, lat, True, False)
+        # 3. epilogue per head
+        for j in ct.static_iter(range(HB)):
+            h = hb * HB + j
+            _store_head(accs[j], x, z, D, out, b, m_tile, h, i_p, TM, TP, D_MODE, HAS_Z)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Host side
+# ----------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=256)
+def chunk_scan_cb_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype,
+                       max_heads_per_block: int | None = None, tiles: tuple | None = None) -> LaunchPlan:
+    """Grid and tiles of :data:`chunk_scan_cb_kernel` (heads first); tiles as :func:`chunk_scan_tiles`."""
+    TM, TK, TP, NS, HB = chunk_scan_tiles(Q, p, n, h // g, dtype, max_heads_per_block, tiles)
+    return LaunchPlan((h // HB, (Q // TM) * cdiv(p, TP), b * cdiv(l, Q)),
+                      {"Q": Q, "TM": TM, "TK": TK, "TP": TP, "NS": NS, "HB": HB})
+
+
+@functools.lru_cache(maxsize=256)
+def chunk_cb_plan(b: int, l: int, g: int, n: int, Q: int, TM: int, TK: int) -> LaunchPlan:
+    """Grid of :data:`chunk_cb_kernel` for the scan's (TM, TK) tiles: one block per (row tile, b·chunk, g)."""
+    return LaunchPlan((Q // TM, b * cdiv(l, Q), g), {"Q": Q, "TM": TM, "TK": TK, "NS": next_power_of_two(n)})
+
+
+def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None)):
+    """Allocate CB (b, nchunks, g, Q, Q) float32 and launch :data:`chunk_cb_kernel`; no argument checks."""
+    b, l, g, n = C.shape
+    CB = allocate((b, cdiv(l, Q), g, Q, Q), torch.float32, C.device, poison)
+    plan = chunk_cb_plan(b, l, g, n, Q, TM, TK)
+    t = plan.tiles
+    launch(chunk_cb_kernel, plan.grid, (C, B, CB, Q, t["TM"], t["TK"], t["NS"]), backend, hints)
+    return CB
+
+
+def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
+                         max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
+                         factored=False, cb_hints=(None, None)):
+    """Both launches: :data:`chunk_cb_kernel`, then :data:`chunk_scan_cb_kernel`; no argument checks.
+    Arguments as :func:`~mamba2_tutorial.kernels.chunk_scan.launch_chunk_scan`; ``factored`` only when every
+    dt_out is >= 0."""
+    b, l, h, p = x.shape
+    g, n = C.shape[2], C.shape[3]
+    Q = dA_cumsum.shape[3]
+    device = x.device
+    plan = chunk_scan_cb_plan(b, l, h, p, g, n, Q, x.dtype, max_heads_per_block, tiles)
+    t = plan.tiles
+    CB = launch_chunk_cb(C, B, Q, t["TM"], t["TK"], backend, poison, cb_hints)
+    if out is None:
+        out = allocate((b, l, h, p), x.dtype, device, poison)
+    d_mode = D_NONE if D is None else (D_PER_HEAD if D.ndim == 1 else D_PER_CHANNEL)
+    args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, CB,
+            chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
+            h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None, latency,
+            bool(factored))
+    launch(chunk_scan_cb_kernel, plan.grid, args, backend, hints)
+    return out
+
+
+def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch.bfloat16, factored=False):
+    def make():
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(b, l, h, p, generator=gen).to(dtype)
+        z = torch.randn(b, l, h, p, generator=gen).to(dtype)
+        C = torch.randn(b, l, g, n, generator=gen).to(dtype)
+        nchunks = cdiv(l, Q)
+        dt_out = torch.rand(b, h, nchunks, Q, generator=gen)
+        dA_cumsum = -dt_out.cumsum(-1)
+        CB = torch.randn(b, nchunks, g, Q, Q, generator=gen)
+        S = torch.randn(b, nchunks, h, p, n, generator=gen).to(dtype)
+        D = torch.randn(h, p, generator=gen)
+        plan = chunk_scan_cb_plan(b, l, h, p, g, n, Q, dtype, heads)
+        t = plan.tiles
+        args = (x, z, dt_out, dA_cumsum, C, CB, S, D, torch.empty_like(x),
+                h // g, *(t[k] for k in ("Q", "TM", "TK", "TP", "NS", "HB")), D_PER_CHANNEL, True, 0,
+                factored)
+        return plan.grid, args
+
+    return make
+
+
+def _example_cb_args(Q=256, b=2, l=300, g=1, n=128, TM=64, TK=64, dtype=torch.bfloat16):
+    def make():
+        gen = torch.Generator().manual_seed(0)
+        C = torch.randn(b, l, g, n, generator=gen).to(dtype)
+        B = torch.randn(b, l, g, n, generator=gen).to(dtype)
+        plan = chunk_cb_plan(b, l, g, n, Q, TM, TK)
+        t = plan.tiles
+        return plan.grid, (C, B, torch.empty(b, cdiv(l, Q), g, Q, Q), Q, t["TM"], t["TK"], t["NS"])
+
+    return make
+
+
+SPECS: list[KernelSpec] = [
+    KernelSpec("ssd.chunk_cb_bf16_q256", chunk_cb_kernel, _example_cb_args()),
+    KernelSpec("ssd.chunk_scan_cb_bf16_q256", chunk_scan_cb_kernel, _example_args()),
+    KernelSpec("ssd.chunk_scan_cb_bf16_q256_hb2", chunk_scan_cb_kernel, _example_args(heads=2)),
+    KernelSpec("ssd.chunk_scan_cb_bf16_q256_factored", chunk_scan_cb_kernel, _example_args(factored=True)),
+    KernelSpec("ssd.chunk_scan_cb_f32_q64", chunk_scan_cb_kernel,
+               _example_args(Q=64, p=48, n=80, g=2, h=4, dtype=torch.float32)),
+]
