@@ -16,7 +16,15 @@ from mamba2_tutorial import reference as ref
 from mamba2_tutorial.checks import relative_error
 from mamba2_tutorial.inputs import SSDShape, make_inputs
 from mamba2_tutorial.kernels.chunk_scan import chunk_scan_tiles
-from mamba2_tutorial.kernels.configs import DEFAULT, FAST_16BIT, SSDConfig, ssd_config
+from mamba2_tutorial.kernels.configs import (
+    DEFAULT,
+    FAST_16BIT,
+    FAST_16BIT_CB,
+    FAST_16BIT_Q128,
+    LONG_16BIT,
+    SSDConfig,
+    ssd_config,
+)
 from mamba2_tutorial.ssd import ssd_forward, ssd_stages
 
 TOL = {torch.float32: 1e-4, torch.bfloat16: 1e-2}
@@ -35,7 +43,13 @@ VARIANTS = {
     "shared-hb2": SSDConfig(scan_shared=True, scan_heads=2),
     "shared-hb4-tm-ne-tk+fused": SSDConfig(scan_shared=True, scan_heads=4, scan_tiles=(32, 16, 32),
                                            fused=True, scan_factored=True),
-    "fast-16bit": FAST_16BIT,  # what ssd_forward runs for bf16/fp16 inputs
+    "fast-16bit": FAST_16BIT,  # what ssd_forward runs for bf16/fp16 inputs (small problems)
+    "fast-16bit-cb": FAST_16BIT_CB,  # ... large problems at chunk size 256
+    "fast-16bit-q128": FAST_16BIT_Q128,  # ... chunk size 128
+    "long-16bit": LONG_16BIT,  # ... few (batch, head) pairs, long sequences
+    "cb-hb2-tm-ne-tk-factored": SSDConfig(scan_cb=True, scan_heads=2, scan_tiles=(32, 16, 32),
+                                          scan_factored=True),
+    "cb-hb4-lat+fused": SSDConfig(scan_cb=True, scan_heads=4, scan_latency=3, fused=True),
 }
 
 
@@ -110,18 +124,29 @@ def test_bad_tiles_are_rejected():
         chunk_scan_tiles(256, 64, 128, 4, torch.bfloat16, None, (64, 128, 64))
 
 
-def test_ssd_config_picks_the_measured_config_per_dtype():
+def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
     for dtype in (torch.bfloat16, torch.float16):
-        assert ssd_config(8, 4096, 80, 64, 1, 128, 256, dtype) == FAST_16BIT
+        assert ssd_config(8, 4096, 80, 64, 1, 128, 256, dtype) == FAST_16BIT_CB
+        assert ssd_config(1, 32768, 80, 64, 1, 128, 256, dtype) == LONG_16BIT  # 80 (b, h) pairs < 132 SMs
+        assert ssd_config(2, 8192, 128, 64, 8, 128, 128, dtype) == FAST_16BIT_Q128
+        assert ssd_config(4, 2048, 24, 64, 1, 128, 256, dtype) == FAST_16BIT  # small: two launches
+        assert ssd_config(1, 256, 8, 64, 1, 128, 256, dtype) == FAST_16BIT
+        long_q128 = ssd_config(1, 32768, 80, 64, 1, 128, 128, dtype)
+        assert not long_q128.fused and long_q128.scan_shared
     assert ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.float32) == DEFAULT
     assert FAST_16BIT.fused and FAST_16BIT.scan_shared and FAST_16BIT != DEFAULT
+    assert FAST_16BIT_CB.fused and FAST_16BIT_CB.scan_cb and not LONG_16BIT.fused
 
 
-# kept to three cases (each compiles its own kernels on the GPU, ~5 s apiece): together they run the fused
-# kernel, the factored decay, the 2-D per-head chunk_scan, and FAST_16BIT (ssd_forward's bf16/fp16 config)
-# on float32 inputs; bf16 inputs run FAST_16BIT in every other GPU test; the CPU tests cover the rest
+# kept to a few cases (each compiles its own kernels on the GPU, ~5 s apiece): together they run the fused
+# kernel, the factored decay, the 2-D per-head chunk_scan, FAST_16BIT on float32 inputs, and the configs
+# ssd_config picks for large bf16 problems on a small ragged shape with every option (the other GPU tests'
+# small shapes get FAST_16BIT); the CPU tests cover the rest
 GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torch.bfloat16, 128),
-             ("fast-16bit", torch.float32, 128)]
+             ("fast-16bit", torch.float32, 128),
+             # the configs ssd_forward picks for large problems, on a ragged shape with every option
+             ("fast-16bit-cb", torch.bfloat16, 256), ("long-16bit", torch.bfloat16, 256),
+             ("fast-16bit-q128", torch.bfloat16, 128)]
 
 
 @pytest.mark.gpu

@@ -33,8 +33,9 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ._host import LaunchPlan, allocate, cdiv, launch, next_power_of_two, placeholder
+from ._host import LaunchPlan, allocate, cdiv, hinted, launch, next_power_of_two, placeholder
 from .chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, _store_head, chunk_scan_tiles
+from .configs import FAST_16BIT_CB
 from .spec import KernelSpec
 
 __all__ = ["SPECS", "chunk_cb_kernel", "chunk_cb_plan", "chunk_scan_cb_kernel", "chunk_scan_cb_plan",
@@ -254,4 +255,7 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.chunk_scan_cb_bf16_q256_factored", chunk_scan_cb_kernel, _example_args(factored=True)),
     KernelSpec("ssd.chunk_scan_cb_f32_q64", chunk_scan_cb_kernel,
                _example_args(Q=64, p=48, n=80, g=2, h=4, dtype=torch.float32)),
+    # what ssd_forward launches for large bf16 problems at chunk size 256 (configs.FAST_16BIT_CB)
+    KernelSpec("ssd.fast_bf16_cb.chunk_scan", hinted(chunk_scan_cb_kernel, *FAST_16BIT_CB.scan_hints),
+               _example_args(heads=FAST_16BIT_CB.scan_heads)),
 ]

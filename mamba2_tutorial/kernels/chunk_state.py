@@ -50,7 +50,7 @@ from ._host import (
     strided_ok,
     tile_size,
 )
-from .configs import FAST_16BIT
+from .configs import FAST_16BIT, FAST_16BIT_Q128, LONG_16BIT
 from .spec import KernelSpec
 
 __all__ = ["SPECS", "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_kernel",
@@ -371,4 +371,10 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.fast_bf16.chunk_state_passing",
                hinted(chunk_state_passing_kernel, *FAST_16BIT.state_hints),
                _example_fused_args(torch.bfloat16, 256, p=64, n=128, tiles=FAST_16BIT.state_tiles)),
+    # ... at chunk size 128 (configs.FAST_16BIT_Q128), and for few (batch, head) pairs (configs.LONG_16BIT)
+    KernelSpec("ssd.fast_bf16_q128.chunk_state_passing",
+               hinted(chunk_state_passing_kernel, *FAST_16BIT_Q128.state_hints),
+               _example_fused_args(torch.bfloat16, 128, p=64, n=128, tiles=FAST_16BIT_Q128.state_tiles)),
+    KernelSpec("ssd.long_bf16.chunk_state", hinted(chunk_state_kernel, *LONG_16BIT.state_hints),
+               _example_args(torch.bfloat16, 256, p=64, n=128)),
 ]

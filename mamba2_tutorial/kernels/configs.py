@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["DEFAULT", "FAST_16BIT", "SSDConfig", "ssd_config"]
+__all__ = ["DEFAULT", "FAST_16BIT", "FAST_16BIT_CB", "FAST_16BIT_Q128", "LONG_16BIT", "SSDConfig",
+           "ssd_config"]
 
 Hints = tuple  # (occupancy, num_ctas[, num_worker_warps]); None = the compiler's choice
 
@@ -67,13 +68,46 @@ FAST_16BIT = SSDConfig(fused=True, state_tiles=(64, 128),
                        scan_shared=True, scan_heads=1, scan_hints=(3, None))
 
 
+# Measured on an H200 on 2026-12-03 13:33 UTC (docs/perf-notes.md, attempt 13), the same run for all three:
+# at chunk size 256 and a large problem, C Bᵀ once per (chunk, group) (kernels/chunk_scan_cb.py) is 3-5%
+# faster than recomputing it per head (b8-l4096-h80: 0.972 against 1.004 ms; b1-l32768-h80: 1.174
+# against 1.238)
+FAST_16BIT_CB = SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True, scan_heads=1, scan_hints=(3, None))
+# at chunk size 128 the fused stage runs 28% faster at occupancy 2 (b2-l8192-h128-g8: 0.313 against 0.434 ms;
+# at chunk size 256 occupancy 2 is slower: 0.407 against 0.352 at b8-l4096-h80), and C Bᵀ per head is faster
+FAST_16BIT_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None),
+                            scan_shared=True, scan_heads=1, scan_hints=(3, None))
+# fewer (batch, head) pairs than SMs and a long sequential loop: the fused stage has one block per pair (80
+# at b1-l32768-h80, 0.546 ms); chunk_state (a block per chunk) + state_passing take 0.308 + 0.163 ms
+LONG_16BIT = SSDConfig(state_hints=(2, None), scan_cb=True, scan_heads=1, scan_hints=(3, None))
+
+#: SMs of the H200 the configs were measured on: a fused grid of fewer blocks leaves SMs idle
+SMS = 132
+#: b·l·h from which C Bᵀ pays as its own launch (below, the forward is host-bound: a launch costs more)
+CB_MIN_WORK = 1 << 20
+#: chunks from which the fused stage's sequential loop is long enough to matter
+LONG_LOOP = 32
+
+
 def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype) -> SSDConfig:
     """The measured-best configuration for this size and dtype (the default where none was measured).
 
-    float16 and bfloat16 inputs take :data:`FAST_16BIT` at every size (measured at the two large benchmark
-    shapes; the smaller ones are launch-bound, where the fused stage saves a launch). float32 inputs keep
-    :data:`DEFAULT`: the float32 tiles are twice the bytes, and no float32 config has been measured yet.
+    float16 and bfloat16 (measured on the H200 at the benchmark shapes, docs/perf-notes.md attempts 11, 13):
+
+    - fewer (batch, head) pairs than SMs and at least ``LONG_LOOP`` chunks: :data:`LONG_16BIT` (unfused);
+    - chunk size <= 128: :data:`FAST_16BIT_Q128`;
+    - chunk size >= 256 and b·l·h >= ``CB_MIN_WORK``: :data:`FAST_16BIT_CB`;
+    - otherwise (small, launch-bound problems): :data:`FAST_16BIT`, two launches.
+
+    float32 inputs keep :data:`DEFAULT`: the float32 tiles are twice the bytes, and no float32 config has been
+    measured yet.
     """
-    if dtype in (torch.float16, torch.bfloat16):
-        return FAST_16BIT
-    return DEFAULT
+    if dtype not in (torch.float16, torch.bfloat16):
+        return DEFAULT
+    large = b * l * h >= CB_MIN_WORK
+    if b * h < SMS and -(-l // Q) >= LONG_LOOP:
+        return LONG_16BIT if Q >= 256 and large else SSDConfig(
+            state_hints=(2, None), scan_shared=True, scan_heads=1, scan_hints=(3, None))
+    if Q <= 128:
+        return FAST_16BIT_Q128
+    return FAST_16BIT_CB if large else FAST_16BIT
