@@ -133,6 +133,11 @@ def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
         assert ssd_config(1, 256, 8, 64, 1, 128, 256, dtype) == FAST_16BIT
         long_q128 = ssd_config(1, 32768, 80, 64, 1, 128, 128, dtype)
         assert not long_q128.fused and long_q128.scan_shared
+        # several state tiles per (batch, head): never the fused kernel (launches of it hung on the H200)
+        for p, n in ((64, 256), (128, 128), (96, 64)):
+            for shape in ((8, 4096, 80, p, 1, n, 256), (2, 8192, 128, p, 8, n, 128),
+                          (1, 513, 4, p, 1, n, 128)):
+                assert not ssd_config(*shape, dtype).fused, shape
     assert ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.float32) == DEFAULT
     assert FAST_16BIT.fused and FAST_16BIT.scan_shared and FAST_16BIT != DEFAULT
     assert FAST_16BIT_CB.fused and FAST_16BIT_CB.scan_cb and not LONG_16BIT.fused

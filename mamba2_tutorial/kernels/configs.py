@@ -94,7 +94,8 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
 
     float16 and bfloat16 (measured on the H200 at the benchmark shapes, docs/perf-notes.md attempts 11, 13):
 
-    - fewer (batch, head) pairs than SMs and at least ``LONG_LOOP`` chunks: :data:`LONG_16BIT` (unfused);
+    - fewer (batch, head) pairs than SMs and at least ``LONG_LOOP`` chunks, or a state larger than one
+      64 x 128 tile (p > 64 or n > 128): unfused, like :data:`LONG_16BIT`;
     - chunk size <= 128: :data:`FAST_16BIT_Q128`;
     - chunk size >= 256 and b·l·h >= ``CB_MIN_WORK``: :data:`FAST_16BIT_CB`;
     - otherwise (small, launch-bound problems): :data:`FAST_16BIT`, two launches.
@@ -105,9 +106,14 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
     if dtype not in (torch.float16, torch.bfloat16):
         return DEFAULT
     large = b * l * h >= CB_MIN_WORK
-    if b * h < SMS and -(-l // Q) >= LONG_LOOP:
-        return LONG_16BIT if Q >= 256 and large else SSDConfig(
-            state_hints=(2, None), scan_shared=True, scan_heads=1, scan_hints=(3, None))
+    scan = (dict(scan_cb=True, scan_heads=1, scan_hints=(3, None)) if Q >= 256 and large
+            else dict(scan_shared=True, scan_heads=1, scan_hints=(3, None)))
+    # the fused kernel only with ONE (64, 128) state tile per (batch, head): on the H200 (2026-12-03) fused
+    # launches with several state tiles per (batch, head) never finished (64x64 and 32x128 tiles at
+    # b8-l4096-h80; 64x128 at occupancy 2 with n = 256), see docs/perf-notes.md, attempt 13
+    one_tile = p <= 64 and n <= 128
+    if not one_tile or (b * h < SMS and -(-l // Q) >= LONG_LOOP):
+        return SSDConfig(state_hints=(2, None), **scan)
     if Q <= 128:
         return FAST_16BIT_Q128
     return FAST_16BIT_CB if large else FAST_16BIT
