@@ -68,7 +68,7 @@ FAST_16BIT = SSDConfig(fused=True, state_tiles=(64, 128),
                        scan_shared=True, scan_heads=1, scan_hints=(3, None))
 
 
-# Measured on an H200 on 2026-12-03 13:33 UTC (docs/perf-notes.md, attempt 13), the same run for all three:
+# Measured on an H200 on 2026-12-03 13:35 UTC (docs/perf-notes.md, attempt 13), the same run for all three:
 # at chunk size 256 and a large problem, C Bᵀ once per (chunk, group) (kernels/chunk_scan_cb.py) is 3-5%
 # faster than recomputing it per head (b8-l4096-h80: 0.972 against 1.004 ms; b1-l32768-h80: 1.174
 # against 1.238)
