@@ -1,0 +1,90 @@
+"""The C Bᵀ kernel and the scan that reads it (kernels/chunk_scan_cb.py), on the CPU executor."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mamba2_tutorial import reference as ref
+from mamba2_tutorial.checks import assert_close, relative_error
+from mamba2_tutorial.inputs import SSDShape, make_inputs
+from mamba2_tutorial.kernels.chunk_scan_cb import chunk_scan_cb_plan, launch_chunk_cb
+from mamba2_tutorial.kernels.configs import FAST_16BIT_CB, SSDConfig
+from mamba2_tutorial.ssd import ssd_forward, ssd_stages
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("TM,TK", [(32, 32), (32, 16)])
+def test_chunk_cb_writes_the_causal_tiles_of_C_Bt(dtype, TM, TK):
+    # b 2, l 150 (chunks of 64: 2 full, one of 22 rows), g 3, n 40 (padded to 64 inside the kernel)
+    b, l, g, n, Q = 2, 150, 3, 40, 64
+    gen = torch.Generator().manual_seed(3)
+    C = torch.randn(b, l, g, n, generator=gen).to(dtype)
+    B = torch.randn(b, l, g, n, generator=gen).to(dtype)
+    CB = launch_chunk_cb(C, B, Q, TM, TK, "cpu", poison=True)
+    assert CB.shape == (b, 3, g, Q, Q) and CB.dtype == torch.float32
+    pad = 3 * Q - l
+    Cp = torch.nn.functional.pad(C.double(), (0, 0, 0, 0, 0, pad)).reshape(b, 3, Q, g, n)
+    Bp = torch.nn.functional.pad(B.double(), (0, 0, 0, 0, 0, pad)).reshape(b, 3, Q, g, n)
+    want = torch.einsum("bcmgn,bckgn->bcgmk", Cp, Bp)
+    checked = 0
+    for c in range(3):
+        rows = min(Q, l - c * Q)
+        for i_m in range(Q // TM):
+            if i_m * TM >= rows:
+                continue  # row tiles past the end: never written, never read
+            n_k = min((i_m + 1) * TM // TK, -(-rows // TK))
+            m, k = slice(i_m * TM, (i_m + 1) * TM), slice(0, n_k * TK)
+            got = CB[:, c, :, m, k]
+            assert not torch.isnan(got).any(), f"chunk {c}, row tile {i_m}: unwritten"
+            assert_close(got, want[:, c, :, m, k], name=f"CB chunk {c} row tile {i_m}")
+            checked += 1
+    assert checked == 2 * (Q // TM) + 1  # two full chunks, and one row tile of the 22-row chunk
+
+
+def test_heads_first_grid():
+    plan = chunk_scan_cb_plan(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16, 1)
+    assert plan.grid == (80, 4, 128)  # heads, row tiles, batch·chunks
+    assert chunk_scan_cb_plan(2, 1000, 8, 64, 2, 128, 128, torch.bfloat16, 2).grid == (4, 2, 16)
+
+
+def test_cb_stage_is_both_launches_and_gives_the_forward_cpu():
+    shape = SSDShape(1, 300, 4, 32, 2, 40, 256, "ragged")
+    inp = make_inputs(shape, seed=5, dtype=torch.bfloat16, D=False)
+    stages = ssd_stages(**inp, chunk_size=256, backend="cpu", config=FAST_16BIT_CB)
+    assert [k for k in stages if k not in ("chain", "meta")] == ["chunk_state_passing", "chunk_scan"]
+    y = ssd_forward(**inp, chunk_size=256, backend="cpu", _config=FAST_16BIT_CB)
+    assert relative_error(stages["chunk_scan"](), y) == 0.0
+    assert relative_error(stages["chain"](), y) == 0.0
+
+
+def test_cb_factored_decay_is_not_used_when_dt_can_be_negative_cpu():
+    # dt in [-0.2, 0.3) with dt_limit (-inf, inf): dA is not monotone, the factored split would be wrong
+    shape = SSDShape(1, 200, 4, 32, 2, 24, 64, "ragged")
+    inp = make_inputs(shape, seed=6, dtype=torch.float32, D=False)
+    gen = torch.Generator().manual_seed(6)
+    inp["dt"] = torch.rand(inp["dt"].shape, generator=gen) * 0.5 - 0.2
+    inp["dt_limit"] = (float("-inf"), float("inf"))
+    cfg = SSDConfig(scan_cb=True, scan_heads=2, scan_factored=True)
+    y = ssd_forward(**inp, chunk_size=64, backend="cpu", _config=cfg, _poison=True)
+    y_ref = ref.ssd_chunked(**{k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inp.items()},
+                            chunk_size=64)
+    assert relative_error(y, y_ref) < 1e-5
+
+
+def test_cb_factored_decay_forced_on_negative_dt_is_wrong_cpu():
+    # the test above can fail: forcing the factored split on a non-monotone dA gives a visibly wrong answer
+    from mamba2_tutorial.kernels.chunk_scan import launch_chunk_scan
+    from mamba2_tutorial.kernels.chunk_state import launch_chunk_state_passing
+
+    shape = SSDShape(1, 200, 4, 32, 2, 24, 64, "ragged")
+    inp = make_inputs(shape, seed=6, dtype=torch.float32, D=False)
+    gen = torch.Generator().manual_seed(6)
+    dt = torch.rand(inp["dt"].shape, generator=gen) * 0.5 - 0.2
+    lim = (float("-inf"), float("inf"))
+    dt_out, dA, init, _ = launch_chunk_state_passing(inp["x"], dt, inp["A"], inp["B"], 64, None, False, lim,
+                                                     None, "cpu")
+    args = (inp["x"], dt_out, dA, inp["C"], inp["B"], init, None, None, "cpu")
+    exact = launch_chunk_scan(*args, cb=True, max_heads_per_block=2)
+    forced = launch_chunk_scan(*args, cb=True, max_heads_per_block=2, factored=True)
+    assert relative_error(forced, exact) > 1e-2
