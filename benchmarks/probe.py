@@ -84,6 +84,13 @@ VARIANTS: dict[str, SSDConfig] = {
     "fused 64x128 occ2 + cb HB1 occ3 factored": SSDConfig(fused=True, state_tiles=(64, 128),
                                                           state_hints=(2, None), scan_cb=True, scan_heads=1,
                                                           scan_hints=(3, None), scan_factored=True),
+    # one block per (head, chunk) walking all its row tiles (chunk_scan_cb_chunk_kernel)
+    "fused 64x128 + cb chunk HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                                  scan_chunk=True,
+                                                  scan_heads=1, scan_hints=(3, None)),
+    "fused 64x128 + cb chunk HB1 occ2": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                                  scan_chunk=True,
+                                                  scan_heads=1, scan_hints=(2, None)),
     "state occ2 + cb HB1 occ3 factored": SSDConfig(state_hints=(2, None), scan_cb=True, scan_heads=1,
                                                    scan_hints=(3, None), scan_factored=True),
 }

@@ -103,6 +103,9 @@ def variants(only: str = ""):
     yield "chunk_scan_cb HB1 occ3 factored", hinted(k, 3), scan_cb_args(factored=True)
     yield "chunk_scan_cb HB2 occ2 factored", hinted(k, 2), scan_cb_args(HB=2, factored=True)
     yield "chunk_scan_cb 128x64x64 HB1 occ2", hinted(k, 2), scan_cb_args(TM=128)
+    k = scb.chunk_scan_cb_chunk_kernel
+    yield "chunk_scan_cb_chunk HB1 occ3", hinted(k, 3), scan_cb_args()
+    yield "chunk_scan_cb_chunk HB1 occ2", hinted(k, 2), scan_cb_args()
 
 
 def main() -> None:

@@ -50,6 +50,8 @@ VARIANTS = {
     "cb-hb2-tm-ne-tk-factored": SSDConfig(scan_cb=True, scan_heads=2, scan_tiles=(32, 16, 32),
                                           scan_factored=True),
     "cb-hb4-lat+fused": SSDConfig(scan_cb=True, scan_heads=4, scan_latency=3, fused=True),
+    "cb-chunk-hb2-factored": SSDConfig(scan_cb=True, scan_chunk=True, scan_heads=2, scan_factored=True),
+    "cb-chunk-tm-ne-tk": SSDConfig(scan_cb=True, scan_chunk=True, scan_tiles=(32, 16, 32)),
 }
 
 

@@ -38,7 +38,8 @@ from .chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, _store_head, chunk_sc
 from .configs import FAST_16BIT_CB
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "chunk_cb_kernel", "chunk_cb_plan", "chunk_scan_cb_kernel", "chunk_scan_cb_plan",
+__all__ = ["SPECS", "chunk_cb_kernel", "chunk_cb_plan", "chunk_scan_cb_chunk_kernel", "chunk_scan_cb_kernel",
+           "chunk_scan_cb_plan",
            "launch_chunk_cb", "launch_chunk_scan_cb"]
 
 LOG2E = 1.4426950408889634
@@ -162,6 +163,59 @@ def chunk_scan_cb_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D,  
             _store_head(accs[j], x, z, D, out, b, m_tile, h, i_p, TM, TP, D_MODE, HAS_Z)
 
 
+@ct.kernel
+def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D,   # inputs
+                               out,                                                      # output
+                               heads_per_group: int,
+                               Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
+                               TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
+                               D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
+                               FACTORED: ct.Constant[bool]):
+    """chunk_scan_cb_kernel's results, one block per (head block, p tile, batch·chunk) walking ALL the chunk's
+    row tiles in a loop (grid (h / HB, cdiv(p, TP), b · nchunks)): Q/TM · (Q/TM + 1) / 2 key-tile steps per
+    block instead of 1 to Q/TM, and the entering state S_c loaded once per chunk instead of once per row tile.
+    An experiment (``SSDConfig(scan_chunk=True)``, attempt 14 of docs/perf-notes.md): more work per block, so
+    that the loads of one row tile's key loop can overlap the previous row tile's tail."""
+    hb = ct.bid(0)
+    i_p = ct.bid(1)
+    pid_bc = ct.bid(2)
+    nchunks = dA_cumsum.shape[2]
+    b = pid_bc // nchunks
+    c = pid_bc % nchunks
+    g = (hb * HB) // heads_per_group
+    seqlen = x.shape[1]
+    lat = LAT if LAT > 0 else None
+    S_cTs = ()
+    for j in ct.static_iter(range(HB)):
+        S_c = ct.load(chunk_init_states, (b, c, hb * HB + j, i_p, 0), shape=(1, 1, 1, TP, NS),
+                      padding_mode=ZERO)
+        S_cTs = S_cTs + (ct.transpose(S_c.reshape((TP, NS)).astype(x.dtype)),)
+    n_rows = min(Q // TM, ct.cdiv(seqlen - c * Q, TM))      # row tiles of this chunk inside the sequence
+    for i_m in range(n_rows):
+        m_tile = c * (Q // TM) + i_m
+        C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
+        C_m = C_m.astype(x.dtype)
+        m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)
+        n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
+        accs = ()
+        a_ms = ()
+        for j in ct.static_iter(range(HB)):
+            h = hb * HB + j
+            a_m = ct.load(dA_cumsum, (b, h, c, i_m), shape=(1, 1, 1, TM)).reshape((TM,)) * LOG2E
+            acc = ct.mma(C_m, S_cTs[j], ct.zeros((TM, TP), dtype=ct.float32))
+            accs = accs + (acc * ct.exp2(a_m)[:, None],)
+            a_ms = a_ms + (a_m,)
+        n_full = min((i_m * TM) // TK, n_k)
+        for kt in range(n_full):
+            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+                             Q, TM, TK, TP, HB, lat, False, FACTORED)
+        for kt in range(n_full, n_k):
+            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+                             Q, TM, TK, TP, HB, lat, True, False)
+        for j in ct.static_iter(range(HB)):
+            _store_head(accs[j], x, z, D, out, b, m_tile, hb * HB + j, i_p, TM, TP, D_MODE, HAS_Z)
+
+
 # ----------------------------------------------------------------------------------------------------
 # Host side
 # ----------------------------------------------------------------------------------------------------
@@ -192,10 +246,10 @@ def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None)):
 
 def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                          max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
-                         factored=False, cb_hints=(None, None)):
+                         factored=False, cb_hints=(None, None), whole_chunk=False):
     """Both launches: :data:`chunk_cb_kernel`, then :data:`chunk_scan_cb_kernel`; no argument checks.
     Arguments as :func:`~mamba2_tutorial.kernels.chunk_scan.launch_chunk_scan`; ``factored`` only when every
-    dt_out is >= 0."""
+    dt_out is >= 0; ``whole_chunk`` launches :data:`chunk_scan_cb_chunk_kernel` (one block per chunk)."""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]
@@ -210,7 +264,11 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
             chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
             h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None, latency,
             bool(factored))
-    launch(chunk_scan_cb_kernel, plan.grid, args, backend, hints)
+    if whole_chunk:
+        grid = (plan.grid[0], cdiv(p, t["TP"]), plan.grid[2])
+        launch(chunk_scan_cb_chunk_kernel, grid, args, backend, hints)
+    else:
+        launch(chunk_scan_cb_kernel, plan.grid, args, backend, hints)
     return out
 
 
@@ -253,6 +311,7 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.chunk_scan_cb_bf16_q256", chunk_scan_cb_kernel, _example_args()),
     KernelSpec("ssd.chunk_scan_cb_bf16_q256_hb2", chunk_scan_cb_kernel, _example_args(heads=2)),
     KernelSpec("ssd.chunk_scan_cb_bf16_q256_factored", chunk_scan_cb_kernel, _example_args(factored=True)),
+    KernelSpec("ssd.chunk_scan_cb_chunk_bf16_q256", chunk_scan_cb_chunk_kernel, _example_args()),
     KernelSpec("ssd.chunk_scan_cb_f32_q64", chunk_scan_cb_kernel,
                _example_args(Q=64, p=48, n=80, g=2, h=4, dtype=torch.float32)),
     # what ssd_forward launches for large bf16 problems at chunk size 256 (configs.FAST_16BIT_CB)

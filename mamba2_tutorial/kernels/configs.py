@@ -41,6 +41,7 @@ class SSDConfig:
     state_latency latency hint (1-10) of the fused kernel's x and B loads; 0: none
     scan_cb       C Bᵀ once per (chunk, group) by ``chunk_cb_kernel``, then ``chunk_scan_cb_kernel`` reads it
                   (2-D mmas, heads-first grid; overrides scan_shared, scan_2d and scan_factored)
+    scan_chunk    with scan_cb: one block per (head, chunk) walks all the chunk's row tiles (an experiment)
     """
 
     fused: bool = False
@@ -56,6 +57,7 @@ class SSDConfig:
     scan_shared: bool = False
     state_latency: int = 0
     scan_cb: bool = False
+    scan_chunk: bool = False
 
 
 DEFAULT = SSDConfig()
