@@ -246,6 +246,30 @@ def chunk_scan_heads_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,
             _store_head(acc, x, z, D, out, b, m_tile, h, i_p, TM, TP, D_MODE, HAS_Z)
 
 
+def entering_state_T(x, chunk_init_states, b, c, h, i_p, TP, NS):
+    """S_cᵀ (NS, TP) of head h in x's dtype: tile i_p of the state entering chunk c (a plain function,
+    inlined by cuTile into the kernels that call it)."""
+    S_c = ct.load(chunk_init_states, (b, c, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
+    return ct.transpose(S_c.reshape((TP, NS)).astype(x.dtype))
+
+
+def inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB, S_cTs=None):
+    """The inter-chunk part for the HB heads of a block, one 2-D accumulator each:
+    acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m). Returns (accs, a_ms), tuples over the heads, with
+    a_m = dA_cs_m · log2(e) for the intra-chunk decay. ``S_cTs`` (a tuple of the heads' S_cᵀ) when the caller
+    loaded them already; otherwise each head's is loaded here. Inlined by cuTile."""
+    accs = ()
+    a_ms = ()
+    for j in ct.static_iter(range(HB)):
+        h = hb * HB + j
+        a_m = ct.load(dA_cumsum, (b, h, c, i_m), shape=(1, 1, 1, TM)).reshape((TM,)) * LOG2E
+        S_cT = entering_state_T(x, chunk_init_states, b, c, h, i_p, TP, NS) if S_cTs is None else S_cTs[j]
+        acc = ct.mma(C_m, S_cT, ct.zeros((TM, TP), dtype=ct.float32))
+        accs = accs + (acc * ct.exp2(a_m)[:, None],)
+        a_ms = a_ms + (a_m,)
+    return accs, a_ms
+
+
 @ct.kernel
 def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # inputs
                              out,                                                     # output
@@ -282,16 +306,8 @@ def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D
         m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)
         n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
         # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
-        accs = ()
-        a_ms = ()
-        for j in ct.static_iter(range(HB)):
-            h = hb * HB + j
-            a_m = ct.load(dA_cumsum, (b, h, c, i_m), shape=(1, 1, 1, TM)).reshape((TM,)) * LOG2E
-            S_c = ct.load(chunk_init_states, (b, c, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
-            S_c = S_c.reshape((TP, NS)).astype(x.dtype)
-            acc = ct.mma(C_m, ct.transpose(S_c), ct.zeros((TM, TP), dtype=ct.float32))
-            accs = accs + (acc * ct.exp2(a_m)[:, None],)
-            a_ms = a_ms + (a_m,)
+        accs, a_ms = inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p,
+                                       TM, TP, NS, HB)
         # 2. intra-chunk: C Bᵀ once per key tile, then every head's masked, decayed P @ x
         for kt in range(n_k):
             k_tile = c * (Q // TK) + kt

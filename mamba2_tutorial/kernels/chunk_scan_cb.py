@@ -34,7 +34,15 @@ import cuda.tile as ct
 import torch
 
 from ._host import LaunchPlan, allocate, cdiv, hinted, launch, next_power_of_two, placeholder
-from .chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, _store_head, chunk_scan_tiles
+from .chunk_scan import (
+    D_NONE,
+    D_PER_CHANNEL,
+    D_PER_HEAD,
+    _store_head,
+    chunk_scan_tiles,
+    entering_state_T,
+    inter_chunk_heads,
+)
 from .configs import FAST_16BIT_CB
 from .spec import KernelSpec
 
@@ -104,6 +112,33 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
     return new_accs
 
 
+def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile, i_p,
+              seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs=None):
+    """Row tile i_m of chunk c for the HB heads of a block: the inter-chunk part, the key tiles up to the
+    diagonal (those entirely before the rows without the causal mask, optionally factored), the epilogue and
+    the store; m_tile = c · Q/TM + i_m. Shared by both scan kernels of this module (a plain function: cuTile
+    inlines it)."""
+    C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
+    C_m = C_m.astype(x.dtype)
+    m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)
+    n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
+    # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
+    accs, a_ms = inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB,
+                                   S_cTs)
+    # 2. intra-chunk, one CB tile per key tile shared by the HB heads. Key tiles entirely before this row
+    # tile (kt < n_full) need no causal mask; the diagonal tile(s) do.
+    n_full = min((i_m * TM) // TK, n_k)
+    for kt in range(n_full):
+        accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+                         Q, TM, TK, TP, HB, lat, False, FACTORED)
+    for kt in range(n_full, n_k):
+        accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+                         Q, TM, TK, TP, HB, lat, True, False)
+    # 3. epilogue per head
+    for j in ct.static_iter(range(HB)):
+        _store_head(accs[j], x, z, D, out, b, m_tile, hb * HB + j, i_p, TM, TP, D_MODE, HAS_Z)
+
+
 @ct.kernel
 def chunk_scan_cb_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D,   # inputs
                          out,                                                      # output
@@ -133,34 +168,8 @@ def chunk_scan_cb_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D,  
     lat = LAT if LAT > 0 else None
 
     if m_tile * TM < seqlen:
-        C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
-        C_m = C_m.astype(x.dtype)
-        m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)
-        n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
-        # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
-        accs = ()
-        a_ms = ()
-        for j in ct.static_iter(range(HB)):
-            h = hb * HB + j
-            a_m = ct.load(dA_cumsum, (b, h, c, i_m), shape=(1, 1, 1, TM)).reshape((TM,)) * LOG2E
-            S_c = ct.load(chunk_init_states, (b, c, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
-            S_c = S_c.reshape((TP, NS)).astype(x.dtype)
-            acc = ct.mma(C_m, ct.transpose(S_c), ct.zeros((TM, TP), dtype=ct.float32))
-            accs = accs + (acc * ct.exp2(a_m)[:, None],)
-            a_ms = a_ms + (a_m,)
-        # 2. intra-chunk, one CB tile per key tile shared by the HB heads. Key tiles entirely before this row
-        # tile (kt < n_full) need no causal mask; the diagonal tile(s) do.
-        n_full = min((i_m * TM) // TK, n_k)
-        for kt in range(n_full):
-            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                             Q, TM, TK, TP, HB, lat, False, FACTORED)
-        for kt in range(n_full, n_k):
-            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                             Q, TM, TK, TP, HB, lat, True, False)
-        # 3. epilogue per head
-        for j in ct.static_iter(range(HB)):
-            h = hb * HB + j
-            _store_head(accs[j], x, z, D, out, b, m_tile, h, i_p, TM, TP, D_MODE, HAS_Z)
+        _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile, i_p,
+                  seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED)
 
 
 @ct.kernel
@@ -187,33 +196,12 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
     lat = LAT if LAT > 0 else None
     S_cTs = ()
     for j in ct.static_iter(range(HB)):
-        S_c = ct.load(chunk_init_states, (b, c, hb * HB + j, i_p, 0), shape=(1, 1, 1, TP, NS),
-                      padding_mode=ZERO)
-        S_cTs = S_cTs + (ct.transpose(S_c.reshape((TP, NS)).astype(x.dtype)),)
+        S_cTs = S_cTs + (entering_state_T(x, chunk_init_states, b, c, hb * HB + j, i_p, TP, NS),)
     n_rows = min(Q // TM, ct.cdiv(seqlen - c * Q, TM))      # row tiles of this chunk inside the sequence
     for i_m in range(n_rows):
         m_tile = c * (Q // TM) + i_m
-        C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
-        C_m = C_m.astype(x.dtype)
-        m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)
-        n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
-        accs = ()
-        a_ms = ()
-        for j in ct.static_iter(range(HB)):
-            h = hb * HB + j
-            a_m = ct.load(dA_cumsum, (b, h, c, i_m), shape=(1, 1, 1, TM)).reshape((TM,)) * LOG2E
-            acc = ct.mma(C_m, S_cTs[j], ct.zeros((TM, TP), dtype=ct.float32))
-            accs = accs + (acc * ct.exp2(a_m)[:, None],)
-            a_ms = a_ms + (a_m,)
-        n_full = min((i_m * TM) // TK, n_k)
-        for kt in range(n_full):
-            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                             Q, TM, TK, TP, HB, lat, False, FACTORED)
-        for kt in range(n_full, n_k):
-            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                             Q, TM, TK, TP, HB, lat, True, False)
-        for j in ct.static_iter(range(HB)):
-            _store_head(accs[j], x, z, D, out, b, m_tile, hb * HB + j, i_p, TM, TP, D_MODE, HAS_Z)
+        _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile, i_p,
+                  seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs)
 
 
 # ----------------------------------------------------------------------------------------------------
