@@ -93,6 +93,31 @@ VARIANTS: dict[str, SSDConfig] = {
                                                   scan_heads=1, scan_hints=(2, None)),
     "state occ2 + cb HB1 occ3 factored": SSDConfig(state_hints=(2, None), scan_cb=True, scan_heads=1,
                                                    scan_hints=(3, None), scan_factored=True),
+    # 2026-12-03 evening (attempt 15): C Bᵀ stored in bfloat16 (half the scan's largest reads), and fused
+    # state tiles smaller than 64x128 again now that every tile stores dt_out and dA_cumsum
+    "fused 64x128 + cb16 HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                              scan_cb_bf16=True, scan_heads=1, scan_hints=(3, None)),
+    "fused 64x128 + cb16 chunk HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                                    scan_cb_bf16=True, scan_chunk=True, scan_heads=1,
+                                                    scan_hints=(3, None)),
+    "fused 64x128 + cb16 chunk HB1 occ2": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                                    scan_cb_bf16=True, scan_chunk=True, scan_heads=1,
+                                                    scan_hints=(2, None)),
+    "fused 64x128 + cb16 HB2 occ2": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                              scan_cb_bf16=True, scan_heads=2, scan_hints=(2, None)),
+    "fused 64x128 + cb16 HB2 occ3": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                              scan_cb_bf16=True, scan_heads=2, scan_hints=(3, None)),
+    "fused 64x128 + cb16 128x64x64 occ2": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                                    scan_cb_bf16=True, scan_heads=1, scan_tiles=(128, 64, 64),
+                                                    scan_hints=(2, None)),
+    "fused 64x128 + cb16 HB1 occ4": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
+                                              scan_cb_bf16=True, scan_heads=1, scan_hints=(4, None)),
+    "state occ2 + cb16 HB1 occ3": SSDConfig(state_hints=(2, None), scan_cb=True, scan_cb_bf16=True,
+                                            scan_heads=1, scan_hints=(3, None)),
+    "fused 32x128 + cb16 HB1 occ3": SSDConfig(fused=True, state_tiles=(32, 128), scan_cb=True,
+                                              scan_cb_bf16=True, scan_heads=1, scan_hints=(3, None)),
+    "fused 16x128 + cb16 HB1 occ3": SSDConfig(fused=True, state_tiles=(16, 128), scan_cb=True,
+                                              scan_cb_bf16=True, scan_heads=1, scan_hints=(3, None)),
 }
 SHAPES = ("b8-l4096-h80", "b2-l8192-h128-g8")
 

@@ -52,6 +52,9 @@ VARIANTS = {
     "cb-hb4-lat+fused": SSDConfig(scan_cb=True, scan_heads=4, scan_latency=3, fused=True),
     "cb-chunk-hb2-factored": SSDConfig(scan_cb=True, scan_chunk=True, scan_heads=2, scan_factored=True),
     "cb-chunk-tm-ne-tk": SSDConfig(scan_cb=True, scan_chunk=True, scan_tiles=(32, 16, 32)),
+    "cb-bf16-hb2-factored": SSDConfig(scan_cb=True, scan_cb_bf16=True, scan_heads=2, scan_factored=True),
+    "cb-bf16-chunk-tm-ne-tk+fused": SSDConfig(scan_cb=True, scan_cb_bf16=True, scan_chunk=True,
+                                              scan_tiles=(32, 16, 32), fused=True),
 }
 
 

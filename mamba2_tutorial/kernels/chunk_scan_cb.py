@@ -57,7 +57,8 @@ ZERO = ct.PaddingMode.ZERO
 @ct.kernel
 def chunk_cb_kernel(C, B, CB, Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                     NS: ct.Constant[int]):
-    """C, B (b, l, g, n) -> CB (b, nchunks, g, Q, Q) float32: CB[b, c, g, m, k] = C_{cQ+m} · B_{cQ+k}.
+    """C, B (b, l, g, n) -> CB (b, nchunks, g, Q, Q): CB[b, c, g, m, k] = C_{cQ+m} · B_{cQ+k}, accumulated in
+    float32 and stored in CB's dtype (float32, or bfloat16 to halve the scan's CB reads: ``cb_dtype``).
 
     Writes only the (TM, TK) tiles chunk_scan_cb_kernel reads: key tiles up to the one holding the row tile's
     last row (causality), and none past the sequence end. Rows and keys past the end are zero (padding)."""
@@ -76,7 +77,7 @@ def chunk_cb_kernel(C, B, CB, Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.
             k_tile = c * (Q // TK) + kt
             B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO).reshape((TK, NS))
             CB_mk = ct.mma(C_m, ct.transpose(B_k), ct.zeros((TM, TK), dtype=ct.float32))
-            ct.store(CB, (b, c, g, i_m, kt), CB_mk.reshape((1, 1, 1, TM, TK)))
+            ct.store(CB, (b, c, g, i_m, kt), CB_mk.astype(CB.dtype).reshape((1, 1, 1, TM, TK)))
 
 
 def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
@@ -90,6 +91,7 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
     exponentials per head instead of TM · TK."""
     k_tile = c * (Q // TK) + kt
     CB_mk = ct.load(CB, (b, c, g, i_m, kt), shape=(1, 1, 1, TM, TK), latency=lat).reshape((TM, TK))
+    CB_mk = CB_mk.astype(ct.float32)  # a no-op for a float32 CB; a bfloat16 CB (cb_dtype) is widened
     if MASK:
         k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
         causal = m_pos[:, None] >= k_pos[None, :]
@@ -222,10 +224,11 @@ def chunk_cb_plan(b: int, l: int, g: int, n: int, Q: int, TM: int, TK: int) -> L
     return LaunchPlan((Q // TM, b * cdiv(l, Q), g), {"Q": Q, "TM": TM, "TK": TK, "NS": next_power_of_two(n)})
 
 
-def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None)):
-    """Allocate CB (b, nchunks, g, Q, Q) float32 and launch :data:`chunk_cb_kernel`; no argument checks."""
+def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None), cb_dtype=torch.float32):
+    """Allocate CB (b, nchunks, g, Q, Q) in ``cb_dtype`` and launch :data:`chunk_cb_kernel`; no argument
+    checks."""
     b, l, g, n = C.shape
-    CB = allocate((b, cdiv(l, Q), g, Q, Q), torch.float32, C.device, poison)
+    CB = allocate((b, cdiv(l, Q), g, Q, Q), cb_dtype, C.device, poison)
     plan = chunk_cb_plan(b, l, g, n, Q, TM, TK)
     t = plan.tiles
     launch(chunk_cb_kernel, plan.grid, (C, B, CB, Q, t["TM"], t["TK"], t["NS"]), backend, hints)
@@ -234,17 +237,18 @@ def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None)):
 
 def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                          max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
-                         factored=False, cb_hints=(None, None), whole_chunk=False):
+                         factored=False, cb_hints=(None, None), whole_chunk=False, cb_dtype=torch.float32):
     """Both launches: :data:`chunk_cb_kernel`, then :data:`chunk_scan_cb_kernel`; no argument checks.
     Arguments as :func:`~mamba2_tutorial.kernels.chunk_scan.launch_chunk_scan`; ``factored`` only when every
-    dt_out is >= 0; ``whole_chunk`` launches :data:`chunk_scan_cb_chunk_kernel` (one block per chunk)."""
+    dt_out is >= 0; ``whole_chunk`` launches :data:`chunk_scan_cb_chunk_kernel` (one block per chunk);
+    ``cb_dtype`` is CB's storage dtype (bfloat16: half the bytes, C Bᵀ rounded once more)."""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]
     device = x.device
     plan = chunk_scan_cb_plan(b, l, h, p, g, n, Q, x.dtype, max_heads_per_block, tiles)
     t = plan.tiles
-    CB = launch_chunk_cb(C, B, Q, t["TM"], t["TK"], backend, poison, cb_hints)
+    CB = launch_chunk_cb(C, B, Q, t["TM"], t["TK"], backend, poison, cb_hints, cb_dtype)
     if out is None:
         out = allocate((b, l, h, p), x.dtype, device, poison)
     d_mode = D_NONE if D is None else (D_PER_HEAD if D.ndim == 1 else D_PER_CHANNEL)

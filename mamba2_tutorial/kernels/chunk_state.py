@@ -184,9 +184,10 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
         t = c * Q + ct.arange(Q, dtype=ct.int32)
         dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
         dA_cs = ct.cumsum(dt_c * A_h, axis=0)
-        if pid_pn == 0:
-            ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
-            ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
+        # every state tile of (b, h) stores the same dt_out and dA_cumsum: a store under `if pid_pn == 0`
+        # here was the suspect of the hang of multi-tile fused launches (docs/perf-notes.md, attempt 15)
+        ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
+        ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
         dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
         w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E) * dt_c
         local = ct.zeros((TP, TN), dtype=ct.float32)

@@ -42,6 +42,9 @@ class SSDConfig:
     scan_cb       C Bᵀ once per (chunk, group) by ``chunk_cb_kernel``, then ``chunk_scan_cb_kernel`` reads it
                   (2-D mmas, heads-first grid; overrides scan_shared, scan_2d and scan_factored)
     scan_chunk    with scan_cb: one block per (head, chunk) walks all the chunk's row tiles (an experiment)
+    scan_cb_bf16  with scan_cb and 16-bit inputs: C Bᵀ stored in bfloat16 instead of float32 (half the scan's
+                  largest reads; the scan rounds C Bᵀ · decay · dt to x's dtype for its mma anyway); ignored
+                  for float32 inputs, which keep a float32 C Bᵀ
     """
 
     fused: bool = False
@@ -58,6 +61,7 @@ class SSDConfig:
     state_latency: int = 0
     scan_cb: bool = False
     scan_chunk: bool = False
+    scan_cb_bf16: bool = False
 
 
 DEFAULT = SSDConfig()
