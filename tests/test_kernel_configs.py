@@ -21,13 +21,15 @@ from mamba2_tutorial.kernels.configs import (
     FAST_16BIT,
     FAST_16BIT_CB,
     FAST_16BIT_Q128,
+    FAST_BF16_Q128,
+    FAST_FP16_CB,
     LONG_16BIT,
     SSDConfig,
     ssd_config,
 )
 from mamba2_tutorial.ssd import ssd_forward, ssd_stages
 
-TOL = {torch.float32: 1e-4, torch.bfloat16: 1e-2}
+TOL = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 1e-2}
 
 VARIANTS = {
     "fused": SSDConfig(fused=True),
@@ -47,6 +49,9 @@ VARIANTS = {
     "fast-16bit-cb": FAST_16BIT_CB,  # ... large problems at chunk size 256
     "fast-16bit-q128": FAST_16BIT_Q128,  # ... chunk size 128
     "long-16bit": LONG_16BIT,  # ... few (batch, head) pairs, long sequences
+    "fast-bf16-q128": FAST_BF16_Q128,  # ... bf16 at chunk size 128
+    "fast-fp16-cb": FAST_FP16_CB,  # ... fp16 at chunk size 256
+    "fused-multi-tile": SSDConfig(fused=True, state_tiles=(32, 64)),  # several state tiles per (b, h)
     "cb-hb2-tm-ne-tk-factored": SSDConfig(scan_cb=True, scan_heads=2, scan_tiles=(32, 16, 32),
                                           scan_factored=True),
     "cb-hb4-lat+fused": SSDConfig(scan_cb=True, scan_heads=4, scan_latency=3, fused=True),
@@ -130,22 +135,32 @@ def test_bad_tiles_are_rejected():
 
 
 def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
-    for dtype in (torch.bfloat16, torch.float16):
-        assert ssd_config(8, 4096, 80, 64, 1, 128, 256, dtype) == FAST_16BIT_CB
-        assert ssd_config(1, 32768, 80, 64, 1, 128, 256, dtype) == LONG_16BIT  # 80 (b, h) pairs < 132 SMs
-        assert ssd_config(2, 8192, 128, 64, 8, 128, 128, dtype) == FAST_16BIT_Q128
+    bf16, fp16 = torch.bfloat16, torch.float16
+    assert ssd_config(8, 4096, 80, 64, 1, 128, 256, bf16) == FAST_16BIT_CB
+    assert ssd_config(8, 4096, 80, 64, 1, 128, 256, fp16) == FAST_FP16_CB
+    assert ssd_config(1, 32768, 80, 64, 1, 128, 256, bf16) == LONG_16BIT  # 80 (b, h) pairs < 132 SMs
+    assert ssd_config(2, 8192, 128, 64, 8, 128, 128, bf16) == FAST_BF16_Q128
+    assert ssd_config(2, 8192, 128, 64, 8, 128, 128, fp16) == FAST_16BIT_Q128
+    for dtype in (bf16, fp16):
         assert ssd_config(4, 2048, 24, 64, 1, 128, 256, dtype) == FAST_16BIT  # small: two launches
         assert ssd_config(1, 256, 8, 64, 1, 128, 256, dtype) == FAST_16BIT
+        assert ssd_config(1, 513, 8, 64, 1, 128, 128, dtype) == FAST_16BIT_Q128
+        long_ = ssd_config(1, 32768, 80, 64, 1, 128, 256, dtype)
+        assert not long_.fused and long_.scan_chunk and long_.scan_cb_bf16 == (dtype == bf16)
         long_q128 = ssd_config(1, 32768, 80, 64, 1, 128, 128, dtype)
-        assert not long_q128.fused and long_q128.scan_shared
-        # several state tiles per (batch, head): never the fused kernel (launches of it hung on the H200)
+        assert not long_q128.fused and long_q128.scan_chunk == (dtype == bf16)
+        # several state tiles per (batch, head): unfused (the fused kernel, a block per tile, ran 2-4x slower)
         for p, n in ((64, 256), (128, 128), (96, 64)):
             for shape in ((8, 4096, 80, p, 1, n, 256), (2, 8192, 128, p, 8, n, 128),
                           (1, 513, 4, p, 1, n, 128)):
                 assert not ssd_config(*shape, dtype).fused, shape
+    # the bf16 C Bᵀ only for bf16 inputs (fp16 keeps its 3 extra mantissa bits)
+    for shape in ((8, 4096, 80, 64, 1, 128, 256), (1, 32768, 80, 64, 1, 128, 256), (8, 4096, 80, 64, 1, 256, 256)):
+        assert not ssd_config(*shape, fp16).scan_cb_bf16 and ssd_config(*shape, bf16).scan_cb_bf16
     assert ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.float32) == DEFAULT
     assert FAST_16BIT.fused and FAST_16BIT.scan_shared and FAST_16BIT != DEFAULT
-    assert FAST_16BIT_CB.fused and FAST_16BIT_CB.scan_cb and not LONG_16BIT.fused
+    assert FAST_16BIT_CB.fused and FAST_16BIT_CB.scan_chunk and not LONG_16BIT.fused
+    assert FAST_BF16_Q128.state_hints[0] == 2 and FAST_BF16_Q128.scan_chunk
 
 
 # kept to a few cases (each compiles its own kernels on the GPU, ~5 s apiece): together they run the fused
@@ -156,7 +171,11 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              ("fast-16bit", torch.float32, 128),
              # the configs ssd_forward picks for large problems, on a ragged shape with every option
              ("fast-16bit-cb", torch.bfloat16, 256), ("long-16bit", torch.bfloat16, 256),
-             ("fast-16bit-q128", torch.bfloat16, 128)]
+             ("fast-16bit-q128", torch.bfloat16, 128), ("fast-bf16-q128", torch.bfloat16, 128),
+             ("fast-fp16-cb", torch.float16, 256),
+             # several fused state tiles per (batch, head): these launches hung on the H200 while a store
+             # of dt_out and dA_cumsum was under `if pid_pn == 0` (docs/perf-notes.md, attempt 15)
+             ("fused-multi-tile", torch.bfloat16, 256)]
 
 
 @pytest.mark.gpu
@@ -174,3 +193,15 @@ def test_heads_2d_with_per_channel_D_cpu():
     y_ref = ref.ssd_chunked(**_f64(inp), chunk_size=64)
     y = ssd_forward(**inp, chunk_size=64, backend="cpu", _poison=True, _config=SSDConfig(scan_2d=True))
     assert relative_error(y, y_ref) < TOL[torch.float32]
+
+
+def test_fp16_keeps_a_float32_cb_cpu():
+    # FAST_FP16_CB (what ssd_config picks for large fp16 problems) stores C Bᵀ in float32: on fp16 inputs it
+    # is more accurate than the bf16 C Bᵀ of the bf16 config (2.9e-4 against 4.1e-4 and 4.9e-4 here)
+    shape = SSDShape(1, 300, 4, 48, 2, 80, 64, "ragged")
+    for seed in (0, 1):
+        inputs = make_inputs(shape, seed=seed, dtype=torch.float16, z=True, dt_bias=True, initial_states=True)
+        y_ref = ref.ssd_chunked(**_f64(inputs), chunk_size=64)
+        errs = [relative_error(ssd_forward(**inputs, chunk_size=64, backend="cpu", _poison=True, _config=c),
+                               y_ref) for c in (FAST_FP16_CB, FAST_16BIT_CB)]
+        assert errs[0] < 3.5e-4 and errs[0] < 0.8 * errs[1], errs

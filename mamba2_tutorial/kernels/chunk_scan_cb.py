@@ -264,7 +264,8 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
     return out
 
 
-def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch.bfloat16, factored=False):
+def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch.bfloat16, factored=False,
+                  cb_dtype=torch.float32):
     def make():
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(b, l, h, p, generator=gen).to(dtype)
@@ -273,7 +274,7 @@ def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch
         nchunks = cdiv(l, Q)
         dt_out = torch.rand(b, h, nchunks, Q, generator=gen)
         dA_cumsum = -dt_out.cumsum(-1)
-        CB = torch.randn(b, nchunks, g, Q, Q, generator=gen)
+        CB = torch.randn(b, nchunks, g, Q, Q, generator=gen).to(cb_dtype)
         S = torch.randn(b, nchunks, h, p, n, generator=gen).to(dtype)
         D = torch.randn(h, p, generator=gen)
         plan = chunk_scan_cb_plan(b, l, h, p, g, n, Q, dtype, heads)
@@ -286,14 +287,16 @@ def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch
     return make
 
 
-def _example_cb_args(Q=256, b=2, l=300, g=1, n=128, TM=64, TK=64, dtype=torch.bfloat16):
+def _example_cb_args(Q=256, b=2, l=300, g=1, n=128, TM=64, TK=64, dtype=torch.bfloat16,
+                     cb_dtype=torch.float32):
     def make():
         gen = torch.Generator().manual_seed(0)
         C = torch.randn(b, l, g, n, generator=gen).to(dtype)
         B = torch.randn(b, l, g, n, generator=gen).to(dtype)
         plan = chunk_cb_plan(b, l, g, n, Q, TM, TK)
         t = plan.tiles
-        return plan.grid, (C, B, torch.empty(b, cdiv(l, Q), g, Q, Q), Q, t["TM"], t["TK"], t["NS"])
+        return plan.grid, (C, B, torch.empty(b, cdiv(l, Q), g, Q, Q, dtype=cb_dtype), Q, t["TM"], t["TK"],
+                           t["NS"])
 
     return make
 
@@ -306,7 +309,9 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.chunk_scan_cb_chunk_bf16_q256", chunk_scan_cb_chunk_kernel, _example_args()),
     KernelSpec("ssd.chunk_scan_cb_f32_q64", chunk_scan_cb_kernel,
                _example_args(Q=64, p=48, n=80, g=2, h=4, dtype=torch.float32)),
-    # what ssd_forward launches for large bf16 problems at chunk size 256 (configs.FAST_16BIT_CB)
-    KernelSpec("ssd.fast_bf16_cb.chunk_scan", hinted(chunk_scan_cb_kernel, *FAST_16BIT_CB.scan_hints),
-               _example_args(heads=FAST_16BIT_CB.scan_heads)),
+    # what ssd_forward launches for large bf16 problems (configs.FAST_16BIT_CB: the chunk kernel, bf16 C Bᵀ)
+    KernelSpec("ssd.fast_bf16_cb.chunk_scan",
+               hinted(chunk_scan_cb_chunk_kernel, *FAST_16BIT_CB.scan_hints),
+               _example_args(heads=FAST_16BIT_CB.scan_heads, cb_dtype=torch.bfloat16)),
+    KernelSpec("ssd.fast_bf16_cb.chunk_cb", chunk_cb_kernel, _example_cb_args(cb_dtype=torch.bfloat16)),
 ]

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["DEFAULT", "FAST_16BIT", "FAST_16BIT_CB", "FAST_16BIT_Q128", "LONG_16BIT", "SSDConfig",
-           "ssd_config"]
+__all__ = ["DEFAULT", "FAST_16BIT", "FAST_16BIT_CB", "FAST_16BIT_Q128", "FAST_BF16_Q128", "FAST_FP16_CB",
+           "LONG_16BIT", "SCAN_CHUNK_BF16", "SCAN_CHUNK_FP16", "SCAN_SHARED", "SSDConfig", "ssd_config"]
 
 Hints = tuple  # (occupancy, num_ctas[, num_worker_warps]); None = the compiler's choice
 
@@ -74,18 +74,33 @@ FAST_16BIT = SSDConfig(fused=True, state_tiles=(64, 128),
                        scan_shared=True, scan_heads=1, scan_hints=(3, None))
 
 
-# Measured on an H200 on 2026-12-03 13:35 UTC (docs/perf-notes.md, attempt 13), the same run for all three:
-# at chunk size 256 and a large problem, C Bᵀ once per (chunk, group) (kernels/chunk_scan_cb.py) is 3-5%
-# faster than recomputing it per head (b8-l4096-h80: 0.972 against 1.004 ms; b1-l32768-h80: 1.174
-# against 1.238)
-FAST_16BIT_CB = SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True, scan_heads=1, scan_hints=(3, None))
-# at chunk size 128 the fused stage runs 28% faster at occupancy 2 (b2-l8192-h128-g8: 0.313 against 0.434 ms;
-# at chunk size 256 occupancy 2 is slower: 0.407 against 0.352 at b8-l4096-h80), and C Bᵀ per head is faster
-FAST_16BIT_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None),
-                            scan_shared=True, scan_heads=1, scan_hints=(3, None))
+# Measured on an H200 on 2026-12-03 (docs/perf-notes.md, attempts 13 and 15).
+# The scans. Attempt 15 (evening): one block per (head, chunk) walking the chunk's 4 row tiles
+# (chunk_scan_cb_chunk_kernel) with C Bᵀ stored in bfloat16 takes 0.481 ms at b8-l4096-h80, against 0.624 for
+# chunk_scan_cb_kernel with a float32 C Bᵀ (attempt 13) and 0.541 for the chunk kernel with a float32 C Bᵀ.
+# bf16 inputs: the bf16 C Bᵀ at occupancy 4 (relative error 2.9e-3 against 2.4e-3 with the float32 C Bᵀ).
+SCAN_CHUNK_BF16 = dict(scan_cb=True, scan_cb_bf16=True, scan_chunk=True, scan_heads=1, scan_hints=(4, None))
+# fp16 inputs keep a float32 C Bᵀ (bf16 has 3 mantissa bits fewer than fp16: 8x fp16's rounding error); that
+# kernel runs best at occupancy 3 (0.541 ms; 0.903 at occupancy 4)
+SCAN_CHUNK_FP16 = dict(scan_cb=True, scan_chunk=True, scan_heads=1, scan_hints=(3, None))
+# small problems, and fp16 at chunk size 128 (where C Bᵀ per head was faster than a float32 C Bᵀ kernel,
+# attempt 13): chunk_scan_shared_kernel, one head per block, occupancy 3
+SCAN_SHARED = dict(scan_shared=True, scan_heads=1, scan_hints=(3, None))
+
+# chunk size 256, large problems: the fused state stage (0.343 ms at b8-l4096-h80, occupancy 1 = the
+# compiler's choice), then the chunk scan: 0.827 ms end to end for bf16
+FAST_16BIT_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_BF16)
+FAST_FP16_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_FP16)
+# chunk size 128: the fused stage runs 28% faster at occupancy 2 (b2-l8192-h128-g8: 0.313 against 0.434 ms;
+# at chunk size 256 occupancy 2 is slower: 0.407 against 0.352 at b8-l4096-h80). bf16, large problems: the
+# chunk scan (0.611 ms end to end, against 0.662 with the shared scan); fp16 and small problems: the shared
+# scan
+FAST_BF16_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_CHUNK_BF16)
+FAST_16BIT_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_SHARED)
 # fewer (batch, head) pairs than SMs and a long sequential loop: the fused stage has one block per pair (80
-# at b1-l32768-h80, 0.546 ms); chunk_state (a block per chunk) + state_passing take 0.308 + 0.163 ms
-LONG_16BIT = SSDConfig(state_hints=(2, None), scan_cb=True, scan_heads=1, scan_hints=(3, None))
+# at b1-l32768-h80, 0.546 ms); chunk_state (a block per chunk) + state_passing take 0.306 + 0.162 ms
+# (0.952 ms end to end with the bf16 chunk scan)
+LONG_16BIT = SSDConfig(state_hints=(2, None), **SCAN_CHUNK_BF16)
 
 #: SMs of the H200 the configs were measured on: a fused grid of fewer blocks leaves SMs idle
 SMS = 132
@@ -98,28 +113,33 @@ LONG_LOOP = 32
 def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype) -> SSDConfig:
     """The measured-best configuration for this size and dtype (the default where none was measured).
 
-    float16 and bfloat16 (measured on the H200 at the benchmark shapes, docs/perf-notes.md attempts 11, 13):
+    float16 and bfloat16 (measured on the H200 at the benchmark shapes, docs/perf-notes.md attempts 11-15):
 
-    - fewer (batch, head) pairs than SMs and at least ``LONG_LOOP`` chunks, or a state larger than one
-      64 x 128 tile (p > 64 or n > 128): unfused, like :data:`LONG_16BIT`;
-    - chunk size <= 128: :data:`FAST_16BIT_Q128`;
-    - chunk size >= 256 and b·l·h >= ``CB_MIN_WORK``: :data:`FAST_16BIT_CB`;
-    - otherwise (small, launch-bound problems): :data:`FAST_16BIT`, two launches.
+    - the state stage: fused (one launch, :data:`chunk_state_passing_kernel`) with one 64 x 128 state tile
+      per (batch, head), at occupancy 2 for chunk size <= 128; unfused (chunk_state at occupancy 2, then
+      state_passing) when there are fewer (batch, head) pairs than SMs and at least ``LONG_LOOP`` chunks, or
+      when the state is larger than one 64 x 128 tile (p > 64 or n > 128: a fused block per state tile ran
+      2-4x slower);
+    - the scan: for b·l·h >= ``CB_MIN_WORK`` the chunk scan (C Bᵀ by its own kernel, then one block per
+      (head, chunk)): :data:`SCAN_CHUNK_BF16` for bf16, :data:`SCAN_CHUNK_FP16` for fp16 at chunk size >= 256;
+      otherwise :data:`SCAN_SHARED` (small problems are host-bound: one launch fewer).
 
+    So :data:`FAST_16BIT_CB` (bf16, chunk size 256, b8-l4096-h80), :data:`LONG_16BIT` (bf16, b1-l32768-h80),
+    :data:`FAST_BF16_Q128` (bf16, chunk size 128, b2-l8192-h128-g8), :data:`FAST_16BIT` (small problems).
     float32 inputs keep :data:`DEFAULT`: the float32 tiles are twice the bytes, and no float32 config has been
     measured yet.
     """
     if dtype not in (torch.float16, torch.bfloat16):
         return DEFAULT
     large = b * l * h >= CB_MIN_WORK
-    scan = (dict(scan_cb=True, scan_heads=1, scan_hints=(3, None)) if Q >= 256 and large
-            else dict(scan_shared=True, scan_heads=1, scan_hints=(3, None)))
-    # the fused kernel only with ONE (64, 128) state tile per (batch, head): on the H200 (2026-12-03) fused
-    # launches with several state tiles per (batch, head) never finished (64x64 and 32x128 tiles at
-    # b8-l4096-h80; 64x128 at occupancy 2 with n = 256), see docs/perf-notes.md, attempt 13
+    if large and dtype == torch.bfloat16:
+        scan = SCAN_CHUNK_BF16
+    elif large and Q >= 256:
+        scan = SCAN_CHUNK_FP16
+    else:
+        scan = SCAN_SHARED
     one_tile = p <= 64 and n <= 128
     if not one_tile or (b * h < SMS and -(-l // Q) >= LONG_LOOP):
         return SSDConfig(state_hints=(2, None), **scan)
-    if Q <= 128:
-        return FAST_16BIT_Q128
-    return FAST_16BIT_CB if large else FAST_16BIT
+    return SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None) if Q <= 128 else (None, None),
+                     **scan)
