@@ -155,7 +155,8 @@ def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
                           (1, 513, 4, p, 1, n, 128)):
                 assert not ssd_config(*shape, dtype).fused, shape
     # the bf16 C Bᵀ only for bf16 inputs (fp16 keeps its 3 extra mantissa bits)
-    for shape in ((8, 4096, 80, 64, 1, 128, 256), (1, 32768, 80, 64, 1, 128, 256), (8, 4096, 80, 64, 1, 256, 256)):
+    for shape in ((8, 4096, 80, 64, 1, 128, 256), (1, 32768, 80, 64, 1, 128, 256),
+                  (8, 4096, 80, 64, 1, 256, 256)):
         assert not ssd_config(*shape, fp16).scan_cb_bf16 and ssd_config(*shape, bf16).scan_cb_bf16
     assert ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.float32) == DEFAULT
     assert FAST_16BIT.fused and FAST_16BIT.scan_shared and FAST_16BIT != DEFAULT
