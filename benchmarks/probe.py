@@ -23,8 +23,11 @@ from mamba2_tutorial.kernels.configs import DEFAULT, SSDConfig
 
 GATE = 1e-2  # bf16 relative L2 error against float64
 
-# the fused state stage and the chunk-per-block scan with a bfloat16 C Bᵀ (attempt 15)
-_CHUNK16 = dict(fused=True, state_tiles=(64, 128), scan_cb=True, scan_cb_bf16=True, scan_chunk=True)
+# attempt 15's building blocks: the fused state stage with one 64x128 state tile; C Bᵀ by its own kernel,
+# stored in bfloat16; both with the chunk-per-block scan
+_FUSED = dict(fused=True, state_tiles=(64, 128))
+_CB16 = dict(scan_cb=True, scan_cb_bf16=True)
+_CHUNK16 = dict(**_FUSED, **_CB16, scan_chunk=True)
 
 VARIANTS: dict[str, SSDConfig] = {
     "base": DEFAULT,
@@ -98,64 +101,47 @@ VARIANTS: dict[str, SSDConfig] = {
                                                    scan_hints=(3, None), scan_factored=True),
     # 2026-12-03 evening (attempt 15): C Bᵀ stored in bfloat16 (half the scan's largest reads), and fused
     # state tiles smaller than 64x128 again now that every tile stores dt_out and dA_cumsum
-    "fused 64x128 + cb16 HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                              scan_cb_bf16=True, scan_heads=1, scan_hints=(3, None)),
-    "fused 64x128 + cb16 chunk HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                                    scan_cb_bf16=True, scan_chunk=True, scan_heads=1,
-                                                    scan_hints=(3, None)),
-    "fused 64x128 + cb16 chunk HB1 occ2": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                                    scan_cb_bf16=True, scan_chunk=True, scan_heads=1,
-                                                    scan_hints=(2, None)),
-    "fused 64x128 + cb16 HB2 occ2": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                              scan_cb_bf16=True, scan_heads=2, scan_hints=(2, None)),
-    "fused 64x128 + cb16 HB2 occ3": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                              scan_cb_bf16=True, scan_heads=2, scan_hints=(3, None)),
-    "fused 64x128 + cb16 128x64x64 occ2": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                                    scan_cb_bf16=True, scan_heads=1, scan_tiles=(128, 64, 64),
-                                                    scan_hints=(2, None)),
-    "fused 64x128 + cb16 HB1 occ4": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                              scan_cb_bf16=True, scan_heads=1, scan_hints=(4, None)),
-    "state occ2 + cb16 HB1 occ3": SSDConfig(state_hints=(2, None), scan_cb=True, scan_cb_bf16=True,
-                                            scan_heads=1, scan_hints=(3, None)),
-    "fused 32x128 + cb16 HB1 occ3": SSDConfig(fused=True, state_tiles=(32, 128), scan_cb=True,
-                                              scan_cb_bf16=True, scan_heads=1, scan_hints=(3, None)),
-    "fused 16x128 + cb16 HB1 occ3": SSDConfig(fused=True, state_tiles=(16, 128), scan_cb=True,
-                                              scan_cb_bf16=True, scan_heads=1, scan_hints=(3, None)),
+    "fused 64x128 + cb16 HB1 occ3": SSDConfig(**_FUSED, **_CB16, scan_heads=1, scan_hints=(3, None)),
+    "fused 64x128 + cb16 chunk HB1 occ3": SSDConfig(**_CHUNK16, scan_heads=1, scan_hints=(3, None)),
+    "fused 64x128 + cb16 chunk HB1 occ2": SSDConfig(**_CHUNK16, scan_heads=1, scan_hints=(2, None)),
+    "fused 64x128 + cb16 HB2 occ2": SSDConfig(**_FUSED, **_CB16, scan_heads=2, scan_hints=(2, None)),
+    "fused 64x128 + cb16 HB2 occ3": SSDConfig(**_FUSED, **_CB16, scan_heads=2, scan_hints=(3, None)),
+    "fused 64x128 + cb16 128x64x64 occ2":
+        SSDConfig(**_FUSED, **_CB16, scan_heads=1, scan_tiles=(128, 64, 64), scan_hints=(2, None)),
+    "fused 64x128 + cb16 HB1 occ4": SSDConfig(**_FUSED, **_CB16, scan_heads=1, scan_hints=(4, None)),
+    "state occ2 + cb16 HB1 occ3":
+        SSDConfig(state_hints=(2, None), **_CB16, scan_heads=1, scan_hints=(3, None)),
+    "fused 32x128 + cb16 HB1 occ3":
+        SSDConfig(fused=True, state_tiles=(32, 128), **_CB16, scan_heads=1, scan_hints=(3, None)),
+    "fused 16x128 + cb16 HB1 occ3":
+        SSDConfig(fused=True, state_tiles=(16, 128), **_CB16, scan_heads=1, scan_hints=(3, None)),
     # attempt 15, second batch: the chunk-per-block scan with a bfloat16 C Bᵀ (0.494 ms at b8) around its
     # best point, on every benchmark shape; the unfused state stage's hints for b1-l32768-h80
-    "fused 64x128 + cb16 chunk HB1 occ4": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                                    scan_cb_bf16=True, scan_chunk=True, scan_heads=1,
-                                                    scan_hints=(4, None)),
-    "fused 64x128 + cb16 chunk HB1 occ3 lat3": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                                         scan_cb_bf16=True, scan_chunk=True, scan_heads=1,
-                                                         scan_hints=(3, None), scan_latency=3),
-    "fused 64x128 + cb16 chunk 128x64x64 occ2": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                                          scan_cb_bf16=True, scan_chunk=True, scan_heads=1,
-                                                          scan_tiles=(128, 64, 64), scan_hints=(2, None)),
-    "fused 64x128 + cb chunk HB1 occ4": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True,
-                                                  scan_chunk=True, scan_heads=1, scan_hints=(4, None)),
-    "fused 64x128 occ2 + shared HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None),
-                                                     scan_shared=True, scan_heads=1, scan_hints=(3, None)),
-    "fused 64x128 occ2 + cb16 chunk HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128),
-                                                         state_hints=(2, None), scan_cb=True,
-                                                         scan_cb_bf16=True, scan_chunk=True, scan_heads=1,
-                                                         scan_hints=(3, None)),
-    "fused 64x128 occ2 + cb16 chunk HB1 occ4": SSDConfig(fused=True, state_tiles=(64, 128),
-                                                         state_hints=(2, None), scan_cb=True,
-                                                         scan_cb_bf16=True, scan_chunk=True, scan_heads=1,
-                                                         scan_hints=(4, None)),
-    "state occ2 + cb16 chunk HB1 occ3": SSDConfig(state_hints=(2, None), scan_cb=True, scan_cb_bf16=True,
-                                                  scan_chunk=True, scan_heads=1, scan_hints=(3, None)),
-    "state occ3 + cb16 chunk HB1 occ3": SSDConfig(state_hints=(3, None), scan_cb=True, scan_cb_bf16=True,
-                                                  scan_chunk=True, scan_heads=1, scan_hints=(3, None)),
-    "state occ4 + cb16 chunk HB1 occ3": SSDConfig(state_hints=(4, None), scan_cb=True, scan_cb_bf16=True,
-                                                  scan_chunk=True, scan_heads=1, scan_hints=(3, None)),
-    "state occ2 pass occ2 + cb16 chunk HB1 occ3": SSDConfig(state_hints=(2, None), passing_hints=(2, None),
-                                                            scan_cb=True, scan_cb_bf16=True, scan_chunk=True,
-                                                            scan_heads=1, scan_hints=(3, None)),
-    "state occ2 pass occ4 + cb16 chunk HB1 occ3": SSDConfig(state_hints=(2, None), passing_hints=(4, None),
-                                                            scan_cb=True, scan_cb_bf16=True, scan_chunk=True,
-                                                            scan_heads=1, scan_hints=(3, None)),
+    "fused 64x128 + cb16 chunk HB1 occ4": SSDConfig(**_CHUNK16, scan_heads=1, scan_hints=(4, None)),
+    "fused 64x128 + cb16 chunk HB1 occ3 lat3":
+        SSDConfig(**_CHUNK16, scan_heads=1, scan_hints=(3, None), scan_latency=3),
+    "fused 64x128 + cb16 chunk 128x64x64 occ2":
+        SSDConfig(**_CHUNK16, scan_heads=1, scan_tiles=(128, 64, 64), scan_hints=(2, None)),
+    "fused 64x128 + cb chunk HB1 occ4":
+        SSDConfig(**_FUSED, scan_cb=True, scan_chunk=True, scan_heads=1, scan_hints=(4, None)),
+    "fused 64x128 occ2 + shared HB1 occ3":
+        SSDConfig(**_FUSED, state_hints=(2, None), scan_shared=True, scan_heads=1, scan_hints=(3, None)),
+    "fused 64x128 occ2 + cb16 chunk HB1 occ3":
+        SSDConfig(**_CHUNK16, state_hints=(2, None), scan_heads=1, scan_hints=(3, None)),
+    "fused 64x128 occ2 + cb16 chunk HB1 occ4":
+        SSDConfig(**_CHUNK16, state_hints=(2, None), scan_heads=1, scan_hints=(4, None)),
+    "state occ2 + cb16 chunk HB1 occ3":
+        SSDConfig(state_hints=(2, None), **_CB16, scan_chunk=True, scan_heads=1, scan_hints=(3, None)),
+    "state occ3 + cb16 chunk HB1 occ3":
+        SSDConfig(state_hints=(3, None), **_CB16, scan_chunk=True, scan_heads=1, scan_hints=(3, None)),
+    "state occ4 + cb16 chunk HB1 occ3":
+        SSDConfig(state_hints=(4, None), **_CB16, scan_chunk=True, scan_heads=1, scan_hints=(3, None)),
+    "state occ2 pass occ2 + cb16 chunk HB1 occ3":
+        SSDConfig(state_hints=(2, None), passing_hints=(2, None), **_CB16, scan_chunk=True, scan_heads=1,
+                  scan_hints=(3, None)),
+    "state occ2 pass occ4 + cb16 chunk HB1 occ3":
+        SSDConfig(state_hints=(2, None), passing_hints=(4, None), **_CB16, scan_chunk=True, scan_heads=1,
+                  scan_hints=(3, None)),
     # attempt 15, third batch: two heads per chunk block share C and C Bᵀ (half their reads), fused hints
     "fused 64x128 + cb16 chunk HB2 occ2": SSDConfig(**_CHUNK16, scan_heads=2, scan_hints=(2, None)),
     "fused 64x128 + cb16 chunk HB2 occ3": SSDConfig(**_CHUNK16, scan_heads=2, scan_hints=(3, None)),

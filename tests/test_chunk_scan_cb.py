@@ -42,6 +42,23 @@ def test_chunk_cb_writes_the_causal_tiles_of_C_Bt(dtype, TM, TK):
     assert checked == 2 * (Q // TM) + 1  # two full chunks, and one row tile of the 22-row chunk
 
 
+def test_chunk_cb_in_bfloat16_is_the_float32_result_rounded():
+    # cb_dtype=bfloat16 (SSDConfig.scan_cb_bf16): the same float32 products, rounded once to bf16 on store
+    b, l, g, n, Q = 2, 150, 3, 40, 64
+    gen = torch.Generator().manual_seed(4)
+    C = torch.randn(b, l, g, n, generator=gen).to(torch.bfloat16)
+    B = torch.randn(b, l, g, n, generator=gen).to(torch.bfloat16)
+    CB32 = launch_chunk_cb(C, B, Q, 32, 32, "cpu")
+    CB16 = launch_chunk_cb(C, B, Q, 32, 32, "cpu", cb_dtype=torch.bfloat16)
+    assert CB16.dtype == torch.bfloat16 and CB16.shape == CB32.shape
+    for c in range(2):  # the two full chunks, causal tiles only (row tile i_m has key tiles 0..i_m)
+        for i_m in range(Q // 32):
+            m, k = slice(i_m * 32, (i_m + 1) * 32), slice(0, (i_m + 1) * 32)
+            got, want = CB16[:, c, :, m, k], CB32[:, c, :, m, k]
+            assert torch.equal(got, want.to(torch.bfloat16)), f"chunk {c}, row tile {i_m}"
+            assert (got.float() - want).abs().max() <= want.abs().max() * 2.0 ** -8
+
+
 def test_heads_first_grid():
     plan = chunk_scan_cb_plan(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16, 1)
     assert plan.grid == (80, 4, 128)  # heads, row tiles, batch·chunks
