@@ -152,6 +152,19 @@ VARIANTS: dict[str, SSDConfig] = {
         SSDConfig(**_CHUNK16, state_hints=(None, None, 8), scan_heads=1, scan_hints=(4, None)),
     "fused 64x128 occ1 + cb16 chunk HB1 occ4":
         SSDConfig(**_CHUNK16, state_hints=(1, None), scan_heads=1, scan_hints=(4, None)),
+    # 2026-12-03 night (attempt 16): the fused state stage by segments of the sequence (kernels/segments.py)
+    # for few (batch, head) pairs, against the unfused pair (LONG_16BIT); the scan with x resident per chunk
+    "long: state occ2 + cb16 chunk HB1 occ4":
+        SSDConfig(state_hints=(2, None), **_CB16, scan_chunk=True, scan_heads=1, scan_hints=(4, None)),
+    **{f"seg{k}{c16}{occ} + cb16 chunk HB1 occ4":
+       SSDConfig(**_CHUNK16, segments=k, carry_bf16=bool(c16), state_hints=(2 if occ else None, None),
+                 scan_heads=1, scan_hints=(4, None))
+       for k, c16, occ in ((2, "", ""), (4, "", ""), (8, "", ""), (16, "", ""), (8, " carry16", ""),
+                           (8, "", " occ2"), (16, "", " occ2"))},
+    **{f"fused 64x128 + cb16 chunk xres HB1 occ{o}":
+       SSDConfig(**_CHUNK16, scan_x_resident=True, scan_heads=1, scan_hints=(o, None)) for o in (2, 3, 4)},
+    "fused 64x128 + cb16 chunk xres HB2 occ2":
+        SSDConfig(**_CHUNK16, scan_x_resident=True, scan_heads=2, scan_hints=(2, None)),
 }
 SHAPES = ("b8-l4096-h80", "b2-l8192-h128-g8")
 

@@ -29,6 +29,7 @@ from .kernels.chunk_state import (
     launch_chunk_state_passing,
 )
 from .kernels.configs import SSDConfig, ssd_config
+from .kernels.segments import launch_chunk_state_segments
 from .kernels.state_passing import launch_state_passing, state_passing_fwd, state_passing_plan
 
 __all__ = ["chunk_scan_fwd", "chunk_state_fwd", "ssd_forward", "ssd_plan", "ssd_stages", "state_passing_fwd"]
@@ -101,7 +102,13 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
         strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
 
     # the states entering each chunk are stored in x's dtype: kernel 3 rounds them to it for its mma anyway
-    if cfg.fused:  # kernels 1 and 2 as one launch: the float32 chunk states stay on chip
+    carry = None
+    if cfg.segments > 1:  # kernels 1 and 2 fused, by segments; the scan adds each segment's carry
+        dt_out, dA_cumsum, chunk_init_states, final_states, carry = launch_chunk_state_segments(
+            x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, cfg.segments,
+            _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency,
+            carry_dtype=_carry_dtype(cfg, x))
+    elif cfg.fused:  # kernels 1 and 2 as one launch: the float32 chunk states stay on chip
         dt_out, dA_cumsum, chunk_init_states, final_states = launch_chunk_state_passing(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison,
             tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency)
@@ -116,15 +123,22 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
                             latency=cfg.scan_latency, factored=cfg.scan_factored and min(dt_limit) >= 0,
                             heads_2d=cfg.scan_2d, shared=cfg.scan_shared, cb=cfg.scan_cb,
                             whole_chunk=cfg.scan_chunk,
-                            cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32)
+                            cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
+                            x_resident=cfg.scan_x_resident)
     return (out, final_states) if return_final_states else out
+
+
+def _carry_dtype(cfg: SSDConfig, x: torch.Tensor) -> torch.dtype:
+    """The dtype of the segment carry: float32, or bfloat16 with ``cfg.carry_bf16`` for 16-bit inputs."""
+    return torch.bfloat16 if cfg.carry_bf16 and x.dtype != torch.float32 else torch.float32
 
 
 def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig | None = None) -> dict:
     """The launches of ``ssd_forward`` (no D, z, dt_bias, initial states) as separately callable stages.
 
     Returns ``{stage name: callable}`` in the order ``ssd_forward`` runs them: ``"chunk_state"`` and
-    ``"state_passing"``, or ``"chunk_state_passing"`` when the config fuses them, then ``"chunk_scan"``.
+    ``"state_passing"``, or ``"chunk_state_passing"`` when the config fuses them (by segments: that stage is
+    its two launches, the segments then state passing over them), then ``"chunk_scan"``.
     Each stage's inputs are made once, here, by running the stages before it, so each callable times one
     kernel alone (the benchmark's per-kernel breakdown; with ``scan_cb`` the ``"chunk_scan"`` stage is its
     two launches, C Bᵀ then the scan). Also ``"chain"`` (all stages, returns y) and
@@ -137,7 +151,16 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
     x, dt, A, B, C = (strided_ok(t) for t in (x, dt, A, B, C))
     lim = (0.0, float("inf"))
     stages: dict = {}
-    if cfg.fused:
+    carry = None
+    if cfg.segments > 1:
+        def fused():  # the segmented stage's two launches: the segments, then state passing over them
+            return launch_chunk_state_segments(x, dt, A, B, chunk_size, None, False, lim, None, where,
+                                               cfg.segments, tiles=cfg.state_tiles, hints=cfg.state_hints,
+                                               latency=cfg.state_latency, carry_dtype=_carry_dtype(cfg, x))
+        dt_out, dA_cumsum, init, _, carry = fused()
+        stages["chunk_state_passing"] = fused
+        meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}
+    elif cfg.fused:
         def fused():
             return launch_chunk_state_passing(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                               tiles=cfg.state_tiles, hints=cfg.state_hints,
@@ -163,7 +186,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                  hints=cfg.scan_hints, latency=cfg.scan_latency,
                                  factored=cfg.scan_factored, heads_2d=cfg.scan_2d,
                                  shared=cfg.scan_shared, cb=cfg.scan_cb, whole_chunk=cfg.scan_chunk,
-                                 cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32)
+                                 cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
+                                 x_resident=cfg.scan_x_resident)
     stages["chunk_scan"] = stage3
 
     def chain():

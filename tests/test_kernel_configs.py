@@ -60,6 +60,15 @@ VARIANTS = {
     "cb-bf16-hb2-factored": SSDConfig(scan_cb=True, scan_cb_bf16=True, scan_heads=2, scan_factored=True),
     "cb-bf16-chunk-tm-ne-tk+fused": SSDConfig(scan_cb=True, scan_cb_bf16=True, scan_chunk=True,
                                               scan_tiles=(32, 16, 32), fused=True),
+    # the segmented state stage: 5 chunks in segments of 2, 2, 1 (3 segments) and 3, 2 (2 segments)
+    "segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3),
+    "segments-2-carry-bf16-hb2-tm-ne-tk": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2,
+                                                    carry_bf16=True, scan_heads=2, scan_tiles=(32, 16, 32)),
+    "segments-per-chunk-multi-tile": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=64,
+                                               state_tiles=(16, 32), scan_cb_bf16=True),
+    "x-resident-hb2": SSDConfig(scan_cb=True, scan_chunk=True, scan_x_resident=True, scan_heads=2),
+    "x-resident-segments-tm-ne-tk": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2,
+                                              scan_x_resident=True, scan_tiles=(32, 16, 32)),
 }
 
 
@@ -176,7 +185,10 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              ("fast-fp16-cb", torch.float16, 256),
              # several fused state tiles per (batch, head): these launches hung on the H200 while a store
              # of dt_out and dA_cumsum was under `if pid_pn == 0` (docs/perf-notes.md, attempt 15)
-             ("fused-multi-tile", torch.bfloat16, 256)]
+             ("fused-multi-tile", torch.bfloat16, 256),
+             # the segmented state stage (kernels/segments.py) and the scan with x resident per chunk
+             ("segments-3", torch.bfloat16, 128), ("segments-2-carry-bf16-hb2-tm-ne-tk", torch.bfloat16, 256),
+             ("segments-3", torch.float32, 64), ("x-resident-segments-tm-ne-tk", torch.bfloat16, 256)]
 
 
 @pytest.mark.gpu
@@ -206,3 +218,64 @@ def test_fp16_keeps_a_float32_cb_cpu():
         errs = [relative_error(ssd_forward(**inputs, chunk_size=64, backend="cpu", _poison=True, _config=c),
                                y_ref) for c in (FAST_FP16_CB, FAST_16BIT_CB)]
         assert errs[0] < 3.5e-4 and errs[0] < 0.8 * errs[1], errs
+
+
+def test_segment_layout_covers_every_chunk_once():
+    from mamba2_tutorial.kernels.segments import segment_layout
+
+    for nchunks in (1, 2, 5, 7, 16, 128, 129):
+        for segments in (1, 2, 3, 8, 200):
+            cps, nseg = segment_layout(nchunks, segments)
+            assert nseg <= min(segments, nchunks), (nchunks, segments)
+            assert cps * nseg >= nchunks > cps * (nseg - 1), (nchunks, segments)  # no empty segment
+    with pytest.raises(ValueError, match="segments"):
+        segment_layout(4, 0)
+
+
+def test_segmented_stage_rebuilds_the_entering_states_cpu():
+    # the segment-local entering states plus the decayed carry are the reference's entering states; every
+    # chunk, ragged last chunk, with initial states (they enter through the carry of segment 0)
+    from mamba2_tutorial.kernels.segments import launch_chunk_state_segments
+
+    shape = SSDShape(2, 7 * 32 + 9, 3, 16, 1, 24, 32, "ragged")  # 8 chunks in segments of 3, 3, 2
+    inp = make_inputs(shape, seed=3, dtype=torch.float32, dt_bias=True, initial_states=True)
+    dt_out, dA_cs, local, final, carry = launch_chunk_state_segments(
+        inp["x"], inp["dt"], inp["A"], inp["B"], 32, inp["dt_bias"], True, (0.0, float("inf")),
+        inp["initial_states"], "cpu", 3, poison=True)
+    assert carry.chunks_per_segment == 3 and carry.carry.shape == (2, 3, 3, 16, 24)
+    d = _f64(inp)
+    dt_ref, dA_ref = ref.chunk_cumsum(d["dt"], d["A"], 32, dt_bias=d["dt_bias"], dt_softplus=True)
+    states = ref.chunk_state(d["x"], d["B"], dt_ref, dA_ref)
+    init_ref, final_ref = ref.state_passing(states, dA_ref, d["initial_states"])
+    seg = torch.arange(8) // 3
+    rebuilt = (local.double() + carry.seg_prefix.double().exp().permute(0, 2, 1)[..., None, None]
+               * carry.carry.double()[:, seg])
+    assert relative_error(rebuilt, init_ref) < 1e-5
+    assert relative_error(final, final_ref) < 1e-5
+    assert relative_error(dA_cs, dA_ref) < 1e-6
+
+
+def test_segments_need_the_whole_chunk_scan():
+    with pytest.raises(ValueError, match="segments"):
+        SSDConfig(fused=True, segments=4)
+    with pytest.raises(ValueError, match="segments"):
+        SSDConfig(scan_cb=True, scan_chunk=True, segments=4)
+    with pytest.raises(ValueError, match="segments"):
+        SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=0)
+    with pytest.raises(ValueError, match="x_resident"):
+        SSDConfig(scan_cb=True, scan_x_resident=True)
+    from mamba2_tutorial.kernels.chunk_scan import launch_chunk_scan
+
+    with pytest.raises(ValueError, match="whole-chunk"):
+        launch_chunk_scan(*(None,) * 8, "cpu", x_resident=True)
+
+
+def test_ssd_stages_of_the_segmented_stage_cpu():
+    shape = SSDShape(1, 330, 4, 32, 2, 40, 64, "ragged")
+    inp = make_inputs(shape, seed=2, dtype=torch.bfloat16, D=False)
+    cfg = SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2)
+    y = ssd_forward(**inp, chunk_size=64, backend="cpu", _config=cfg)
+    stages = ssd_stages(**inp, chunk_size=64, backend="cpu", config=cfg)
+    assert [k for k in stages if k not in ("chain", "meta")] == ["chunk_state_passing", "chunk_scan"]
+    assert stages["meta"]["fused"]
+    assert relative_error(stages["chunk_scan"](), y) < 1e-6

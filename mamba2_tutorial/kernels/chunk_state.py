@@ -53,7 +53,8 @@ from ._host import (
 from .configs import FAST_16BIT, FAST_16BIT_Q128, LONG_16BIT
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_kernel",
+__all__ = ["SPECS", "chunk_local_state",
+           "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_kernel",
            "chunk_state_passing_plan", "chunk_state_plan", "chunk_state_tiles", "launch_chunk_state",
            "launch_chunk_state_passing"]
 
@@ -141,6 +142,36 @@ def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
     ct.store(states, (b, c, h, i_p, i_n), state.reshape((1, 1, 1, TP, TN)))
 
 
+def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen, dt_min,
+                      dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat):
+    """One chunk of a walk over chunks (the fused and the segmented state stages): dt preprocessing and the
+    in-chunk cumsum (stored to dt_out and dA_cumsum), then the chunk's local (TP, TN) state tile exactly as
+    chunk_state_kernel builds it. Returns (dA_cs_last (1,), local (TP, TN) float32). A plain function:
+    cuTile inlines it into the kernel's chunk loop; ``lat`` is a latency hint for the x and B loads (or
+    None)."""
+    dt_raw = ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
+    t = c * Q + ct.arange(Q, dtype=ct.int32)
+    dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
+    dA_cs = ct.cumsum(dt_c * A_h, axis=0)
+    # every state tile of (b, h) stores the same dt_out and dA_cumsum: a store under `if pid_pn == 0`
+    # here was the suspect of the hang of multi-tile fused launches (docs/perf-notes.md, attempt 15)
+    ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
+    dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
+    w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E) * dt_c
+    local = ct.zeros((TP, TN), dtype=ct.float32)
+    n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
+    for kt in range(n_steps):
+        k_tile = c * (Q // TK) + kt
+        x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
+        B_k = ct.load(B, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO, latency=lat)
+        x_k, B_k = x_k.reshape((TK, TP)), B_k.reshape((TK, TN))
+        w_k = ct.extract(w, (kt,), shape=(TK,))
+        xw = (x_k.astype(ct.float32) * w_k[:, None]).astype(x.dtype)
+        local = ct.mma(ct.transpose(xw), B_k.astype(x.dtype), local)
+    return dA_cs_last, local
+
+
 @ct.kernel
 def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,                # inputs
                                dt_out, dA_cumsum, chunk_init_states, final_states,  # outputs
@@ -180,26 +211,9 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
     for c in range(nchunks):
         S_out = S.astype(chunk_init_states.dtype)
         ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_out.reshape((1, 1, 1, TP, TN)))
-        dt_raw = ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
-        t = c * Q + ct.arange(Q, dtype=ct.int32)
-        dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
-        dA_cs = ct.cumsum(dt_c * A_h, axis=0)
-        # every state tile of (b, h) stores the same dt_out and dA_cumsum: a store under `if pid_pn == 0`
-        # here was the suspect of the hang of multi-tile fused launches (docs/perf-notes.md, attempt 15)
-        ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
-        ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
-        dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
-        w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E) * dt_c
-        local = ct.zeros((TP, TN), dtype=ct.float32)
-        n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
-        for kt in range(n_steps):
-            k_tile = c * (Q // TK) + kt
-            x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
-            B_k = ct.load(B, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO, latency=lat)
-            x_k, B_k = x_k.reshape((TK, TP)), B_k.reshape((TK, TN))
-            w_k = ct.extract(w, (kt,), shape=(TK,))
-            xw = (x_k.astype(ct.float32) * w_k[:, None]).astype(x.dtype)
-            local = ct.mma(ct.transpose(xw), B_k.astype(x.dtype), local)
+        dA_cs_last, local = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
+                                              i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
+                                              DT_SOFTPLUS, lat)
         # decay over the whole chunk, as in state_passing_kernel: S_c+1 = exp(dA_cs_last) · S_c + s_c
         S = ct.exp2(dA_cs_last * LOG2E).reshape((1, 1)) * S + local
 
