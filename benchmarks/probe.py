@@ -153,18 +153,16 @@ VARIANTS: dict[str, SSDConfig] = {
     "fused 64x128 occ1 + cb16 chunk HB1 occ4":
         SSDConfig(**_CHUNK16, state_hints=(1, None), scan_heads=1, scan_hints=(4, None)),
     # 2026-12-03 night (attempt 16): the fused state stage by segments of the sequence (kernels/segments.py)
-    # for few (batch, head) pairs, against the unfused pair (LONG_16BIT); the scan with x resident per chunk
+    # for few (batch, head) pairs, against the unfused pair (LONG_16BIT). The scan adds the carry with a
+    # second inter-chunk mma; at occupancy 4 that kernel does not fit (255 registers, 204 KB of shared memory
+    # in the sm_90 cubin), at occupancy 3 it does (80 registers, 70 KB)
     "long: state occ2 + cb16 chunk HB1 occ4":
         SSDConfig(state_hints=(2, None), **_CB16, scan_chunk=True, scan_heads=1, scan_hints=(4, None)),
-    **{f"seg{k}{c16}{occ} + cb16 chunk HB1 occ4":
-       SSDConfig(**_CHUNK16, segments=k, carry_bf16=bool(c16), state_hints=(2 if occ else None, None),
-                 scan_heads=1, scan_hints=(4, None))
-       for k, c16, occ in ((2, "", ""), (4, "", ""), (8, "", ""), (16, "", ""), (8, " carry16", ""),
-                           (8, "", " occ2"), (16, "", " occ2"))},
-    **{f"fused 64x128 + cb16 chunk xres HB1 occ{o}":
-       SSDConfig(**_CHUNK16, scan_x_resident=True, scan_heads=1, scan_hints=(o, None)) for o in (2, 3, 4)},
-    "fused 64x128 + cb16 chunk xres HB2 occ2":
-        SSDConfig(**_CHUNK16, scan_x_resident=True, scan_heads=2, scan_hints=(2, None)),
+    "long: state occ2 + cb16 chunk HB1 occ3":
+        SSDConfig(state_hints=(2, None), **_CB16, scan_chunk=True, scan_heads=1, scan_hints=(3, None)),
+    **{f"seg{k}{' occ2' if occ else ''} + cb16 chunk HB1 occ{so}":
+       SSDConfig(**_CHUNK16, segments=k, state_hints=(occ or None, None), scan_heads=1, scan_hints=(so, None))
+       for k, occ, so in ((4, 0, 3), (8, 0, 3), (16, 0, 3), (8, 2, 3), (8, 0, 2), (8, 0, 4))},
 }
 SHAPES = ("b8-l4096-h80", "b2-l8192-h128-g8")
 
@@ -262,6 +260,7 @@ def main(argv=None) -> int:
         del inp, y_ref, f_ref
         torch.cuda.empty_cache()
 
+    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "probe.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(),
                    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

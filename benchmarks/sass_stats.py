@@ -28,6 +28,7 @@ from mamba2_tutorial.kernels import chunk_scan as sc
 from mamba2_tutorial.kernels import chunk_scan_cb as scb
 from mamba2_tutorial.kernels import chunk_state as cs
 from mamba2_tutorial.kernels._host import hinted
+from mamba2_tutorial.kernels.segments import SegmentCarry
 
 OPS = ("HGMMA", "HMMA", "MUFU", "LDL", "STL", "UTMALDG", "BAR")
 
@@ -77,6 +78,17 @@ def scan_cb_args(TM=64, TK=64, TP=64, HB=1, lat=0, factored=False, Q=256, b=2, l
     return tuple(args)
 
 
+def scan_chunk_args(carry=False, cb_dtype=torch.bfloat16, **kw):
+    """chunk_scan_cb_chunk_kernel's arguments: scan_cb_args plus the segment carry (or placeholders)."""
+    args = list(scan_cb_args(**kw))
+    args[5] = args[5].to(cb_dtype)
+    b, nch, h, p, n = args[6].shape
+    seg = None
+    if carry:
+        seg = SegmentCarry(torch.randn(b, 2, h, p, n).to(args[0].dtype), -torch.rand(b, h, nch), -(-nch // 2))
+    return scb.chunk_kernel_args(tuple(args), seg, "cpu")
+
+
 def variants(only: str = ""):
     if only:
         yield from (v for v in variants() if only in v[0])
@@ -104,8 +116,12 @@ def variants(only: str = ""):
     yield "chunk_scan_cb HB2 occ2 factored", hinted(k, 2), scan_cb_args(HB=2, factored=True)
     yield "chunk_scan_cb 128x64x64 HB1 occ2", hinted(k, 2), scan_cb_args(TM=128)
     k = scb.chunk_scan_cb_chunk_kernel
-    yield "chunk_scan_cb_chunk HB1 occ3", hinted(k, 3), scan_cb_args()
-    yield "chunk_scan_cb_chunk HB1 occ2", hinted(k, 2), scan_cb_args()
+    yield "chunk_scan_cb_chunk HB1 occ3", hinted(k, 3), scan_chunk_args(cb_dtype=torch.float32)
+    yield "chunk_scan_cb_chunk HB1 occ2", hinted(k, 2), scan_chunk_args(cb_dtype=torch.float32)
+    # attempts 15-16: bf16 C Bᵀ at occupancy 4, without and with the segment carry
+    yield "chunk_scan_cb_chunk cb16 occ4", hinted(k, 4), scan_chunk_args()
+    yield "chunk_scan_cb_chunk cb16 carry occ4", hinted(k, 4), scan_chunk_args(carry=True)
+    yield "chunk_scan_cb_chunk cb16 carry occ3", hinted(k, 3), scan_chunk_args(carry=True)
 
 
 def main() -> None:

@@ -106,8 +106,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     if cfg.segments > 1:  # kernels 1 and 2 fused, by segments; the scan adds each segment's carry
         dt_out, dA_cumsum, chunk_init_states, final_states, carry = launch_chunk_state_segments(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, cfg.segments,
-            _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency,
-            carry_dtype=_carry_dtype(cfg, x))
+            _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency)
     elif cfg.fused:  # kernels 1 and 2 as one launch: the float32 chunk states stay on chip
         dt_out, dA_cumsum, chunk_init_states, final_states = launch_chunk_state_passing(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison,
@@ -123,14 +122,9 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
                             latency=cfg.scan_latency, factored=cfg.scan_factored and min(dt_limit) >= 0,
                             heads_2d=cfg.scan_2d, shared=cfg.scan_shared, cb=cfg.scan_cb,
                             whole_chunk=cfg.scan_chunk,
-                            cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
-                            x_resident=cfg.scan_x_resident)
+                            cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry)
     return (out, final_states) if return_final_states else out
 
-
-def _carry_dtype(cfg: SSDConfig, x: torch.Tensor) -> torch.dtype:
-    """The dtype of the segment carry: float32, or bfloat16 with ``cfg.carry_bf16`` for 16-bit inputs."""
-    return torch.bfloat16 if cfg.carry_bf16 and x.dtype != torch.float32 else torch.float32
 
 
 def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig | None = None) -> dict:
@@ -156,7 +150,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
         def fused():  # the segmented stage's two launches: the segments, then state passing over them
             return launch_chunk_state_segments(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                                cfg.segments, tiles=cfg.state_tiles, hints=cfg.state_hints,
-                                               latency=cfg.state_latency, carry_dtype=_carry_dtype(cfg, x))
+                                               latency=cfg.state_latency)
         dt_out, dA_cumsum, init, _, carry = fused()
         stages["chunk_state_passing"] = fused
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}
@@ -186,8 +180,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                  hints=cfg.scan_hints, latency=cfg.scan_latency,
                                  factored=cfg.scan_factored, heads_2d=cfg.scan_2d,
                                  shared=cfg.scan_shared, cb=cfg.scan_cb, whole_chunk=cfg.scan_chunk,
-                                 cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
-                                 x_resident=cfg.scan_x_resident)
+                                 cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry)
     stages["chunk_scan"] = stage3
 
     def chain():

@@ -62,13 +62,10 @@ VARIANTS = {
                                               scan_tiles=(32, 16, 32), fused=True),
     # the segmented state stage: 5 chunks in segments of 2, 2, 1 (3 segments) and 3, 2 (2 segments)
     "segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3),
-    "segments-2-carry-bf16-hb2-tm-ne-tk": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2,
-                                                    carry_bf16=True, scan_heads=2, scan_tiles=(32, 16, 32)),
+    "segments-2-hb2-tm-ne-tk": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2, scan_heads=2,
+                                         scan_tiles=(32, 16, 32), scan_hints=(3, None)),
     "segments-per-chunk-multi-tile": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=64,
                                                state_tiles=(16, 32), scan_cb_bf16=True),
-    "x-resident-hb2": SSDConfig(scan_cb=True, scan_chunk=True, scan_x_resident=True, scan_heads=2),
-    "x-resident-segments-tm-ne-tk": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2,
-                                              scan_x_resident=True, scan_tiles=(32, 16, 32)),
 }
 
 
@@ -186,9 +183,9 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              # several fused state tiles per (batch, head): these launches hung on the H200 while a store
              # of dt_out and dA_cumsum was under `if pid_pn == 0` (docs/perf-notes.md, attempt 15)
              ("fused-multi-tile", torch.bfloat16, 256),
-             # the segmented state stage (kernels/segments.py) and the scan with x resident per chunk
-             ("segments-3", torch.bfloat16, 128), ("segments-2-carry-bf16-hb2-tm-ne-tk", torch.bfloat16, 256),
-             ("segments-3", torch.float32, 64), ("x-resident-segments-tm-ne-tk", torch.bfloat16, 256)]
+             # the segmented state stage (kernels/segments.py)
+             ("segments-3", torch.bfloat16, 128), ("segments-2-hb2-tm-ne-tk", torch.bfloat16, 256),
+             ("segments-3", torch.float32, 64), ("segments-per-chunk-multi-tile", torch.bfloat16, 128)]
 
 
 @pytest.mark.gpu
@@ -243,6 +240,7 @@ def test_segmented_stage_rebuilds_the_entering_states_cpu():
         inp["x"], inp["dt"], inp["A"], inp["B"], 32, inp["dt_bias"], True, (0.0, float("inf")),
         inp["initial_states"], "cpu", 3, poison=True)
     assert carry.chunks_per_segment == 3 and carry.carry.shape == (2, 3, 3, 16, 24)
+    assert carry.carry.dtype == local.dtype == torch.float32
     d = _f64(inp)
     dt_ref, dA_ref = ref.chunk_cumsum(d["dt"], d["A"], 32, dt_bias=d["dt_bias"], dt_softplus=True)
     states = ref.chunk_state(d["x"], d["B"], dt_ref, dA_ref)
@@ -262,12 +260,12 @@ def test_segments_need_the_whole_chunk_scan():
         SSDConfig(scan_cb=True, scan_chunk=True, segments=4)
     with pytest.raises(ValueError, match="segments"):
         SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=0)
-    with pytest.raises(ValueError, match="x_resident"):
-        SSDConfig(scan_cb=True, scan_x_resident=True)
     from mamba2_tutorial.kernels.chunk_scan import launch_chunk_scan
 
     with pytest.raises(ValueError, match="whole-chunk"):
-        launch_chunk_scan(*(None,) * 8, "cpu", x_resident=True)
+        launch_chunk_scan(*(None,) * 8, "cpu", carry=object())
+    with pytest.raises(ValueError, match="whole-chunk"):
+        launch_chunk_scan(*(None,) * 8, "cpu", cb=True, carry=object())
 
 
 def test_ssd_stages_of_the_segmented_stage_cpu():

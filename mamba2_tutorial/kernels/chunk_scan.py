@@ -253,18 +253,25 @@ def entering_state_T(x, chunk_init_states, b, c, h, i_p, TP, NS):
     return ct.transpose(S_c.reshape((TP, NS)).astype(x.dtype))
 
 
-def inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB, S_cTs=None):
+def inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB, S_cTs=None,
+                      carries=None):
     """The inter-chunk part for the HB heads of a block, one 2-D accumulator each:
     acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m). Returns (accs, a_ms), tuples over the heads, with
     a_m = dA_cs_m · log2(e) for the intra-chunk decay. ``S_cTs`` (a tuple of the heads' S_cᵀ) when the caller
-    loaded them already; otherwise each head's is loaded here. Inlined by cuTile."""
+    loaded them already; otherwise each head's is loaded here. ``carries`` (the segmented state stage, a
+    tuple over the heads of (K_sᵀ, exp(d_c))): S_c = L_c + exp(d_c) · K_s, so the product is
+    C_m @ L_cᵀ + exp(d_c) · (C_m @ K_sᵀ), two mmas on loaded tiles. Inlined by cuTile."""
     accs = ()
     a_ms = ()
     for j in ct.static_iter(range(HB)):
         h = hb * HB + j
         a_m = ct.load(dA_cumsum, (b, h, c, i_m), shape=(1, 1, 1, TM)).reshape((TM,)) * LOG2E
         S_cT = entering_state_T(x, chunk_init_states, b, c, h, i_p, TP, NS) if S_cTs is None else S_cTs[j]
-        acc = ct.mma(C_m, S_cT, ct.zeros((TM, TP), dtype=ct.float32))
+        acc = ct.zeros((TM, TP), dtype=ct.float32)
+        if carries is not None:
+            K_sT, decay = carries[j]
+            acc = ct.mma(C_m, K_sT, acc) * decay
+        acc = ct.mma(C_m, S_cT, acc)
         accs = accs + (acc * ct.exp2(a_m)[:, None],)
         a_ms = a_ms + (a_m,)
     return accs, a_ms
@@ -377,7 +384,7 @@ def chunk_scan_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtyp
 def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                       max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                       factored=False, heads_2d=False, shared=False, cb=False, whole_chunk=False,
-                      cb_bf16=False, carry=None, x_resident=False):
+                      cb_bf16=False, carry=None):
     """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks.
 
     ``tiles`` (TM, TK, TP) and ``max_heads_per_block`` override the default tiles, ``hints`` = (occupancy,
@@ -387,19 +394,18 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
     :data:`chunk_scan_shared_kernel` (neither has the factored decay). ``cb`` runs the two launches of
     :mod:`.chunk_scan_cb` instead (C Bᵀ once per chunk and group, then the scan that reads it;
     ``whole_chunk``: one block per chunk; ``cb_bf16``: C Bᵀ stored in bfloat16; ``carry``: the
-    :class:`~mamba2_tutorial.kernels.segments.SegmentCarry` of a segmented state stage, and ``x_resident``,
-    whole-chunk scan only)."""
+    :class:`~mamba2_tutorial.kernels.segments.SegmentCarry` of a segmented state stage, whole-chunk scan
+    only)."""
     if cb:
         from .chunk_scan_cb import launch_chunk_scan_cb
 
         return launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out, poison,
                                     max_heads_per_block, tiles, hints, latency, factored,
                                     whole_chunk=whole_chunk,
-                                    cb_dtype=torch.bfloat16 if cb_bf16 else torch.float32, carry=carry,
-                                    x_resident=x_resident)
-    if carry is not None or x_resident:
-        what = "a segment carry (the segmented state stage)" if carry is not None else "x_resident"
-        raise ValueError(f"{what} needs the whole-chunk scan (SSDConfig(scan_cb=True, scan_chunk=True))")
+                                    cb_dtype=torch.bfloat16 if cb_bf16 else torch.float32, carry=carry)
+    if carry is not None:
+        raise ValueError("a segment carry (the segmented state stage) needs the whole-chunk scan "
+                         "(SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]

@@ -49,7 +49,7 @@ from .spec import KernelSpec
 
 __all__ = ["SPECS", "chunk_cb_kernel", "chunk_cb_plan", "chunk_scan_cb_chunk_kernel", "chunk_scan_cb_kernel",
            "chunk_scan_cb_plan",
-           "entering_state_carried_T", "chunk_kernel_args", "launch_chunk_cb", "launch_chunk_scan_cb"]
+           "segment_carry_T", "chunk_kernel_args", "launch_chunk_cb", "launch_chunk_scan_cb"]
 
 LOG2E = 1.4426950408889634
 ZERO = ct.PaddingMode.ZERO
@@ -82,17 +82,14 @@ def chunk_cb_kernel(C, B, CB, Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.
 
 
 def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-              Q, TM, TK, TP, HB, lat, MASK, FACTORED, x_cs=None):
+              Q, TM, TK, TP, HB, lat, MASK, FACTORED):
     """One key tile kt of the intra-chunk sum for the block's HB heads: acc_j += P_j @ x_kt, with
     P_j = CB[m, k] ∘ exp2(a_m - a_k) ∘ dt_k (∘ [k <= m] when MASK). A plain function: cuTile inlines it, and
     MASK and FACTORED stay compile-time constants.
 
     FACTORED (only for a key tile entirely before the rows, and only when dA_cs is monotone: dt >= 0): with r
     the tile's last key, exp2(a_m - a_k) = exp2(a_m - a_r) · exp2(a_r - a_k), both factors <= 1, so TM + TK
-    exponentials per head instead of TM · TK.
-
-    ``x_cs``: the heads' whole-chunk x tiles (Q, TP), loaded once by the caller; the key tile is then a slice
-    of it instead of a load (the chunk kernel's X_RESIDENT)."""
+    exponentials per head instead of TM · TK."""
     k_tile = c * (Q // TK) + kt
     CB_mk = ct.load(CB, (b, c, g, i_m, kt), shape=(1, 1, 1, TM, TK), latency=lat).reshape((TM, TK))
     CB_mk = CB_mk.astype(ct.float32)  # a no-op for a float32 CB; a bfloat16 CB (cb_dtype) is widened
@@ -104,11 +101,7 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
         h = hb * HB + j
         a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
         dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
-        if x_cs is None:
-            x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
-            x_k = x_k.reshape((TK, TP))
-        else:
-            x_k = ct.extract(x_cs[j], (kt, 0), shape=(TK, TP))
+        x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
         if FACTORED:
             a_r = ct.extract(a_k, (TK - 1,), shape=(1,))
             u = ct.exp2(ct.minimum(a_ms[j] - a_r, 0.0))                       # (TM,)
@@ -118,12 +111,12 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
             P = CB_mk * ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0)) * dt_k[None, :]
         if MASK:
             P = ct.where(causal, P, 0.0)
-        new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k, accs[j]),)
+        new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
     return new_accs
 
 
 def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile, i_p,
-              seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs=None, x_cs=None):
+              seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs=None, carries=None):
     """Row tile i_m of chunk c for the HB heads of a block: the inter-chunk part, the key tiles up to the
     diagonal (those entirely before the rows without the causal mask, optionally factored), the epilogue and
     the store; m_tile = c · Q/TM + i_m. Shared by both scan kernels of this module (a plain function: cuTile
@@ -134,16 +127,16 @@ def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g
     n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
     # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
     accs, a_ms = inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB,
-                                   S_cTs)
+                                   S_cTs, carries)
     # 2. intra-chunk, one CB tile per key tile shared by the HB heads. Key tiles entirely before this row
     # tile (kt < n_full) need no causal mask; the diagonal tile(s) do.
     n_full = min((i_m * TM) // TK, n_k)
     for kt in range(n_full):
         accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                         Q, TM, TK, TP, HB, lat, False, FACTORED, x_cs)
+                         Q, TM, TK, TP, HB, lat, False, FACTORED)
     for kt in range(n_full, n_k):
         accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                         Q, TM, TK, TP, HB, lat, True, False, x_cs)
+                         Q, TM, TK, TP, HB, lat, True, False)
     # 3. epilogue per head
     for j in ct.static_iter(range(HB)):
         _store_head(accs[j], x, z, D, out, b, m_tile, hb * HB + j, i_p, TM, TP, D_MODE, HAS_Z)
@@ -182,15 +175,13 @@ def chunk_scan_cb_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D,  
                   seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED)
 
 
-def entering_state_carried_T(x, chunk_init_states, carry, seg_prefix, b, c, h, i_p, TP, NS, cps):
-    """S_cᵀ (NS, TP) in x's dtype for the segmented state stage (:mod:`.segments`): chunk_init_states holds
-    L_c, the state entering chunk c from its segment's start, and the true state entering chunk c is
-    S_c = L_c + exp(seg_prefix[c]) · carry[c // cps]. Inlined by cuTile."""
-    L_c = ct.load(chunk_init_states, (b, c, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
-    K_s = ct.load(carry, (b, c // cps, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
-    decay = ct.exp2(ct.load(seg_prefix, (b, h, c), shape=(1, 1, 1)).reshape((1, 1)) * LOG2E)
-    S_c = L_c.reshape((TP, NS)).astype(ct.float32) + decay * K_s.reshape((TP, NS)).astype(ct.float32)
-    return ct.transpose(S_c.astype(x.dtype))
+def segment_carry_T(x, carry, seg_prefix, b, c, h, i_p, TP, NS, cps):
+    """(K_sᵀ (NS, TP) in x's dtype, exp(seg_prefix[c]) (1, 1)) for the segmented state stage
+    (:mod:`.segments`): the state entering chunk c's segment and its decay to chunk c, so that
+    S_c = L_c + exp(seg_prefix[c]) · K_s. Inlined by cuTile."""
+    K_s = entering_state_T(x, carry, b, c // cps, h, i_p, TP, NS)
+    decay = ct.exp2(ct.load(seg_prefix, (b, h, c), shape=()) * LOG2E)
+    return K_s, decay
 
 
 @ct.kernel
@@ -201,21 +192,17 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
                                Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                                TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                                D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
-                               FACTORED: ct.Constant[bool], HAS_CARRY: ct.Constant[bool],
-                               X_RESIDENT: ct.Constant[bool]):
+                               FACTORED: ct.Constant[bool], HAS_CARRY: ct.Constant[bool]):
     """chunk_scan_cb_kernel's results, one block per (head block, p tile, batch·chunk) walking ALL the chunk's
     row tiles in a loop (grid (h / HB, cdiv(p, TP), b · nchunks)): Q/TM · (Q/TM + 1) / 2 key-tile steps per
     block instead of 1 to Q/TM, and the entering state S_c loaded once per chunk instead of once per row tile
     (attempt 14 of docs/perf-notes.md).
 
-    HAS_CARRY: the state stage ran by segments (:mod:`.segments`): chunk_init_states holds the states entering
-    each chunk from its segment's start, ``carry`` (b, nseg, h, p, n) the state entering each segment and
-    ``seg_prefix`` (b, h, nchunks) the log decay from the segment's start; S_c is rebuilt from them once per
-    block. Without it, ``carry``, ``seg_prefix`` and ``chunks_per_segment`` are unused placeholders.
-
-    X_RESIDENT: each head's x for the whole chunk, (Q, TP), is loaded once per block and the key tiles are
-    slices of it: the row tiles re-read key tiles (Q/TM · (Q/TM + 1) / 2 tile reads for Q/TM tiles), and
-    each of those reads is L2 traffic otherwise (an experiment: the scan is bound by L2 reads)."""
+    HAS_CARRY: the state stage ran by segments (:mod:`.segments`): chunk_init_states holds the states L_c
+    entering each chunk from its segment's start, ``carry`` (b, nseg, h, p, n) the state K_s entering each
+    segment and ``seg_prefix`` (b, h, nchunks) the log decay d_c from the segment's start; the inter-chunk
+    part takes C_m @ L_cᵀ + exp(d_c) · (C_m @ K_sᵀ). Without it, ``carry``, ``seg_prefix`` and
+    ``chunks_per_segment`` are unused placeholders."""
     hb = ct.bid(0)
     i_p = ct.bid(1)
     pid_bc = ct.bid(2)
@@ -226,24 +213,17 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
     seqlen = x.shape[1]
     lat = LAT if LAT > 0 else None
     S_cTs = ()
+    carries = () if HAS_CARRY else None
     for j in ct.static_iter(range(HB)):
+        S_cTs = S_cTs + (entering_state_T(x, chunk_init_states, b, c, hb * HB + j, i_p, TP, NS),)
         if HAS_CARRY:
-            S_cT = entering_state_carried_T(x, chunk_init_states, carry, seg_prefix, b, c, hb * HB + j, i_p,
-                                            TP, NS, chunks_per_segment)
-        else:
-            S_cT = entering_state_T(x, chunk_init_states, b, c, hb * HB + j, i_p, TP, NS)
-        S_cTs = S_cTs + (S_cT,)
-    x_cs = None
-    if X_RESIDENT:
-        x_cs = ()
-        for j in ct.static_iter(range(HB)):
-            x_c = ct.load(x, (b, c, hb * HB + j, i_p), shape=(1, Q, 1, TP), padding_mode=ZERO)
-            x_cs = x_cs + (x_c.reshape((Q, TP)),)
+            carries = carries + (segment_carry_T(x, carry, seg_prefix, b, c, hb * HB + j, i_p, TP, NS,
+                                                 chunks_per_segment),)
     n_rows = min(Q // TM, ct.cdiv(seqlen - c * Q, TM))      # row tiles of this chunk inside the sequence
     for i_m in range(n_rows):
         m_tile = c * (Q // TM) + i_m
         _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile, i_p,
-                  seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs, x_cs)
+                  seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs, carries)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -278,17 +258,16 @@ def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None), 
 def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                          max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                          factored=False, cb_hints=(None, None), whole_chunk=False, cb_dtype=torch.float32,
-                         carry=None, x_resident=False):
+                         carry=None):
     """Both launches: :data:`chunk_cb_kernel`, then :data:`chunk_scan_cb_kernel`; no argument checks.
     Arguments as :func:`~mamba2_tutorial.kernels.chunk_scan.launch_chunk_scan`; ``factored`` only when every
     dt_out is >= 0; ``whole_chunk`` launches :data:`chunk_scan_cb_chunk_kernel` (one block per chunk);
     ``cb_dtype`` is CB's storage dtype (bfloat16: half the bytes, C Bᵀ rounded once more); ``carry`` (a
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry`, only with ``whole_chunk``): chunk_init_states
-    came from the segmented state stage; ``x_resident`` (only with ``whole_chunk``): the kernel's
-    X_RESIDENT."""
-    if (carry is not None or x_resident) and not whole_chunk:
-        what = "a segment carry (the segmented state stage)" if carry is not None else "x_resident"
-        raise ValueError(f"{what} needs the whole-chunk scan (SSDConfig(scan_cb=True, scan_chunk=True))")
+    came from the segmented state stage."""
+    if carry is not None and not whole_chunk:
+        raise ValueError("a segment carry (the segmented state stage) needs the whole-chunk scan "
+                         "(SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]
@@ -305,25 +284,25 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
             bool(factored))
     if whole_chunk:
         grid = (plan.grid[0], cdiv(p, t["TP"]), plan.grid[2])
-        launch(chunk_scan_cb_chunk_kernel, grid, chunk_kernel_args(args, carry, device, x_resident), backend,
-               hints)
+        launch(chunk_scan_cb_chunk_kernel, grid, chunk_kernel_args(args, carry, device), backend, hints)
     else:
         launch(chunk_scan_cb_kernel, plan.grid, args, backend, hints)
     return out
 
 
-def chunk_kernel_args(args, carry, device, x_resident=False):
+def chunk_kernel_args(args, carry, device):
     """chunk_scan_cb_kernel's arguments -> chunk_scan_cb_chunk_kernel's: the segment carry (or placeholders)
-    after D, chunks_per_segment after heads_per_group, HAS_CARRY and X_RESIDENT last."""
+    after D, chunks_per_segment after heads_per_group, HAS_CARRY last."""
     if carry is None:
-        tensors, cps = (placeholder(device, torch.float32, 5), placeholder(device, torch.float32, 3)), 1
+        x = args[0]
+        tensors, cps = (placeholder(device, x.dtype, 5), placeholder(device, torch.float32, 3)), 1
     else:
         tensors, cps = (carry.carry, carry.seg_prefix), carry.chunks_per_segment
-    return args[:8] + tensors + args[8:10] + (cps,) + args[10:] + (carry is not None, bool(x_resident))
+    return args[:8] + tensors + args[8:10] + (cps,) + args[10:] + (carry is not None,)
 
 
 def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch.bfloat16, factored=False,
-                  cb_dtype=torch.float32, whole_chunk=False, segments=0, x_resident=False):
+                  cb_dtype=torch.float32, whole_chunk=False, segments=0):
     def make():
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(b, l, h, p, generator=gen).to(dtype)
@@ -344,10 +323,9 @@ def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch
             carry = None
             if segments:
                 cps = cdiv(nchunks, segments)
-                carry = SegmentCarry(torch.randn(b, cdiv(nchunks, cps), h, p, n, generator=gen),
+                carry = SegmentCarry(torch.randn(b, cdiv(nchunks, cps), h, p, n, generator=gen).to(dtype),
                                      -torch.rand(b, h, nchunks, generator=gen), cps)
-            return (plan.grid[0], cdiv(p, t["TP"]), plan.grid[2]), chunk_kernel_args(args, carry, "cpu",
-                                                                                     x_resident)
+            return (plan.grid[0], cdiv(p, t["TP"]), plan.grid[2]), chunk_kernel_args(args, carry, "cpu")
         return plan.grid, args
 
     return make
@@ -376,8 +354,6 @@ SPECS: list[KernelSpec] = [
                _example_args(whole_chunk=True)),
     KernelSpec("ssd.chunk_scan_cb_chunk_carry_bf16_q256", chunk_scan_cb_chunk_kernel,
                _example_args(l=1100, whole_chunk=True, segments=2, cb_dtype=torch.bfloat16)),
-    KernelSpec("ssd.chunk_scan_cb_chunk_xres_bf16_q256", chunk_scan_cb_chunk_kernel,
-               _example_args(whole_chunk=True, x_resident=True, cb_dtype=torch.bfloat16)),
     KernelSpec("ssd.chunk_scan_cb_f32_q64", chunk_scan_cb_kernel,
                _example_args(Q=64, p=48, n=80, g=2, h=4, dtype=torch.float32)),
     # what ssd_forward launches for large bf16 problems (configs.FAST_16BIT_CB: the chunk kernel, bf16 C Bᵀ)

@@ -49,10 +49,6 @@ class SSDConfig:
                   sequence (``kernels.segments``): b·h·segments blocks walk cdiv(nchunks, segments) chunks
                   each, state_passing carries the state across the segments, and the scan adds the carry;
                   1: the plain fused stage (one block walks all the chunks of a (batch, head))
-    carry_bf16    with segments > 1 and 16-bit inputs: the carry (the state entering each segment) stored in
-                  bfloat16 instead of float32 (half the scan's carry reads, one rounding more)
-    scan_x_resident with scan_chunk: the scan loads each head's x for the whole chunk once per block and
-                  slices its key tiles out of it, instead of loading every key tile for every row tile
     """
 
     fused: bool = False
@@ -71,8 +67,6 @@ class SSDConfig:
     scan_chunk: bool = False
     scan_cb_bf16: bool = False
     segments: int = 1
-    carry_bf16: bool = False
-    scan_x_resident: bool = False
 
     def __post_init__(self):
         if type(self.segments) is not int or self.segments < 1:
@@ -81,9 +75,6 @@ class SSDConfig:
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
                              "whole-chunk scan (scan_cb=True, scan_chunk=True), whose blocks add the segment "
                              f"carry; got {self}")
-        if self.scan_x_resident and not (self.scan_cb and self.scan_chunk):
-            raise ValueError("SSDConfig.scan_x_resident needs the whole-chunk scan (scan_cb=True, "
-                             f"scan_chunk=True); got {self}")
 
 
 DEFAULT = SSDConfig()

@@ -13,12 +13,14 @@ classic parallel-scan trick applies. Cut the chunks into segments of ``cps`` chu
 2. ``state_passing_kernel`` (kernel 2, unchanged) over the SEGMENTS instead of the chunks: it carries the
    state across segments (nseg steps instead of nchunks) and gives ``carry[b, s, h]``, the true state entering
    segment s, and the final states.
-3. The scan (``chunk_scan_cb_chunk_kernel`` with ``HAS_CARRY``) rebuilds the true state entering chunk c of
-   segment s = c // cps when it loads it:
+3. The scan (``chunk_scan_cb_chunk_kernel`` with ``HAS_CARRY``) uses the true state entering chunk c of
+   segment s = c // cps without ever forming it:
 
-       S_c = L_c + exp(seg_prefix[c]) · carry[s]
+       C_m @ S_cᵀ = C_m @ L_cᵀ + exp(seg_prefix[c]) · (C_m @ carry[s]ᵀ)
 
-   once per (chunk, head) block, an elementwise (p, n) update before its inter-chunk mma.
+   one more (TM, n) @ (n, TP) mma per row tile on tiles it loads as they are. (Forming S_c in registers
+   first, an elementwise (p, n) update, took 128 registers per thread at occupancy 4 and made the scan 60%
+   slower on the H200: docs/perf-notes.md, attempt 16.)
 
 So the sequential work per block shrinks from nchunks to cps chunks (plus nseg tiny steps in stage 2), and the
 grid grows from b · h to b · h · nseg blocks. The cost: the carry read by the scan (one (p, n) tile per block)
@@ -127,11 +129,12 @@ def segments_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.d
 
 def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
                                 backend, segments, poison=False, out_dtype=None, tiles=None,
-                                hints=(None, None), latency=0, carry_dtype=torch.float32):
+                                hints=(None, None), latency=0):
     """Both launches of the segmented state stage (no argument checks): the segments kernel, then
     state_passing over the segments. Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states, carry)``
     with chunk_init_states segment-local (x's dtype unless ``out_dtype``) and ``carry`` a
-    :class:`SegmentCarry` (its states in ``carry_dtype``) for the scan."""
+    :class:`SegmentCarry` for the scan, its states in chunk_init_states' dtype (the scan's mma takes both as
+    they are); final_states float32."""
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Q = chunk_size
@@ -154,7 +157,7 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
     launch(chunk_state_segments_kernel, plan.grid, args, backend, hints)
     # kernel 2 over the segments: seg_decay's last (only) entry per segment is its total decay (Q = 1)
     carry, final_states = launch_state_passing(seg_states, seg_decay, initial_states, backend, poison,
-                                               out_dtype=carry_dtype)
+                                               out_dtype=chunk_init_states.dtype)
     return dt_out, dA_cumsum, chunk_init_states, final_states, SegmentCarry(carry, seg_prefix, t["cps"])
 
 
