@@ -153,7 +153,7 @@ VARIANTS: dict[str, SSDConfig] = {
     "fused 64x128 occ1 + cb16 chunk HB1 occ4":
         SSDConfig(**_CHUNK16, state_hints=(1, None), scan_heads=1, scan_hints=(4, None)),
     # 2026-12-03 night (attempt 16): the fused state stage by segments of the sequence (kernels/segments.py)
-    # for few (batch, head) pairs, against the unfused pair (LONG_16BIT). The scan adds the carry with a
+    # for few (batch, head) pairs, against the unfused pair. The scan adds the carry with a
     # second inter-chunk mma; at occupancy 4 that kernel does not fit (255 registers, 204 KB of shared memory
     # in the sm_90 cubin), at occupancy 3 it does (80 registers, 70 KB)
     "long: state occ2 + cb16 chunk HB1 occ4":

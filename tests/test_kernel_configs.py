@@ -23,7 +23,8 @@ from mamba2_tutorial.kernels.configs import (
     FAST_16BIT_Q128,
     FAST_BF16_Q128,
     FAST_FP16_CB,
-    LONG_16BIT,
+    LONG_BF16,
+    LONG_FP16,
     SSDConfig,
     ssd_config,
 )
@@ -48,7 +49,8 @@ VARIANTS = {
     "fast-16bit": FAST_16BIT,  # what ssd_forward runs for bf16/fp16 inputs (small problems)
     "fast-16bit-cb": FAST_16BIT_CB,  # ... large problems at chunk size 256
     "fast-16bit-q128": FAST_16BIT_Q128,  # ... chunk size 128
-    "long-16bit": LONG_16BIT,  # ... few (batch, head) pairs, long sequences
+    "long-fp16": LONG_FP16,  # ... few (batch, head) pairs, long sequences, fp16
+    "long-bf16": LONG_BF16,  # ... the same in bf16: the segmented state stage
     "fast-bf16-q128": FAST_BF16_Q128,  # ... bf16 at chunk size 128
     "fast-fp16-cb": FAST_FP16_CB,  # ... fp16 at chunk size 256
     "fused-multi-tile": SSDConfig(fused=True, state_tiles=(32, 64)),  # several state tiles per (b, h)
@@ -144,7 +146,8 @@ def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
     bf16, fp16 = torch.bfloat16, torch.float16
     assert ssd_config(8, 4096, 80, 64, 1, 128, 256, bf16) == FAST_16BIT_CB
     assert ssd_config(8, 4096, 80, 64, 1, 128, 256, fp16) == FAST_FP16_CB
-    assert ssd_config(1, 32768, 80, 64, 1, 128, 256, bf16) == LONG_16BIT  # 80 (b, h) pairs < 132 SMs
+    assert ssd_config(1, 32768, 80, 64, 1, 128, 256, bf16) == LONG_BF16  # 80 (b, h) pairs < 132 SMs
+    assert ssd_config(1, 32768, 80, 64, 1, 128, 256, fp16) == LONG_FP16
     assert ssd_config(2, 8192, 128, 64, 8, 128, 128, bf16) == FAST_BF16_Q128
     assert ssd_config(2, 8192, 128, 64, 8, 128, 128, fp16) == FAST_16BIT_Q128
     for dtype in (bf16, fp16):
@@ -152,9 +155,13 @@ def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
         assert ssd_config(1, 256, 8, 64, 1, 128, 256, dtype) == FAST_16BIT
         assert ssd_config(1, 513, 8, 64, 1, 128, 128, dtype) == FAST_16BIT_Q128
         long_ = ssd_config(1, 32768, 80, 64, 1, 128, 256, dtype)
-        assert not long_.fused and long_.scan_chunk and long_.scan_cb_bf16 == (dtype == bf16)
+        assert long_.scan_chunk and long_.scan_cb_bf16 == (dtype == bf16)
+        assert long_.fused == (dtype == bf16) and long_.segments == (8 if dtype == bf16 else 1)
         long_q128 = ssd_config(1, 32768, 80, 64, 1, 128, 128, dtype)
-        assert not long_q128.fused and long_q128.scan_chunk == (dtype == bf16)
+        assert long_q128.fused == long_q128.scan_chunk == (dtype == bf16) and long_q128.state_hints[0] == 2
+        # enough blocks already, or too few chunks to cut: no segments
+        assert ssd_config(8, 32768, 80, 64, 1, 128, 256, dtype).segments == 1
+        assert ssd_config(1, 4096, 80, 64, 1, 128, 256, dtype).segments == 1
         # several state tiles per (batch, head): unfused (the fused kernel, a block per tile, ran 2-4x slower)
         for p, n in ((64, 256), (128, 128), (96, 64)):
             for shape in ((8, 4096, 80, p, 1, n, 256), (2, 8192, 128, p, 8, n, 128),
@@ -166,7 +173,19 @@ def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
         assert not ssd_config(*shape, fp16).scan_cb_bf16 and ssd_config(*shape, bf16).scan_cb_bf16
     assert ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.float32) == DEFAULT
     assert FAST_16BIT.fused and FAST_16BIT.scan_shared and FAST_16BIT != DEFAULT
-    assert FAST_16BIT_CB.fused and FAST_16BIT_CB.scan_chunk and not LONG_16BIT.fused
+    assert FAST_16BIT_CB.fused and FAST_16BIT_CB.scan_chunk and not LONG_FP16.fused
+    assert LONG_BF16.segments == 8 and LONG_BF16.scan_hints[0] == 3  # the carry scan fits occupancy 3, not 4
+
+
+def test_segments_for_fills_the_gpu_without_tiny_segments():
+    from mamba2_tutorial.kernels.configs import SMS, WAVES, segments_for
+
+    assert segments_for(1, 80, 128) == 8 and segments_for(1, 24, 128) == 32
+    assert segments_for(8, 80, 16) == 1 and segments_for(1, 80, 7) == 1
+    for b, h, nchunks in ((1, 80, 128), (1, 24, 1024), (2, 48, 64), (1, 8, 40), (1, 1, 4096)):
+        k = segments_for(b, h, nchunks)
+        assert k & (k - 1) == 0 and nchunks // k >= 4, (b, h, nchunks, k)
+        assert b * h * k >= WAVES * SMS or nchunks // (2 * k) < 4, (b, h, nchunks, k)
     assert FAST_BF16_Q128.state_hints[0] == 2 and FAST_BF16_Q128.scan_chunk
 
 
@@ -177,7 +196,8 @@ def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
 GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torch.bfloat16, 128),
              ("fast-16bit", torch.float32, 128),
              # the configs ssd_forward picks for large problems, on a ragged shape with every option
-             ("fast-16bit-cb", torch.bfloat16, 256), ("long-16bit", torch.bfloat16, 256),
+             ("fast-16bit-cb", torch.bfloat16, 256), ("long-fp16", torch.float16, 256),
+             ("long-bf16", torch.bfloat16, 256), ("long-bf16", torch.bfloat16, 64),
              ("fast-16bit-q128", torch.bfloat16, 128), ("fast-bf16-q128", torch.bfloat16, 128),
              ("fast-fp16-cb", torch.float16, 256),
              # several fused state tiles per (batch, head): these launches hung on the H200 while a store

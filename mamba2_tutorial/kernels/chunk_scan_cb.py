@@ -43,7 +43,7 @@ from .chunk_scan import (
     entering_state_T,
     inter_chunk_heads,
 )
-from .configs import FAST_16BIT_CB
+from .configs import FAST_16BIT_CB, LONG_BF16
 from .segments import SegmentCarry
 from .spec import KernelSpec
 
@@ -361,4 +361,8 @@ SPECS: list[KernelSpec] = [
                hinted(chunk_scan_cb_chunk_kernel, *FAST_16BIT_CB.scan_hints),
                _example_args(heads=FAST_16BIT_CB.scan_heads, cb_dtype=torch.bfloat16, whole_chunk=True)),
     KernelSpec("ssd.fast_bf16_cb.chunk_cb", chunk_cb_kernel, _example_cb_args(cb_dtype=torch.bfloat16)),
+    # ... for few (batch, head) pairs and long sequences: the chunk scan adding the segment carry, occupancy 3
+    KernelSpec("ssd.long_bf16.chunk_scan", hinted(chunk_scan_cb_chunk_kernel, *LONG_BF16.scan_hints),
+               _example_args(l=2100, heads=LONG_BF16.scan_heads, cb_dtype=torch.bfloat16, whole_chunk=True,
+                             segments=LONG_BF16.segments)),
 ]

@@ -50,7 +50,7 @@ from ._host import (
     strided_ok,
     tile_size,
 )
-from .configs import FAST_16BIT, FAST_16BIT_Q128, LONG_16BIT
+from .configs import FAST_16BIT, FAST_16BIT_Q128, LONG_FP16
 from .spec import KernelSpec
 
 __all__ = ["SPECS", "chunk_local_state",
@@ -386,10 +386,11 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.fast_bf16.chunk_state_passing",
                hinted(chunk_state_passing_kernel, *FAST_16BIT.state_hints),
                _example_fused_args(torch.bfloat16, 256, p=64, n=128, tiles=FAST_16BIT.state_tiles)),
-    # ... at chunk size 128 (configs.FAST_16BIT_Q128), and for few (batch, head) pairs (configs.LONG_16BIT)
+    # ... at chunk size 128 (configs.FAST_16BIT_Q128), and for few (batch, head) pairs in fp16
+    # (configs.LONG_FP16; bf16 runs the segmented stage of kernels/segments.py)
     KernelSpec("ssd.fast_bf16_q128.chunk_state_passing",
                hinted(chunk_state_passing_kernel, *FAST_16BIT_Q128.state_hints),
                _example_fused_args(torch.bfloat16, 128, p=64, n=128, tiles=FAST_16BIT_Q128.state_tiles)),
-    KernelSpec("ssd.long_bf16.chunk_state", hinted(chunk_state_kernel, *LONG_16BIT.state_hints),
+    KernelSpec("ssd.long_fp16.chunk_state", hinted(chunk_state_kernel, *LONG_FP16.state_hints),
                _example_args(torch.bfloat16, 256, p=64, n=128)),
 ]

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["DEFAULT", "FAST_16BIT", "FAST_16BIT_CB", "FAST_16BIT_Q128", "FAST_BF16_Q128", "FAST_FP16_CB",
-           "LONG_16BIT", "SCAN_CHUNK_BF16", "SCAN_CHUNK_FP16", "SCAN_SHARED", "SSDConfig", "ssd_config"]
+           "LONG_FP16", "LONG_BF16", "SCAN_CHUNK_BF16", "SCAN_CHUNK_BF16_CARRY", "SCAN_CHUNK_FP16",
+           "SCAN_SHARED", "SSDConfig", "segments_for", "ssd_config"]
 
 Hints = tuple  # (occupancy, num_ctas[, num_worker_warps]); None = the compiler's choice
 
@@ -112,8 +113,16 @@ FAST_BF16_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, No
 FAST_16BIT_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_SHARED)
 # fewer (batch, head) pairs than SMs and a long sequential loop: the fused stage has one block per pair (80
 # at b1-l32768-h80, 0.546 ms); chunk_state (a block per chunk) + state_passing take 0.306 + 0.162 ms
-# (0.952 ms end to end with the bf16 chunk scan)
-LONG_16BIT = SSDConfig(state_hints=(2, None), **SCAN_CHUNK_BF16)
+# (0.952 ms end to end with the bf16 chunk scan). fp16 inputs (not measured as such) keep this pair, with
+# the float32 C Bᵀ chunk scan
+LONG_FP16 = SSDConfig(state_hints=(2, None), **SCAN_CHUNK_FP16)
+# bf16 (attempt 16, 2026-12-03 night): the fused stage by segments (kernels/segments.py), 8 segments at
+# b1-l32768-h80 (640 blocks of 16 chunks: 0.355 ms for both launches, against 0.306 + 0.162 unfused), then the
+# chunk scan that adds the segment carry with a second inter-chunk mma. That scan fits occupancy 3, not 4
+# (80 registers and 70 KB of shared memory at 3; 255 registers at 4): 0.539 ms against 0.482 without the
+# carry. End to end 0.891 ms against 0.942 for the unfused pair with the bf16 chunk scan in the same run.
+SCAN_CHUNK_BF16_CARRY = SCAN_CHUNK_BF16 | dict(scan_hints=(3, None))
+LONG_BF16 = SSDConfig(fused=True, state_tiles=(64, 128), segments=8, **SCAN_CHUNK_BF16_CARRY)
 
 #: SMs of the H200 the configs were measured on: a fused grid of fewer blocks leaves SMs idle
 SMS = 132
@@ -121,6 +130,20 @@ SMS = 132
 CB_MIN_WORK = 1 << 20
 #: chunks from which the fused stage's sequential loop is long enough to matter
 LONG_LOOP = 32
+#: blocks per SM the segmented state stage aims at (b·h·segments >= WAVES·SMS): 8 segments at b·h = 80 (4.8
+#: waves) measured faster than 4 (2.4 waves: 0.414 ms) and 16 (9.7 waves, segments of 8 chunks: 0.381 ms)
+WAVES = 4
+#: chunks per segment below which more segments are not worth their carry
+MIN_SEGMENT = 4
+
+
+def segments_for(b: int, h: int, nchunks: int) -> int:
+    """Segments of the segmented state stage: the smallest power of two giving at least ``WAVES`` blocks per
+    SM (b·h·segments >= WAVES·SMS), with at least ``MIN_SEGMENT`` chunks per segment; 1 if that is none."""
+    segments = 1
+    while b * h * segments < WAVES * SMS and nchunks // (2 * segments) >= MIN_SEGMENT:
+        segments *= 2
+    return segments
 
 
 def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype) -> SSDConfig:
@@ -129,15 +152,16 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
     float16 and bfloat16 (measured on the H200 at the benchmark shapes, docs/perf-notes.md attempts 11-15):
 
     - the state stage: fused (one launch, :data:`chunk_state_passing_kernel`) with one 64 x 128 state tile
-      per (batch, head), at occupancy 2 for chunk size <= 128; unfused (chunk_state at occupancy 2, then
-      state_passing) when there are fewer (batch, head) pairs than SMs and at least ``LONG_LOOP`` chunks, or
-      when the state is larger than one 64 x 128 tile (p > 64 or n > 128: a fused block per state tile ran
-      2-4x slower);
+      per (batch, head), at occupancy 2 for chunk size <= 128. When there are fewer (batch, head) pairs than
+      SMs and at least ``LONG_LOOP`` chunks: for bf16 with the chunk scan, the same fused stage by segments
+      (:func:`segments_for` of them; the scan then runs at occupancy 3, :data:`SCAN_CHUNK_BF16_CARRY`),
+      otherwise unfused (chunk_state at occupancy 2, then state_passing). Unfused too when the state is
+      larger than one 64 x 128 tile (p > 64 or n > 128: a fused block per state tile ran 2-4x slower);
     - the scan: for b·l·h >= ``CB_MIN_WORK`` the chunk scan (C Bᵀ by its own kernel, then one block per
       (head, chunk)): :data:`SCAN_CHUNK_BF16` for bf16, :data:`SCAN_CHUNK_FP16` for fp16 at chunk size >= 256;
       otherwise :data:`SCAN_SHARED` (small problems are host-bound: one launch fewer).
 
-    So :data:`FAST_16BIT_CB` (bf16, chunk size 256, b8-l4096-h80), :data:`LONG_16BIT` (bf16, b1-l32768-h80),
+    So :data:`FAST_16BIT_CB` (bf16, chunk size 256, b8-l4096-h80), :data:`LONG_BF16` (bf16, b1-l32768-h80),
     :data:`FAST_BF16_Q128` (bf16, chunk size 128, b2-l8192-h128-g8), :data:`FAST_16BIT` (small problems).
     float32 inputs keep :data:`DEFAULT`: the float32 tiles are twice the bytes, and no float32 config has been
     measured yet.
@@ -152,7 +176,12 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
     else:
         scan = SCAN_SHARED
     one_tile = p <= 64 and n <= 128
-    if not one_tile or (b * h < SMS and -(-l // Q) >= LONG_LOOP):
+    nchunks = -(-l // Q)
+    fused_hints = (2, None) if Q <= 128 else (None, None)
+    long_loop = b * h < SMS and nchunks >= LONG_LOOP
+    if one_tile and long_loop and scan is SCAN_CHUNK_BF16 and segments_for(b, h, nchunks) > 1:
+        return SSDConfig(fused=True, state_tiles=(64, 128), state_hints=fused_hints,
+                         segments=segments_for(b, h, nchunks), **SCAN_CHUNK_BF16_CARRY)
+    if not one_tile or long_loop:
         return SSDConfig(state_hints=(2, None), **scan)
-    return SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None) if Q <= 128 else (None, None),
-                     **scan)
+    return SSDConfig(fused=True, state_tiles=(64, 128), state_hints=fused_hints, **scan)

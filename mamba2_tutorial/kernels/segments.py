@@ -35,8 +35,9 @@ from typing import NamedTuple
 import cuda.tile as ct
 import torch
 
-from ._host import LaunchPlan, allocate, cdiv, launch, placeholder
+from ._host import LaunchPlan, allocate, cdiv, hinted, launch, placeholder
 from .chunk_state import chunk_local_state, chunk_state_passing_tiles
+from .configs import LONG_BF16
 from .spec import KernelSpec
 from .state_passing import launch_state_passing
 
@@ -187,4 +188,9 @@ SPECS: list[KernelSpec] = [
                _example_args(torch.bfloat16, 256, l=1400, p=64, n=128)),
     KernelSpec("ssd.chunk_state_segments_f32_q64", chunk_state_segments_kernel,
                _example_args(torch.float32, 64)),
+    # what ssd_forward launches for few (batch, head) pairs and long bf16 sequences (configs.LONG_BF16)
+    KernelSpec("ssd.long_bf16.chunk_state_segments",
+               hinted(chunk_state_segments_kernel, *LONG_BF16.state_hints),
+               _example_args(torch.bfloat16, 256, l=2100, p=64, n=128, segments=LONG_BF16.segments,
+                             tiles=LONG_BF16.state_tiles)),
 ]
