@@ -1,8 +1,8 @@
 """Sweep of the SSD kernels' launch configurations on a GPU: check every variant, then time it.
 
 ``python -m mamba2_tutorial.tune [--budget-s 420] [--workers 8] [--out DIR]`` builds many
-:class:`~mamba2_tutorial.kernels.configs.SSDConfig` variants (chunk_scan tiles, heads per block, occupancy,
-num_ctas; chunk_state + state_passing fused or not, their tiles and hints), compiles them in parallel worker
+:class:`~mamba2_tutorial.kernels.configs.SSDConfig` variants (chunk_scan tiles, heads per block, occupancy;
+chunk_state + state_passing fused or not, their tiles and hints), compiles them in parallel worker
 processes (cuTile's disk cache then serves the main process), checks EACH variant against the float64
 reference (``ssd_chunked`` on the GPU, float64) on the four benchmark shapes and on a ragged shape
 with every option

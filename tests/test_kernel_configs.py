@@ -273,6 +273,14 @@ def test_segmented_stage_rebuilds_the_entering_states_cpu():
     assert relative_error(dA_cs, dA_ref) < 1e-6
 
 
+def test_clusters_are_rejected():
+    # num_ctas 2 gave wrong results (fused stage) and a misaligned address (chunk scan) on the H200
+    for field in ("state_hints", "passing_hints", "scan_hints"):
+        with pytest.raises(ValueError, match=f"{field}: num_ctas = 2"):
+            SSDConfig(**{field: (None, 2)})
+    assert SSDConfig(scan_hints=(3, 1)).scan_hints == (3, 1)
+
+
 def test_segments_need_the_whole_chunk_scan():
     with pytest.raises(ValueError, match="segments"):
         SSDConfig(fused=True, segments=4)

@@ -70,6 +70,13 @@ class SSDConfig:
     segments: int = 1
 
     def __post_init__(self):
+        for name in ("state_hints", "passing_hints", "scan_hints"):
+            hints = getattr(self, name)
+            if len(hints) > 1 and hints[1] not in (None, 1):
+                raise ValueError(
+                    f"SSDConfig.{name}: num_ctas = {hints[1]} is not supported: on the H200 (sm_90, "
+                    "cuda.tile 1.7.0) clusters of 2 made the fused state stage return wrong results and the "
+                    "chunk scan fail with a misaligned address (docs/perf-notes.md, attempt 16); use None")
         if type(self.segments) is not int or self.segments < 1:
             raise ValueError(f"SSDConfig.segments must be an int >= 1, got {self.segments!r}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
