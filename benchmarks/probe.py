@@ -163,6 +163,17 @@ VARIANTS: dict[str, SSDConfig] = {
     **{f"seg{k}{' occ2' if occ else ''} + cb16 chunk HB1 occ{so}":
        SSDConfig(**_CHUNK16, segments=k, state_hints=(occ or None, None), scan_heads=1, scan_hints=(so, None))
        for k, occ, so in ((4, 0, 3), (8, 0, 3), (16, 0, 3), (8, 2, 3), (8, 0, 2), (8, 0, 4))},
+    # attempt 18: two (four) heads per fused block share each B tile; 8 worker warps keep HB 2 free of spills
+    # in the sm_90 cubin (168 registers, 216 KB shared memory; 4 warps: a 1376-byte stack)
+    "fused HB2 nww8 + cb16 chunk HB1 occ4": SSDConfig(**_CHUNK16, state_heads=2, state_hints=(None, None, 8),
+                                                      scan_heads=1, scan_hints=(4, None)),
+    "fused HB2 + cb16 chunk HB1 occ4": SSDConfig(**_CHUNK16, state_heads=2, scan_heads=1,
+                                                 scan_hints=(4, None)),
+    "fused HB4 nww8 + cb16 chunk HB1 occ4": SSDConfig(**_CHUNK16, state_heads=4, state_hints=(None, None, 8),
+                                                      scan_heads=1, scan_hints=(4, None)),
+    "fused occ2 HB2 nww8 + cb16 chunk HB1 occ4": SSDConfig(**_CHUNK16, state_heads=2,
+                                                           state_hints=(2, None, 8), scan_heads=1,
+                                                           scan_hints=(4, None)),
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

@@ -110,7 +110,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     elif cfg.fused:  # kernels 1 and 2 as one launch: the float32 chunk states stay on chip
         dt_out, dA_cumsum, chunk_init_states, final_states = launch_chunk_state_passing(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison,
-            tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency)
+            tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency, heads=cfg.state_heads)
     else:
         dt_out, dA_cumsum, states = launch_chunk_state(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison, hints=cfg.state_hints)
@@ -158,7 +158,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
         def fused():
             return launch_chunk_state_passing(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                               tiles=cfg.state_tiles, hints=cfg.state_hints,
-                                              latency=cfg.state_latency)
+                                              latency=cfg.state_latency, heads=cfg.state_heads)
         dt_out, dA_cumsum, init, _ = fused()
         stages["chunk_state_passing"] = fused
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}

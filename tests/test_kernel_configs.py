@@ -63,6 +63,10 @@ VARIANTS = {
     "cb-bf16-chunk-tm-ne-tk+fused": SSDConfig(scan_cb=True, scan_cb_bf16=True, scan_chunk=True,
                                               scan_tiles=(32, 16, 32), fused=True),
     # the segmented state stage: 5 chunks in segments of 2, 2, 1 (3 segments) and 3, 2 (2 segments)
+    # two and four heads per fused block (one state tile per head), sharing each B tile
+    "fused-heads-2": SSDConfig(fused=True, state_tiles=(64, 128), state_heads=2),
+    "fused-heads-2-cb-chunk": SSDConfig(fused=True, state_tiles=(64, 128), state_heads=2, scan_cb=True,
+                                        scan_chunk=True, scan_cb_bf16=True),
     "segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3),
     "segments-2-hb2-tm-ne-tk": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2, scan_heads=2,
                                          scan_tiles=(32, 16, 32), scan_hints=(3, None)),
@@ -205,7 +209,8 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              ("fused-multi-tile", torch.bfloat16, 256),
              # the segmented state stage (kernels/segments.py)
              ("segments-3", torch.bfloat16, 128), ("segments-2-hb2-tm-ne-tk", torch.bfloat16, 256),
-             ("segments-3", torch.float32, 64), ("segments-per-chunk-multi-tile", torch.bfloat16, 128)]
+             ("segments-3", torch.float32, 64), ("segments-per-chunk-multi-tile", torch.bfloat16, 128),
+             ("fused-heads-2", torch.bfloat16, 256)]
 
 
 @pytest.mark.gpu
@@ -279,6 +284,26 @@ def test_clusters_are_rejected():
         with pytest.raises(ValueError, match=f"{field}: num_ctas = 2"):
             SSDConfig(**{field: (None, 2)})
     assert SSDConfig(scan_hints=(3, 1)).scan_hints == (3, 1)
+
+
+def test_four_heads_per_fused_block_cpu():
+    shape = SSDShape(1, 250, 8, 32, 2, 40, 64, "ragged")  # 4 heads per group
+    for seed in (0, 1):
+        _check(shape, torch.bfloat16, SSDConfig(fused=True, state_heads=4), seed, "cpu", "cpu")
+
+
+def test_state_heads_need_one_state_tile_and_whole_groups():
+    with pytest.raises(ValueError, match="state_heads"):
+        SSDConfig(state_heads=2)  # not fused
+    with pytest.raises(ValueError, match="state_heads"):
+        SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2, state_heads=2)
+    shape = SSDShape(1, 100, 4, 32, 2, 40, 64, "ragged")  # 2 heads per group
+    inp = make_inputs(shape, seed=0)
+    with pytest.raises(ValueError, match="heads per group h/g = 2"):
+        ssd_forward(**inp, chunk_size=64, backend="cpu", _config=SSDConfig(fused=True, state_heads=4))
+    with pytest.raises(ValueError, match="one state tile per head"):
+        ssd_forward(**inp, chunk_size=64, backend="cpu",
+                    _config=SSDConfig(fused=True, state_tiles=(16, 16), state_heads=2))
 
 
 def test_segments_need_the_whole_chunk_scan():

@@ -54,7 +54,8 @@ from .configs import FAST_16BIT, FAST_16BIT_Q128, LONG_FP16
 from .spec import KernelSpec
 
 __all__ = ["SPECS", "chunk_local_state",
-           "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_kernel",
+           "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_heads_kernel",
+           "chunk_state_passing_kernel",
            "chunk_state_passing_plan", "chunk_state_plan", "chunk_state_tiles", "launch_chunk_state",
            "launch_chunk_state_passing"]
 
@@ -220,6 +221,80 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
     ct.store(final_states, (b, h, i_p, i_n), S.reshape((1, 1, TP, TN)))
 
 
+@ct.kernel
+def chunk_state_passing_heads_kernel(x, B, dt, A, dt_bias, initial_states,                # inputs
+                                     dt_out, dA_cumsum, chunk_init_states, final_states,  # outputs
+                                     heads_per_group: int, dt_min: float, dt_max: float,
+                                     Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
+                                     TN: ct.Constant[int], HB: ct.Constant[int],
+                                     HAS_DT_BIAS: ct.Constant[bool], DT_SOFTPLUS: ct.Constant[bool],
+                                     HAS_INITIAL_STATES: ct.Constant[bool],
+                                     LAT: ct.Constant[int]):
+    """chunk_state_passing_kernel's results with HB heads of one group per block (grid (1, b, h / HB); the
+    state must be one (TP, TN) = (p, n) tile): each (TK, n) tile of B is loaded once for the HB heads
+    instead of once per head. An experiment (``SSDConfig(state_heads=HB)``, attempt 18 of
+    docs/perf-notes.md): the fused stage's B reads are larger than its x reads at n = 128, p = 64, and all of
+    a group's heads read the same B."""
+    b = ct.bid(1)
+    hb = ct.bid(2)
+    g = (hb * HB) // heads_per_group
+    seqlen = x.shape[1]
+    nchunks = dA_cumsum.shape[2]
+    lat = LAT if LAT > 0 else None
+    A_hs = ()
+    biases = ()
+    Ss = ()
+    for j in ct.static_iter(range(HB)):
+        h = hb * HB + j
+        A_hs = A_hs + (ct.load(A, (h,), shape=()).astype(ct.float32),)
+        biases = biases + (ct.load(dt_bias, (h,), shape=()).astype(ct.float32) if HAS_DT_BIAS else 0.0,)
+        if HAS_INITIAL_STATES:
+            S0 = ct.load(initial_states, (b, h, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO)
+            Ss = Ss + (S0.reshape((TP, TN)).astype(ct.float32),)
+        else:
+            Ss = Ss + (ct.zeros((TP, TN), dtype=ct.float32),)
+
+    for c in range(nchunks):
+        t = c * Q + ct.arange(Q, dtype=ct.int32)
+        ws = ()
+        lasts = ()
+        locs = ()
+        for j in ct.static_iter(range(HB)):
+            h = hb * HB + j
+            ct.store(chunk_init_states, (b, c, h, 0, 0),
+                     Ss[j].astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
+            dt_raw = ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
+            dt_raw = dt_raw.astype(ct.float32)
+            dt_c = process_dt(dt_raw, biases[j], dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
+            dA_cs = ct.cumsum(dt_c * A_hs[j], axis=0)
+            ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
+            ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
+            last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
+            ws = ws + (ct.exp2(ct.minimum(last - dA_cs, 0.0) * LOG2E) * dt_c,)
+            lasts = lasts + (last,)
+            locs = locs + (ct.zeros((TP, TN), dtype=ct.float32),)
+        n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
+        for kt in range(n_steps):
+            k_tile = c * (Q // TK) + kt
+            B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, TN), padding_mode=ZERO, latency=lat)
+            B_k = B_k.reshape((TK, TN)).astype(x.dtype)
+            new_locs = ()
+            for j in ct.static_iter(range(HB)):
+                x_k = ct.load(x, (b, k_tile, hb * HB + j, 0), shape=(1, TK, 1, TP), padding_mode=ZERO,
+                              latency=lat).reshape((TK, TP))
+                w_k = ct.extract(ws[j], (kt,), shape=(TK,))
+                xw = (x_k.astype(ct.float32) * w_k[:, None]).astype(x.dtype)
+                new_locs = new_locs + (ct.mma(ct.transpose(xw), B_k, locs[j]),)
+            locs = new_locs
+        new_Ss = ()
+        for j in ct.static_iter(range(HB)):
+            new_Ss = new_Ss + (ct.exp2(lasts[j] * LOG2E).reshape((1, 1)) * Ss[j] + locs[j],)
+        Ss = new_Ss
+
+    for j in ct.static_iter(range(HB)):
+        ct.store(final_states, (b, hb * HB + j, 0, 0), Ss[j].reshape((1, 1, TP, TN)))
+
+
 # ----------------------------------------------------------------------------------------------------
 # Host side: tile sizes, the wrapper, example launches.
 # ----------------------------------------------------------------------------------------------------
@@ -294,11 +369,12 @@ def chunk_state_passing_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dty
 
 def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
                                backend, poison=False, out_dtype=None, tiles=None, hints=(None, None),
-                               latency=0):
+                               latency=0, heads=1):
     """Allocate the outputs, launch :data:`chunk_state_passing_kernel`; no argument checks.
 
     Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states)``: chunk_init_states in ``out_dtype``
-    (default x's dtype), final_states float32."""
+    (default x's dtype), final_states float32. ``heads`` > 1 launches
+    :data:`chunk_state_passing_heads_kernel` (``heads`` heads of one group per block; one state tile)."""
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Q = chunk_size
@@ -316,6 +392,15 @@ def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt
             h // g, float(dt_limit[0]), float(dt_limit[1]),
             Q, plan.tiles["TK"], plan.tiles["TP"], plan.tiles["TN"], has_bias, bool(dt_softplus), has_init,
             latency)
+    if heads > 1:
+        t = plan.tiles
+        if plan.grid[0] != 1 or (h // g) % heads:
+            raise ValueError(f"state_heads = {heads} needs one state tile per head (got {t['TP']} x "
+                             f"{t['TN']} tiles for p = {p}, n = {n}) and heads per group h/g = {h // g} "
+                             "divisible by it")
+        args = args[:14] + (t["TK"], t["TP"], t["TN"], heads) + args[17:]
+        launch(chunk_state_passing_heads_kernel, (1, b, h // heads), args, backend, hints)
+        return dt_out, dA_cumsum, chunk_init_states, final_states
     launch(chunk_state_passing_kernel, plan.grid, args, backend, hints)
     return dt_out, dA_cumsum, chunk_init_states, final_states
 

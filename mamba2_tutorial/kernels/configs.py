@@ -50,6 +50,8 @@ class SSDConfig:
                   sequence (``kernels.segments``): b·h·segments blocks walk cdiv(nchunks, segments) chunks
                   each, state_passing carries the state across the segments, and the scan adds the carry;
                   1: the plain fused stage (one block walks all the chunks of a (batch, head))
+    state_heads   with fused (not segmented): heads of one group per fused block, sharing each B tile
+                  (``chunk_state_passing_heads_kernel``; needs a single state tile per head); an experiment
     """
 
     fused: bool = False
@@ -68,6 +70,7 @@ class SSDConfig:
     scan_chunk: bool = False
     scan_cb_bf16: bool = False
     segments: int = 1
+    state_heads: int = 1
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints"):
@@ -79,6 +82,8 @@ class SSDConfig:
                     "chunk scan fail with a misaligned address (docs/perf-notes.md, attempt 16); use None")
         if type(self.segments) is not int or self.segments < 1:
             raise ValueError(f"SSDConfig.segments must be an int >= 1, got {self.segments!r}")
+        if self.state_heads != 1 and not (self.fused and self.segments == 1):
+            raise ValueError(f"SSDConfig.state_heads > 1 needs fused=True without segments; got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
                              "whole-chunk scan (scan_cb=True, scan_chunk=True), whose blocks add the segment "
