@@ -28,6 +28,8 @@ GATE = 1e-2  # bf16 relative L2 error against float64
 _FUSED = dict(fused=True, state_tiles=(64, 128))
 _CB16 = dict(scan_cb=True, scan_cb_bf16=True)
 _CHUNK16 = dict(**_FUSED, **_CB16, scan_chunk=True)
+# attempt 19: the fused stage's whole 256-row chunk per mma step (the default since)
+_TK256 = _CHUNK16 | dict(state_tiles=(64, 128, 256))
 
 VARIANTS: dict[str, SSDConfig] = {
     "base": DEFAULT,
@@ -174,6 +176,44 @@ VARIANTS: dict[str, SSDConfig] = {
     "fused occ2 HB2 nww8 + cb16 chunk HB1 occ4": SSDConfig(**_CHUNK16, state_heads=2,
                                                            state_hints=(2, None, 8), scan_heads=1,
                                                            scan_hints=(4, None)),
+    "fused occ2 HB2 + cb16 chunk HB1 occ4": SSDConfig(**_CHUNK16, state_heads=2, state_hints=(2, None),
+                                                      scan_heads=1, scan_hints=(4, None)),
+    "fused occ3 HB2 + cb16 chunk HB1 occ4": SSDConfig(**_CHUNK16, state_heads=2, state_hints=(3, None),
+                                                      scan_heads=1, scan_hints=(4, None)),
+    # attempt 19: the fused stage's chunk in one mma step (TK = Q = 256): no inner loop inside the chunk loop,
+    # so the compiler may prefetch the next chunk's x and B while this one's mma runs
+    "fused TK256 + cb16 chunk HB1 occ4": SSDConfig(**_TK256,
+                                                   scan_heads=1, scan_hints=(4, None)),
+    "fused TK64 + cb16 chunk HB1 occ4": SSDConfig(**(_CHUNK16 | dict(state_tiles=(64, 128, 64))),
+                                                  scan_heads=1, scan_hints=(4, None)),
+    "fused HB2 nww8 TK256 + cb16 chunk HB1 occ4": SSDConfig(**_TK256,
+                                                            state_heads=2, state_hints=(None, None, 8),
+                                                            scan_heads=1, scan_hints=(4, None)),
+    # ... and the whole-chunk scan unrolled for full chunks (sm_90 cubin: occupancy 2 128 registers, 111 KB
+    # shared memory; 3: 158 registers, 36 KB; 4: 128 registers and a 104-byte stack)
+    **{f"fused TK256 + cb16 chunk unroll occ{so}": SSDConfig(**_TK256,
+                                                             scan_unroll=True, scan_heads=1,
+                                                             scan_hints=(so, None)) for so in (2, 3, 4)},
+    **{f"fused occ2 + cb16 chunk unroll occ{so}": SSDConfig(**_CHUNK16, state_hints=(2, None),
+                                                            scan_unroll=True, scan_heads=1,
+                                                            scan_hints=(so, None)) for so in (2, 3, 4)},
+    **{f"seg8 TK256 + cb16 chunk{' unroll' if u else ''} occ{so}":
+       SSDConfig(**_TK256, segments=8, scan_unroll=u, scan_heads=1,
+                 scan_hints=(so, None)) for u, so in ((False, 3), (True, 2), (True, 3))},
+    # (unroll-rows, the row tiles unrolled with their key loops kept, was measured here on 2026-12-04 and
+    # removed: slower at every shape, docs/perf-notes.md attempt 19)
+    "fused TK256 nww8 + cb16 chunk HB1 occ4": SSDConfig(**_TK256,
+                                                        state_hints=(None, None, 8), scan_heads=1,
+                                                        scan_hints=(4, None)),
+    "fused occ3 + cb16 chunk unroll occ3": SSDConfig(**_CHUNK16, state_hints=(3, None), scan_unroll=True,
+                                                     scan_heads=1, scan_hints=(3, None)),
+    **{f"seg{k} TK256 + cb16 chunk occ3": SSDConfig(**_TK256, segments=k,
+                                                    scan_heads=1, scan_hints=(3, None)) for k in (4, 16)},
+    "small: fused TK256 + shared HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128, 256),
+                                                     scan_shared=True, scan_heads=1, scan_hints=(3, None)),
+    # (state_tiles (64, 128) meant 128 rows per step before attempt 19; (64, 128, 128) keeps that)
+    "small: fused + shared HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128, 128), scan_shared=True,
+                                               scan_heads=1, scan_hints=(3, None)),
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

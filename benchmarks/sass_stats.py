@@ -78,7 +78,7 @@ def scan_cb_args(TM=64, TK=64, TP=64, HB=1, lat=0, factored=False, Q=256, b=2, l
     return tuple(args)
 
 
-def scan_chunk_args(carry=False, cb_dtype=torch.bfloat16, **kw):
+def scan_chunk_args(carry=False, cb_dtype=torch.bfloat16, unroll=False, **kw):
     """chunk_scan_cb_chunk_kernel's arguments: scan_cb_args plus the segment carry (or placeholders)."""
     args = list(scan_cb_args(**kw))
     args[5] = args[5].to(cb_dtype)
@@ -86,7 +86,7 @@ def scan_chunk_args(carry=False, cb_dtype=torch.bfloat16, **kw):
     seg = None
     if carry:
         seg = SegmentCarry(torch.randn(b, 2, h, p, n).to(args[0].dtype), -torch.rand(b, h, nch), -(-nch // 2))
-    return scb.chunk_kernel_args(tuple(args), seg, "cpu")
+    return scb.chunk_kernel_args(tuple(args), seg, "cpu", unroll)
 
 
 def variants(only: str = ""):
@@ -103,7 +103,8 @@ def variants(only: str = ""):
     for hb in (1, 2, 4):
         yield f"chunk_scan_heads (2-D) HB{hb}", sc.chunk_scan_heads_kernel, scan_args(HB=hb)
     yield "chunk_scan occupancy 2", hinted(k, 2), scan_args()
-    for tp, tn, tk in ((64, 128, 64), (64, 64, 64), (64, 64, 128), (64, 32, 128), (32, 32, 64)):
+    for tp, tn, tk in ((64, 128, 64), (64, 128, 128), (64, 128, 256), (64, 64, 64), (64, 64, 128),
+                       (64, 32, 128), (32, 32, 64)):
         yield f"fused {tp}x{tn} TK{tk}", cs.chunk_state_passing_kernel, fused_args(tp, tn, tk)
     k = scb.chunk_scan_cb_kernel
     yield "chunk_scan_cb HB1", k, scan_cb_args()
@@ -122,6 +123,8 @@ def variants(only: str = ""):
     yield "chunk_scan_cb_chunk cb16 occ4", hinted(k, 4), scan_chunk_args()
     yield "chunk_scan_cb_chunk cb16 carry occ4", hinted(k, 4), scan_chunk_args(carry=True)
     yield "chunk_scan_cb_chunk cb16 carry occ3", hinted(k, 3), scan_chunk_args(carry=True)
+    for occ in (2, 3, 4):  # attempt 19: full chunks as one unrolled body
+        yield f"chunk_scan_cb_chunk cb16 unroll occ{occ}", hinted(k, occ), scan_chunk_args(unroll=True)
 
 
 def main() -> None:

@@ -122,7 +122,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
                             latency=cfg.scan_latency, factored=cfg.scan_factored and min(dt_limit) >= 0,
                             heads_2d=cfg.scan_2d, shared=cfg.scan_shared, cb=cfg.scan_cb,
                             whole_chunk=cfg.scan_chunk,
-                            cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry)
+                            cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
+                            unroll=cfg.scan_unroll)
     return (out, final_states) if return_final_states else out
 
 
@@ -180,7 +181,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                  hints=cfg.scan_hints, latency=cfg.scan_latency,
                                  factored=cfg.scan_factored, heads_2d=cfg.scan_2d,
                                  shared=cfg.scan_shared, cb=cfg.scan_cb, whole_chunk=cfg.scan_chunk,
-                                 cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry)
+                                 cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
+                                 unroll=cfg.scan_unroll)
     stages["chunk_scan"] = stage3
 
     def chain():

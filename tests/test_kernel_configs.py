@@ -67,7 +67,16 @@ VARIANTS = {
     "fused-heads-2": SSDConfig(fused=True, state_tiles=(64, 128), state_heads=2),
     "fused-heads-2-cb-chunk": SSDConfig(fused=True, state_tiles=(64, 128), state_heads=2, scan_cb=True,
                                         scan_chunk=True, scan_cb_bf16=True),
+    # the fused kernel's chunk in one mma step (state_tiles' third entry: TK = Q), alone and by segments
+    "fused-tk-q": SSDConfig(fused=True, state_tiles=(64, 128, 64)),
+    "segments-3-tk16": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3,
+                                 state_tiles=(64, 128, 16)),
     "segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3),
+    # the whole-chunk scan unrolled for full chunks (the ragged last chunk keeps the loops)
+    "cb-chunk-unroll": SSDConfig(scan_cb=True, scan_chunk=True, scan_unroll=True, scan_cb_bf16=True),
+    "cb-chunk-unroll-hb2-tm-ne-tk+segments-2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
+                                                         scan_unroll=True, scan_heads=2,
+                                                         scan_tiles=(32, 16, 32), segments=2),
     "segments-2-hb2-tm-ne-tk": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2, scan_heads=2,
                                          scan_tiles=(32, 16, 32), scan_hints=(3, None)),
     "segments-per-chunk-multi-tile": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=64,
@@ -105,9 +114,15 @@ def test_config_variant_matches_reference_cpu(name, dtype):
 
 
 def test_fused_two_steps_per_chunk_cpu():
-    # Q 256: the fused kernel takes 128 rows per mma step (2 steps per chunk); the last chunk (88 rows) 1 step
+    # Q 256 with 128 rows per mma step (state_tiles' TK; 2 steps per chunk); the last chunk (88 rows) 1 step
     shape = SSDShape(1, 600, 2, 32, 1, 48, 256, "ragged")
-    _check(shape, torch.bfloat16, SSDConfig(fused=True), 5, "cpu", "cpu")
+    _check(shape, torch.bfloat16, SSDConfig(fused=True, state_tiles=(64, 128, 128)), 5, "cpu", "cpu")
+
+
+def test_fused_one_step_per_chunk_cpu():
+    # TK = Q = 256 (the 16-bit default; here set by state_tiles): one mma step per chunk, the ragged last too
+    shape = SSDShape(1, 600, 2, 32, 1, 48, 256, "ragged")
+    _check(shape, torch.bfloat16, GPU_VARIANTS["fused-tk-256"], 6, "cpu", "cpu")
 
 
 def test_fused_gives_the_unfused_results_cpu():
@@ -144,6 +159,14 @@ def test_ssd_stages_follow_the_config_cpu():
 def test_bad_tiles_are_rejected():
     with pytest.raises(ValueError, match="TK"):
         chunk_scan_tiles(256, 64, 128, 4, torch.bfloat16, None, (64, 128, 64))
+    from mamba2_tutorial.kernels.chunk_state import chunk_state_passing_tiles
+
+    assert chunk_state_passing_tiles(256, 64, 128, torch.bfloat16, (64, 128, 256)) == (256, 64, 128)
+    assert chunk_state_passing_tiles(256, 64, 128, torch.bfloat16) == (256, 64, 128)  # the 16-bit default
+    assert chunk_state_passing_tiles(512, 64, 128, torch.bfloat16, (64, 128))[0] == 256
+    for tk in (512, 48, 8):  # past the chunk, not a power of two, too small
+        with pytest.raises(ValueError, match=r"state_tiles\[2\]"):
+            chunk_state_passing_tiles(256, 64, 128, torch.bfloat16, (64, 128, tk))
 
 
 def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
@@ -210,7 +233,13 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              # the segmented state stage (kernels/segments.py)
              ("segments-3", torch.bfloat16, 128), ("segments-2-hb2-tm-ne-tk", torch.bfloat16, 256),
              ("segments-3", torch.float32, 64), ("segments-per-chunk-multi-tile", torch.bfloat16, 128),
-             ("fused-heads-2", torch.bfloat16, 256)]
+             ("fused-heads-2", torch.bfloat16, 256), ("fused-tk-256", torch.bfloat16, 256),
+             ("cb-chunk-unroll", torch.bfloat16, 256), ("cb-chunk-unroll-hb2-tm-ne-tk+segments-2",
+                                                         torch.bfloat16, 128)]
+
+
+# GPU-only variants: chunk-size-specific settings the CPU tests (chunk size 64) cannot take
+GPU_VARIANTS = {"fused-tk-256": SSDConfig(fused=True, state_tiles=(64, 128, 256))}  # one mma step per chunk
 
 
 @pytest.mark.gpu
@@ -218,7 +247,7 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
 def test_config_variant_matches_reference_gpu(name, dtype, Q):
     # ragged: b 2, l 1000 + Q/2 + 3, h 8, p 64, g 2, n 128; every option (D, z, dt_bias, initial states)
     shape = SSDShape(2, 1000 + Q // 2 + 3, 8, 64, 2, 128, Q, "ragged")
-    _check(shape, dtype, VARIANTS[name], 0, "cuda", "gpu")
+    _check(shape, dtype, VARIANTS.get(name) or GPU_VARIANTS[name], 0, "cuda", "gpu")
 
 
 def test_heads_2d_with_per_channel_D_cpu():

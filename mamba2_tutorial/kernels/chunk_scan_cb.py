@@ -43,7 +43,7 @@ from .chunk_scan import (
     entering_state_T,
     inter_chunk_heads,
 )
-from .configs import FAST_16BIT_CB, LONG_BF16
+from .configs import FAST_16BIT_CB, FAST_BF16_Q128, LONG_BF16
 from .segments import SegmentCarry
 from .spec import KernelSpec
 
@@ -116,27 +116,40 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
 
 
 def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile, i_p,
-              seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs=None, carries=None):
+              seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs=None, carries=None,
+              STATIC=False):
     """Row tile i_m of chunk c for the HB heads of a block: the inter-chunk part, the key tiles up to the
     diagonal (those entirely before the rows without the causal mask, optionally factored), the epilogue and
     the store; m_tile = c · Q/TM + i_m. Shared by both scan kernels of this module (a plain function: cuTile
-    inlines it)."""
+    inlines it). STATIC: i_m is a compile-time constant of a chunk that lies wholly inside the sequence, and
+    the key loops are unrolled (``ct.static_iter``)."""
     C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
     C_m = C_m.astype(x.dtype)
     m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)
-    n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
+    if STATIC:
+        n_k = ((i_m + 1) * TM) // TK
+    else:
+        n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
     # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
     accs, a_ms = inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB,
                                    S_cTs, carries)
     # 2. intra-chunk, one CB tile per key tile shared by the HB heads. Key tiles entirely before this row
     # tile (kt < n_full) need no causal mask; the diagonal tile(s) do.
     n_full = min((i_m * TM) // TK, n_k)
-    for kt in range(n_full):
-        accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                         Q, TM, TK, TP, HB, lat, False, FACTORED)
-    for kt in range(n_full, n_k):
-        accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                         Q, TM, TK, TP, HB, lat, True, False)
+    if STATIC:
+        for kt in ct.static_iter(range(n_full)):
+            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+                             Q, TM, TK, TP, HB, lat, False, FACTORED)
+        for kt in ct.static_iter(range(n_full, n_k)):
+            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+                             Q, TM, TK, TP, HB, lat, True, False)
+    else:
+        for kt in range(n_full):
+            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+                             Q, TM, TK, TP, HB, lat, False, FACTORED)
+        for kt in range(n_full, n_k):
+            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+                             Q, TM, TK, TP, HB, lat, True, False)
     # 3. epilogue per head
     for j in ct.static_iter(range(HB)):
         _store_head(accs[j], x, z, D, out, b, m_tile, hb * HB + j, i_p, TM, TP, D_MODE, HAS_Z)
@@ -192,7 +205,8 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
                                Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                                TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                                D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
-                               FACTORED: ct.Constant[bool], HAS_CARRY: ct.Constant[bool]):
+                               FACTORED: ct.Constant[bool], HAS_CARRY: ct.Constant[bool],
+                               UNROLL: ct.Constant[bool]):
     """chunk_scan_cb_kernel's results, one block per (head block, p tile, batch·chunk) walking ALL the chunk's
     row tiles in a loop (grid (h / HB, cdiv(p, TP), b · nchunks)): Q/TM · (Q/TM + 1) / 2 key-tile steps per
     block instead of 1 to Q/TM, and the entering state S_c loaded once per chunk instead of once per row tile
@@ -202,7 +216,11 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
     entering each chunk from its segment's start, ``carry`` (b, nseg, h, p, n) the state K_s entering each
     segment and ``seg_prefix`` (b, h, nchunks) the log decay d_c from the segment's start; the inter-chunk
     part takes C_m @ L_cᵀ + exp(d_c) · (C_m @ K_sᵀ). Without it, ``carry``, ``seg_prefix`` and
-    ``chunks_per_segment`` are unused placeholders."""
+    ``chunks_per_segment`` are unused placeholders.
+
+    UNROLL: a chunk that lies wholly inside the sequence takes its Q/TM row tiles and their key tiles as one
+    unrolled body (``ct.static_iter``: no loops); the ragged last chunk keeps the loops. Faster at chunk size
+    128, slower at 256 (attempt 19 of docs/perf-notes.md)."""
     hb = ct.bid(0)
     i_p = ct.bid(1)
     pid_bc = ct.bid(2)
@@ -219,11 +237,17 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
         if HAS_CARRY:
             carries = carries + (segment_carry_T(x, carry, seg_prefix, b, c, hb * HB + j, i_p, TP, NS,
                                                  chunks_per_segment),)
-    n_rows = min(Q // TM, ct.cdiv(seqlen - c * Q, TM))      # row tiles of this chunk inside the sequence
-    for i_m in range(n_rows):
-        m_tile = c * (Q // TM) + i_m
-        _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile, i_p,
-                  seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs, carries)
+    if UNROLL and (c + 1) * Q <= seqlen:
+        for i_m in ct.static_iter(range(Q // TM)):
+            m_tile = c * (Q // TM) + i_m
+            _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile,
+                      i_p, seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs, carries, True)
+    else:
+        n_rows = min(Q // TM, ct.cdiv(seqlen - c * Q, TM))  # row tiles of this chunk inside the sequence
+        for i_m in range(n_rows):
+            m_tile = c * (Q // TM) + i_m
+            _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile,
+                      i_p, seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, lat, FACTORED, S_cTs, carries)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -258,13 +282,14 @@ def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None), 
 def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                          max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                          factored=False, cb_hints=(None, None), whole_chunk=False, cb_dtype=torch.float32,
-                         carry=None):
+                         carry=None, unroll=False):
     """Both launches: :data:`chunk_cb_kernel`, then :data:`chunk_scan_cb_kernel`; no argument checks.
     Arguments as :func:`~mamba2_tutorial.kernels.chunk_scan.launch_chunk_scan`; ``factored`` only when every
     dt_out is >= 0; ``whole_chunk`` launches :data:`chunk_scan_cb_chunk_kernel` (one block per chunk);
     ``cb_dtype`` is CB's storage dtype (bfloat16: half the bytes, C Bᵀ rounded once more); ``carry`` (a
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry`, only with ``whole_chunk``): chunk_init_states
-    came from the segmented state stage."""
+    came from the segmented state stage; ``unroll`` (only with ``whole_chunk``): the whole-chunk scan's
+    unrolled body for full chunks."""
     if carry is not None and not whole_chunk:
         raise ValueError("a segment carry (the segmented state stage) needs the whole-chunk scan "
                          "(SSDConfig(scan_cb=True, scan_chunk=True))")
@@ -284,25 +309,26 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
             bool(factored))
     if whole_chunk:
         grid = (plan.grid[0], cdiv(p, t["TP"]), plan.grid[2])
-        launch(chunk_scan_cb_chunk_kernel, grid, chunk_kernel_args(args, carry, device), backend, hints)
+        launch(chunk_scan_cb_chunk_kernel, grid, chunk_kernel_args(args, carry, device, unroll), backend,
+               hints)
     else:
         launch(chunk_scan_cb_kernel, plan.grid, args, backend, hints)
     return out
 
 
-def chunk_kernel_args(args, carry, device):
+def chunk_kernel_args(args, carry, device, unroll=False):
     """chunk_scan_cb_kernel's arguments -> chunk_scan_cb_chunk_kernel's: the segment carry (or placeholders)
-    after D, chunks_per_segment after heads_per_group, HAS_CARRY last."""
+    after D, chunks_per_segment after heads_per_group, HAS_CARRY and UNROLL last."""
     if carry is None:
         x = args[0]
         tensors, cps = (placeholder(device, x.dtype, 5), placeholder(device, torch.float32, 3)), 1
     else:
         tensors, cps = (carry.carry, carry.seg_prefix), carry.chunks_per_segment
-    return args[:8] + tensors + args[8:10] + (cps,) + args[10:] + (carry is not None,)
+    return args[:8] + tensors + args[8:10] + (cps,) + args[10:] + (carry is not None, bool(unroll))
 
 
 def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch.bfloat16, factored=False,
-                  cb_dtype=torch.float32, whole_chunk=False, segments=0):
+                  cb_dtype=torch.float32, whole_chunk=False, segments=0, unroll=False):
     def make():
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(b, l, h, p, generator=gen).to(dtype)
@@ -325,7 +351,8 @@ def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch
                 cps = cdiv(nchunks, segments)
                 carry = SegmentCarry(torch.randn(b, cdiv(nchunks, cps), h, p, n, generator=gen).to(dtype),
                                      -torch.rand(b, h, nchunks, generator=gen), cps)
-            return (plan.grid[0], cdiv(p, t["TP"]), plan.grid[2]), chunk_kernel_args(args, carry, "cpu")
+            grid = (plan.grid[0], cdiv(p, t["TP"]), plan.grid[2])
+            return grid, chunk_kernel_args(args, carry, "cpu", unroll)
         return plan.grid, args
 
     return make
@@ -354,6 +381,8 @@ SPECS: list[KernelSpec] = [
                _example_args(whole_chunk=True)),
     KernelSpec("ssd.chunk_scan_cb_chunk_carry_bf16_q256", chunk_scan_cb_chunk_kernel,
                _example_args(l=1100, whole_chunk=True, segments=2, cb_dtype=torch.bfloat16)),
+    KernelSpec("ssd.chunk_scan_cb_chunk_unroll_bf16_q256", hinted(chunk_scan_cb_chunk_kernel, 4, None),
+               _example_args(whole_chunk=True, cb_dtype=torch.bfloat16, unroll=True)),
     KernelSpec("ssd.chunk_scan_cb_f32_q64", chunk_scan_cb_kernel,
                _example_args(Q=64, p=48, n=80, g=2, h=4, dtype=torch.float32)),
     # what ssd_forward launches for large bf16 problems (configs.FAST_16BIT_CB: the chunk kernel, bf16 C Bᵀ)
@@ -361,6 +390,11 @@ SPECS: list[KernelSpec] = [
                hinted(chunk_scan_cb_chunk_kernel, *FAST_16BIT_CB.scan_hints),
                _example_args(heads=FAST_16BIT_CB.scan_heads, cb_dtype=torch.bfloat16, whole_chunk=True)),
     KernelSpec("ssd.fast_bf16_cb.chunk_cb", chunk_cb_kernel, _example_cb_args(cb_dtype=torch.bfloat16)),
+    # ... at chunk size 128 (configs.FAST_BF16_Q128: the whole-chunk scan unrolled for full chunks)
+    KernelSpec("ssd.fast_bf16_q128.chunk_scan",
+               hinted(chunk_scan_cb_chunk_kernel, *FAST_BF16_Q128.scan_hints),
+               _example_args(Q=128, g=2, heads=FAST_BF16_Q128.scan_heads, cb_dtype=torch.bfloat16,
+                             whole_chunk=True, unroll=FAST_BF16_Q128.scan_unroll)),
     # ... for few (batch, head) pairs and long sequences: the chunk scan adding the segment carry, occupancy 3
     KernelSpec("ssd.long_bf16.chunk_scan", hinted(chunk_scan_cb_chunk_kernel, *LONG_BF16.scan_hints),
                _example_args(l=2100, heads=LONG_BF16.scan_heads, cb_dtype=torch.bfloat16, whole_chunk=True,

@@ -345,17 +345,25 @@ def launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, 
 def chunk_state_passing_tiles(chunk_size: int, headdim: int, dstate: int, dtype: torch.dtype,
                               tiles: tuple | None = None) -> tuple[int, int, int]:
     """(TK, TP, TN) of the fused kernel: the chunk_state tiles unless ``tiles`` = (TP, TN) overrides the state
-    tile (smaller state tiles give more blocks to a long sequential loop over few (batch, head) pairs).
+    tile (smaller state tiles give more blocks to a long sequential loop over few (batch, head) pairs), or
+    ``tiles`` = (TP, TN, TK) also the chunk rows per mma step.
 
-    bf16/fp16 take up to 128 chunk rows per mma step (chunk_state takes 64): with 4 steps inside the loop over
-    chunks, tileiras keeps the decay weights w in local memory (an 8 KiB stack frame per thread in the sm_90
-    cubin), with at most 2 it keeps them in registers (no stack frame).
+    bf16/fp16 take a whole chunk of up to 256 rows per mma step (chunk_state takes 64), so that there is no
+    loop inside the loop over chunks: measured 0.344 -> 0.285 ms at b8-l4096-h80 against 128 rows per step
+    (attempt 19 of docs/perf-notes.md; presumably tileiras then overlaps the next chunk's loads with this
+    chunk's mma). With 64 rows, 4 steps, tileiras kept the decay weights w in an 8 KiB stack frame per thread
+    of the sm_90 cubin.
     """
     TK, TP, TN = chunk_state_tiles(chunk_size, headdim, dstate, dtype)
     if dtype != torch.float32:
-        TK = min(chunk_size, 128)
+        TK = min(chunk_size, 256)
     if tiles is not None:
         TP, TN = tile_size(headdim, tiles[0]), tile_size(dstate, tiles[1])
+        if len(tiles) > 2:  # (TP, TN, TK): chunk rows per mma step too
+            if tiles[2] < 16 or tiles[2] & (tiles[2] - 1) or chunk_size % tiles[2]:
+                raise ValueError(f"state_tiles[2] (TK, chunk rows per mma step) must be a power of two >= 16 "
+                                 f"dividing the chunk size {chunk_size}; got {tiles[2]}")
+            TK = tiles[2]
     return TK, TP, TN
 
 

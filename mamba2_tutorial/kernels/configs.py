@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["DEFAULT", "FAST_16BIT", "FAST_16BIT_CB", "FAST_16BIT_Q128", "FAST_BF16_Q128", "FAST_FP16_CB",
-           "LONG_FP16", "LONG_BF16", "SCAN_CHUNK_BF16", "SCAN_CHUNK_BF16_CARRY", "SCAN_CHUNK_FP16",
+           "LONG_FP16", "LONG_BF16", "SCAN_CHUNK_BF16", "SCAN_CHUNK_BF16_CARRY", "SCAN_CHUNK_BF16_Q128",
+           "SCAN_CHUNK_FP16",
            "SCAN_SHARED", "SSDConfig", "segments_for", "ssd_config"]
 
 Hints = tuple  # (occupancy, num_ctas[, num_worker_warps]); None = the compiler's choice
@@ -26,7 +27,8 @@ class SSDConfig:
 
     fused         kernels 1 and 2 as one (``chunk_state_passing_kernel``): the float32 chunk states never
                   reach global memory; else ``chunk_state_kernel`` then ``state_passing_kernel``
-    state_tiles   (TP, TN) state tile of the fused kernel or of state_passing (None: the default)
+    state_tiles   (TP, TN) state tile of the fused kernel or of state_passing (None: the default); (TP, TN,
+                  TK) also sets the fused kernel's chunk rows per mma step (default min(Q, 128))
     state_hints   (occupancy, num_ctas[, num_worker_warps]) of the fused kernel or of chunk_state
     passing_hints (occupancy, num_ctas) of state_passing (unfused only)
     scan_tiles    (TM, TK, TP) of chunk_scan (None: the default)
@@ -52,6 +54,8 @@ class SSDConfig:
                   1: the plain fused stage (one block walks all the chunks of a (batch, head))
     state_heads   with fused (not segmented): heads of one group per fused block, sharing each B tile
                   (``chunk_state_passing_heads_kernel``; needs a single state tile per head); an experiment
+    scan_unroll   with scan_cb and scan_chunk: the whole-chunk scan takes each full chunk as one unrolled body
+                  (no loops over row and key tiles); the ragged last chunk keeps the loops
     """
 
     fused: bool = False
@@ -71,6 +75,7 @@ class SSDConfig:
     scan_cb_bf16: bool = False
     segments: int = 1
     state_heads: int = 1
+    scan_unroll: bool = False
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints"):
@@ -84,6 +89,9 @@ class SSDConfig:
             raise ValueError(f"SSDConfig.segments must be an int >= 1, got {self.segments!r}")
         if self.state_heads != 1 and not (self.fused and self.segments == 1):
             raise ValueError(f"SSDConfig.state_heads > 1 needs fused=True without segments; got {self}")
+        if self.scan_unroll and not (self.scan_cb and self.scan_chunk):
+            raise ValueError("SSDConfig.scan_unroll needs the whole-chunk scan (scan_cb=True, "
+                             f"scan_chunk=True); got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
                              "whole-chunk scan (scan_cb=True, scan_chunk=True), whose blocks add the segment "
@@ -121,7 +129,11 @@ FAST_FP16_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_FP16)
 # at chunk size 256 occupancy 2 is slower: 0.407 against 0.352 at b8-l4096-h80). bf16, large problems: the
 # chunk scan (0.611 ms end to end, against 0.662 with the shared scan); fp16 and small problems: the shared
 # scan
-FAST_BF16_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_CHUNK_BF16)
+# Attempt 19 (2026-12-04): at chunk size 128 the whole-chunk scan unrolled (2 row tiles, 3 key steps, no
+# loops) at occupancy 3 takes 0.356 ms against 0.371 for the loops at occupancy 4 (b2-l8192-h128-g8); at chunk
+# size 256 the unrolled scan is slower (0.60-0.84 against 0.486 ms: 128-158 registers).
+SCAN_CHUNK_BF16_Q128 = SCAN_CHUNK_BF16 | dict(scan_unroll=True, scan_hints=(3, None))
+FAST_BF16_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_CHUNK_BF16_Q128)
 FAST_16BIT_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_SHARED)
 # fewer (batch, head) pairs than SMs and a long sequential loop: the fused stage has one block per pair (80
 # at b1-l32768-h80, 0.546 ms); chunk_state (a block per chunk) + state_passing take 0.306 + 0.162 ms
@@ -196,4 +208,6 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
                          segments=segments_for(b, h, nchunks), **SCAN_CHUNK_BF16_CARRY)
     if not one_tile or long_loop:
         return SSDConfig(state_hints=(2, None), **scan)
+    if scan is SCAN_CHUNK_BF16 and Q <= 128:
+        scan = SCAN_CHUNK_BF16_Q128
     return SSDConfig(fused=True, state_tiles=(64, 128), state_hints=fused_hints, **scan)
