@@ -123,6 +123,8 @@ def variants(only: str = ""):
     yield "chunk_scan_cb_chunk cb16 occ4", hinted(k, 4), scan_chunk_args()
     yield "chunk_scan_cb_chunk cb16 carry occ4", hinted(k, 4), scan_chunk_args(carry=True)
     yield "chunk_scan_cb_chunk cb16 carry occ3", hinted(k, 3), scan_chunk_args(carry=True)
+    for occ in (5, 6, 8):  # more blocks per SM than the shipped 4 (smem-bound: 53 KB per block at 4)
+        yield f"chunk_scan_cb_chunk cb16 occ{occ}", hinted(k, occ), scan_chunk_args()
     for occ in (2, 3, 4):  # attempt 19: full chunks as one unrolled body
         yield f"chunk_scan_cb_chunk cb16 unroll occ{occ}", hinted(k, occ), scan_chunk_args(unroll=True)
 

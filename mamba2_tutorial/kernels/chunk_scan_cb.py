@@ -381,8 +381,6 @@ SPECS: list[KernelSpec] = [
                _example_args(whole_chunk=True)),
     KernelSpec("ssd.chunk_scan_cb_chunk_carry_bf16_q256", chunk_scan_cb_chunk_kernel,
                _example_args(l=1100, whole_chunk=True, segments=2, cb_dtype=torch.bfloat16)),
-    KernelSpec("ssd.chunk_scan_cb_chunk_unroll_bf16_q256", hinted(chunk_scan_cb_chunk_kernel, 4, None),
-               _example_args(whole_chunk=True, cb_dtype=torch.bfloat16, unroll=True)),
     KernelSpec("ssd.chunk_scan_cb_f32_q64", chunk_scan_cb_kernel,
                _example_args(Q=64, p=48, n=80, g=2, h=4, dtype=torch.float32)),
     # what ssd_forward launches for large bf16 problems (configs.FAST_16BIT_CB: the chunk kernel, bf16 C Bᵀ)
