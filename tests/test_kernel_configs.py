@@ -214,6 +214,12 @@ def test_segments_for_fills_the_gpu_without_tiny_segments():
         assert k & (k - 1) == 0 and nchunks // k >= 4, (b, h, nchunks, k)
         assert b * h * k >= WAVES * SMS or nchunks // (2 * k) < 4, (b, h, nchunks, k)
     assert FAST_BF16_Q128.state_hints[0] == 2 and FAST_BF16_Q128.scan_chunk
+    # the unrolled scan only at chunk size <= 128, where it was measured faster (attempt 19)
+    assert FAST_BF16_Q128.scan_unroll and FAST_BF16_Q128.scan_hints[0] == 3
+    assert not FAST_16BIT_CB.scan_unroll and not LONG_BF16.scan_unroll
+    assert not ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16).scan_unroll
+    with pytest.raises(ValueError, match="scan_unroll"):
+        SSDConfig(scan_unroll=True)  # needs the whole-chunk scan
 
 
 # kept to a few cases (each compiles its own kernels on the GPU, ~5 s apiece): together they run the fused
