@@ -67,8 +67,8 @@ VARIANTS = {
     "fused-heads-2": SSDConfig(fused=True, state_tiles=(64, 128), state_heads=2),
     "fused-heads-2-cb-chunk": SSDConfig(fused=True, state_tiles=(64, 128), state_heads=2, scan_cb=True,
                                         scan_chunk=True, scan_cb_bf16=True),
-    # the fused kernel's chunk in one mma step (state_tiles' third entry: TK = Q), alone and by segments
-    "fused-tk-q": SSDConfig(fused=True, state_tiles=(64, 128, 64)),
+    # state_tiles' third entry (TK, chunk rows per mma step): 2 steps per 64-row chunk, alone and by segments
+    "fused-tk-32": SSDConfig(fused=True, state_tiles=(64, 128, 32)),
     "segments-3-tk16": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3,
                                  state_tiles=(64, 128, 16)),
     "segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3),
@@ -354,6 +354,9 @@ def test_segments_need_the_whole_chunk_scan():
         launch_chunk_scan(*(None,) * 8, "cpu", carry=object())
     with pytest.raises(ValueError, match="whole-chunk"):
         launch_chunk_scan(*(None,) * 8, "cpu", cb=True, carry=object())
+    for kw in ({}, {"cb": True}):  # the unrolled scan exists only as the whole-chunk scan
+        with pytest.raises(ValueError, match="unrolled scan"):
+            launch_chunk_scan(*(None,) * 8, "cpu", unroll=True, **kw)
 
 
 def test_ssd_stages_of_the_segmented_stage_cpu():

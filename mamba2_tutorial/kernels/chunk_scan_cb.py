@@ -290,9 +290,9 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry`, only with ``whole_chunk``): chunk_init_states
     came from the segmented state stage; ``unroll`` (only with ``whole_chunk``): the whole-chunk scan's
     unrolled body for full chunks."""
-    if carry is not None and not whole_chunk:
-        raise ValueError("a segment carry (the segmented state stage) needs the whole-chunk scan "
-                         "(SSDConfig(scan_cb=True, scan_chunk=True))")
+    if (carry is not None or unroll) and not whole_chunk:
+        raise ValueError("a segment carry (the segmented state stage) and an unrolled scan need the "
+                         "whole-chunk scan (SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]

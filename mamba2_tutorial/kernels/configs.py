@@ -28,7 +28,7 @@ class SSDConfig:
     fused         kernels 1 and 2 as one (``chunk_state_passing_kernel``): the float32 chunk states never
                   reach global memory; else ``chunk_state_kernel`` then ``state_passing_kernel``
     state_tiles   (TP, TN) state tile of the fused kernel or of state_passing (None: the default); (TP, TN,
-                  TK) also sets the fused kernel's chunk rows per mma step (default min(Q, 128))
+                  TK) also sets the fused kernel's chunk rows per mma step (default min(Q, 256) for 16-bit)
     state_hints   (occupancy, num_ctas[, num_worker_warps]) of the fused kernel or of chunk_state
     passing_hints (occupancy, num_ctas) of state_passing (unfused only)
     scan_tiles    (TM, TK, TP) of chunk_scan (None: the default)
