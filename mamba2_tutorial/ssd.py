@@ -106,13 +106,11 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     if cfg.segments > 1:  # kernels 1 and 2 fused, by segments; the scan adds each segment's carry
         dt_out, dA_cumsum, chunk_init_states, final_states, carry = launch_chunk_state_segments(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, cfg.segments,
-            _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency,
-            cumsum=cfg.state_cumsum)
+            _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency)
     elif cfg.fused:  # kernels 1 and 2 as one launch: the float32 chunk states stay on chip
         dt_out, dA_cumsum, chunk_init_states, final_states = launch_chunk_state_passing(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison,
-            tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency, heads=cfg.state_heads,
-            cumsum=cfg.state_cumsum)
+            tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency, heads=cfg.state_heads)
     else:
         dt_out, dA_cumsum, states = launch_chunk_state(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison, hints=cfg.state_hints)
@@ -125,7 +123,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
                             heads_2d=cfg.scan_2d, shared=cfg.scan_shared, cb=cfg.scan_cb,
                             whole_chunk=cfg.scan_chunk,
                             cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
-                            unroll=cfg.scan_unroll, folded=cfg.scan_folded and min(dt_limit) >= 0)
+                            unroll=cfg.scan_unroll)
     return (out, final_states) if return_final_states else out
 
 
@@ -153,7 +151,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
         def fused():  # the segmented stage's two launches: the segments, then state passing over them
             return launch_chunk_state_segments(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                                cfg.segments, tiles=cfg.state_tiles, hints=cfg.state_hints,
-                                               latency=cfg.state_latency, cumsum=cfg.state_cumsum)
+                                               latency=cfg.state_latency)
         dt_out, dA_cumsum, init, _, carry = fused()
         stages["chunk_state_passing"] = fused
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}
@@ -161,8 +159,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
         def fused():
             return launch_chunk_state_passing(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                               tiles=cfg.state_tiles, hints=cfg.state_hints,
-                                              latency=cfg.state_latency, heads=cfg.state_heads,
-                                              cumsum=cfg.state_cumsum)
+                                              latency=cfg.state_latency, heads=cfg.state_heads)
         dt_out, dA_cumsum, init, _ = fused()
         stages["chunk_state_passing"] = fused
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}
@@ -185,7 +182,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                  factored=cfg.scan_factored, heads_2d=cfg.scan_2d,
                                  shared=cfg.scan_shared, cb=cfg.scan_cb, whole_chunk=cfg.scan_chunk,
                                  cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
-                                 unroll=cfg.scan_unroll, folded=cfg.scan_folded)
+                                 unroll=cfg.scan_unroll)
     stages["chunk_scan"] = stage3
 
     def chain():

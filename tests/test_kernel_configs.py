@@ -77,18 +77,6 @@ VARIANTS = {
     "cb-chunk-unroll-hb2-tm-ne-tk+segments-2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
                                                          scan_unroll=True, scan_heads=2,
                                                          scan_tiles=(32, 16, 32), segments=2),
-    # the folded decay (attempt 20): C Bᵀ straight into the mma, the decay on x and on the accumulator
-    "cb-chunk-folded": SSDConfig(scan_cb=True, scan_chunk=True, scan_folded=True, scan_cb_bf16=True),
-    "cb-folded-hb2-tm-ne-tk": SSDConfig(scan_cb=True, scan_folded=True, scan_heads=2,
-                                        scan_tiles=(32, 16, 32)),
-    "cb-chunk-unroll-folded-hb2+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
-                                                       scan_unroll=True, scan_folded=True, scan_heads=2,
-                                                       segments=3),
-    # dt_out and dA_cumsum by their own kernel before the state stage (attempt 20), fused and by segments
-    "fused-cumsum": SSDConfig(fused=True, state_cumsum=True),
-    "fused-cumsum-multi-tile+cb-chunk": SSDConfig(fused=True, state_cumsum=True, state_tiles=(16, 32),
-                                                  scan_cb=True, scan_chunk=True),
-    "segments-3-cumsum": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3, state_cumsum=True),
     "segments-2-hb2-tm-ne-tk": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2, scan_heads=2,
                                          scan_tiles=(32, 16, 32), scan_hints=(3, None)),
     "segments-per-chunk-multi-tile": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=64,

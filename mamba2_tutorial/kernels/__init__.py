@@ -15,7 +15,7 @@ __all__ = ["KERNEL_MODULES", "KernelSpec", "all_kernel_specs", "kernel_spec"]
 
 # Modules of mamba2_tutorial.kernels whose SPECS the compile check covers. A listed module that is missing
 # or defines no SPECS is an error, never a silent skip.
-KERNEL_MODULES: tuple[str, ...] = ("primer", "chunk_state", "chunk_cumsum", "state_passing", "segments", "chunk_scan",
+KERNEL_MODULES: tuple[str, ...] = ("primer", "chunk_state", "state_passing", "segments", "chunk_scan",
                                    "chunk_scan_cb")
 
 

@@ -254,15 +254,13 @@ def entering_state_T(x, chunk_init_states, b, c, h, i_p, TP, NS):
 
 
 def inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB, S_cTs=None,
-                      carries=None, row_ref=False):
+                      carries=None):
     """The inter-chunk part for the HB heads of a block, one 2-D accumulator each:
     acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m). Returns (accs, a_ms), tuples over the heads, with
     a_m = dA_cs_m · log2(e) for the intra-chunk decay. ``S_cTs`` (a tuple of the heads' S_cᵀ) when the caller
     loaded them already; otherwise each head's is loaded here. ``carries`` (the segmented state stage, a
     tuple over the heads of (K_sᵀ, exp(d_c))): S_c = L_c + exp(d_c) · K_s, so the product is
-    C_m @ L_cᵀ + exp(d_c) · (C_m @ K_sᵀ), two mmas on loaded tiles. ``row_ref`` (the folded decay of
-    :mod:`.chunk_scan_cb`): scaled by exp(dA_cs_m0) of the row tile's first row instead, the caller applies
-    exp(dA_cs_m - dA_cs_m0) later. Inlined by cuTile."""
+    C_m @ L_cᵀ + exp(d_c) · (C_m @ K_sᵀ), two mmas on loaded tiles. Inlined by cuTile."""
     accs = ()
     a_ms = ()
     for j in ct.static_iter(range(HB)):
@@ -274,10 +272,7 @@ def inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, 
             K_sT, decay = carries[j]
             acc = ct.mma(C_m, K_sT, acc) * decay
         acc = ct.mma(C_m, S_cT, acc)
-        if row_ref:
-            accs = accs + (acc * ct.exp2(ct.extract(a_m, (0,), shape=(1,)))[None, :],)
-        else:
-            accs = accs + (acc * ct.exp2(a_m)[:, None],)
+        accs = accs + (acc * ct.exp2(a_m)[:, None],)
         a_ms = a_ms + (a_m,)
     return accs, a_ms
 
@@ -389,7 +384,7 @@ def chunk_scan_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtyp
 def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                       max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                       factored=False, heads_2d=False, shared=False, cb=False, whole_chunk=False,
-                      cb_bf16=False, carry=None, unroll=False, folded=False):
+                      cb_bf16=False, carry=None, unroll=False):
     """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks.
 
     ``tiles`` (TM, TK, TP) and ``max_heads_per_block`` override the default tiles, ``hints`` = (occupancy,
@@ -400,8 +395,7 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
     :mod:`.chunk_scan_cb` instead (C Bᵀ once per chunk and group, then the scan that reads it;
     ``whole_chunk``: one block per chunk; ``cb_bf16``: C Bᵀ stored in bfloat16; ``carry``: the
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry` of a segmented state stage, whole-chunk scan
-    only; ``unroll``: the whole-chunk scan unrolled for full chunks; ``folded``: the folded decay, only when
-    every dt_out is >= 0)."""
+    only; ``unroll``: the whole-chunk scan unrolled for full chunks)."""
     if cb:
         from .chunk_scan_cb import launch_chunk_scan_cb
 
@@ -409,12 +403,10 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
                                     max_heads_per_block, tiles, hints, latency, factored,
                                     whole_chunk=whole_chunk,
                                     cb_dtype=torch.bfloat16 if cb_bf16 else torch.float32, carry=carry,
-                                    unroll=unroll, folded=folded)
+                                    unroll=unroll)
     if carry is not None or unroll:
         raise ValueError("a segment carry (the segmented state stage) and an unrolled scan need the "
                          "whole-chunk scan (SSDConfig(scan_cb=True, scan_chunk=True))")
-    if folded:
-        raise ValueError("the folded decay needs the C Bᵀ scans (SSDConfig(scan_cb=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]

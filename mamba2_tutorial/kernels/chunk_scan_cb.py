@@ -53,8 +53,6 @@ __all__ = ["SPECS", "chunk_cb_kernel", "chunk_cb_plan", "chunk_scan_cb_chunk_ker
 
 LOG2E = 1.4426950408889634
 ZERO = ct.PaddingMode.ZERO
-#: the kernels' FACTORED modes: the exact decay, two factors in P (attempt 7), the folded decay (attempt 20)
-EXACT, TWO_FACTORS, FOLDED = 0, 1, 2
 
 
 @ct.kernel
@@ -89,19 +87,12 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
     P_j = CB[m, k] ∘ exp2(a_m - a_k) ∘ dt_k (∘ [k <= m] when MASK). A plain function: cuTile inlines it, and
     MASK and FACTORED stay compile-time constants.
 
-    FACTORED (only for a key tile entirely before the rows, and only when dA_cs is monotone: dt >= 0):
-    1: with r the tile's last key, exp2(a_m - a_r) · exp2(a_r - a_k), both factors <= 1, so TM + TK
-    exponentials per head instead of TM · TK; 2 (FOLDED): with m0 the row tile's first row,
-    exp2(a_m - a_k) = exp2(a_m - a_m0) · exp2(a_m0 - a_k), and the first factor is left to the caller (it
-    scales the accumulator once per row tile, :func:`_row_tile`): acc_j += CB_mk @ (w ∘ x_kt) with
-    w = exp2(a_m0 - a_k) · dt_k, so C Bᵀ goes into the mma as loaded, with no elementwise work on it, and the
-    key tile costs TK exponentials and one multiply per element of x_kt."""
+    FACTORED (only for a key tile entirely before the rows, and only when dA_cs is monotone: dt >= 0): with r
+    the tile's last key, exp2(a_m - a_k) = exp2(a_m - a_r) · exp2(a_r - a_k), both factors <= 1, so TM + TK
+    exponentials per head instead of TM · TK."""
     k_tile = c * (Q // TK) + kt
     CB_mk = ct.load(CB, (b, c, g, i_m, kt), shape=(1, 1, 1, TM, TK), latency=lat).reshape((TM, TK))
-    if FACTORED == FOLDED:
-        CB_mk = CB_mk.astype(x.dtype)     # the mma's operand as loaded (a no-op for a bf16 C Bᵀ and bf16 x)
-    else:
-        CB_mk = CB_mk.astype(ct.float32)  # a no-op for a float32 CB; a bfloat16 CB (cb_dtype) is widened
+    CB_mk = CB_mk.astype(ct.float32)  # a no-op for a float32 CB; a bfloat16 CB (cb_dtype) is widened
     if MASK:
         k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
         causal = m_pos[:, None] >= k_pos[None, :]
@@ -111,38 +102,17 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
         a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
         dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
         x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
-        if FACTORED == FOLDED:
-            a_m0 = ct.extract(a_ms[j], (0,), shape=(1,))
-            w = ct.exp2(ct.minimum(a_m0 - a_k, 0.0)) * dt_k                   # (TK,)
-            xw = (x_k.reshape((TK, TP)).astype(ct.float32) * w[:, None]).astype(x.dtype)
-            acc = ct.mma(CB_mk, xw, accs[j])
+        if FACTORED:
+            a_r = ct.extract(a_k, (TK - 1,), shape=(1,))
+            u = ct.exp2(ct.minimum(a_ms[j] - a_r, 0.0))                       # (TM,)
+            v = ct.exp2(ct.minimum(a_r - a_k, 0.0)) * dt_k                    # (TK,)
+            P = CB_mk * u[:, None] * v[None, :]
         else:
-            if FACTORED:
-                a_r = ct.extract(a_k, (TK - 1,), shape=(1,))
-                u = ct.exp2(ct.minimum(a_ms[j] - a_r, 0.0))                   # (TM,)
-                v = ct.exp2(ct.minimum(a_r - a_k, 0.0)) * dt_k                # (TK,)
-                P = CB_mk * u[:, None] * v[None, :]
-            else:
-                P = CB_mk * ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0)) * dt_k[None, :]
-            if MASK:
-                P = ct.where(causal, P, 0.0)
-            acc = ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j])
-        new_accs = new_accs + (acc,)
+            P = CB_mk * ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0)) * dt_k[None, :]
+        if MASK:
+            P = ct.where(causal, P, 0.0)
+        new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
     return new_accs
-
-
-def _unfold(accs, a_ms, HB, FACTORED):
-    """The folded decay's row factor (FACTORED == FOLDED, see :func:`_key_tile`): acc_j *= exp2(a_m - a_m0)
-    once per row tile, after the key tiles before the rows and before the diagonal ones. The inter-chunk part
-    was scaled by exp2(a_m0) (:func:`~mamba2_tutorial.kernels.chunk_scan.inter_chunk_heads`), so it ends up
-    with exp2(a_m) as in the exact form. Other modes: accs unchanged. Inlined by cuTile."""
-    if FACTORED != FOLDED:
-        return accs
-    out = ()
-    for j in ct.static_iter(range(HB)):
-        a_m0 = ct.extract(a_ms[j], (0,), shape=(1,))
-        out = out + (accs[j] * ct.exp2(ct.minimum(a_ms[j] - a_m0, 0.0))[:, None],)
-    return out
 
 
 def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile, i_p,
@@ -162,7 +132,7 @@ def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g
         n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
     # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
     accs, a_ms = inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB,
-                                   S_cTs, carries, FACTORED == FOLDED)
+                                   S_cTs, carries)
     # 2. intra-chunk, one CB tile per key tile shared by the HB heads. Key tiles entirely before this row
     # tile (kt < n_full) need no causal mask; the diagonal tile(s) do.
     n_full = min((i_m * TM) // TK, n_k)
@@ -170,7 +140,6 @@ def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g
         for kt in ct.static_iter(range(n_full)):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
                              Q, TM, TK, TP, HB, lat, False, FACTORED)
-        accs = _unfold(accs, a_ms, HB, FACTORED)
         for kt in ct.static_iter(range(n_full, n_k)):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
                              Q, TM, TK, TP, HB, lat, True, False)
@@ -178,7 +147,6 @@ def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g
         for kt in range(n_full):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
                              Q, TM, TK, TP, HB, lat, False, FACTORED)
-        accs = _unfold(accs, a_ms, HB, FACTORED)
         for kt in range(n_full, n_k):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
                              Q, TM, TK, TP, HB, lat, True, False)
@@ -194,14 +162,13 @@ def chunk_scan_cb_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D,  
                          Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                          TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                          D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
-                         FACTORED: ct.Constant[int]):
+                         FACTORED: ct.Constant[bool]):
     """chunk_scan_kernel's results; CB (b, nchunks, g, Q, Q) float32 from chunk_cb_kernel replaces B.
 
     Grid (h / HB, (Q / TM) · cdiv(p, TP), b · nchunks): heads first (see the module docstring). The HB heads
     of one group share each CB tile; each has its own 2-D (TM, TP) accumulator (a loop-carried tuple), so
     every mma is 2-D (wgmma on sm_90). LAT > 0: latency hint (1-10) on the key loop's CB and x loads.
-    FACTORED: the decay on key tiles before the row tile, EXACT, TWO_FACTORS or FOLDED (the last two need
-    dt_out >= 0, see ``_key_tile``)."""
+    FACTORED: the factored decay on key tiles before the row tile (needs dt_out >= 0, see ``_key_tile``)."""
     hb = ct.bid(0)
     pid_mp = ct.bid(1)
     pid_bc = ct.bid(2)
@@ -238,7 +205,7 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
                                Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                                TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                                D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
-                               FACTORED: ct.Constant[int], HAS_CARRY: ct.Constant[bool],
+                               FACTORED: ct.Constant[bool], HAS_CARRY: ct.Constant[bool],
                                UNROLL: ct.Constant[bool]):
     """chunk_scan_cb_kernel's results, one block per (head block, p tile, batch·chunk) walking ALL the chunk's
     row tiles in a loop (grid (h / HB, cdiv(p, TP), b · nchunks)): Q/TM · (Q/TM + 1) / 2 key-tile steps per
@@ -315,15 +282,14 @@ def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None), 
 def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                          max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                          factored=False, cb_hints=(None, None), whole_chunk=False, cb_dtype=torch.float32,
-                         carry=None, unroll=False, folded=False):
+                         carry=None, unroll=False):
     """Both launches: :data:`chunk_cb_kernel`, then :data:`chunk_scan_cb_kernel`; no argument checks.
     Arguments as :func:`~mamba2_tutorial.kernels.chunk_scan.launch_chunk_scan`; ``factored`` only when every
     dt_out is >= 0; ``whole_chunk`` launches :data:`chunk_scan_cb_chunk_kernel` (one block per chunk);
     ``cb_dtype`` is CB's storage dtype (bfloat16: half the bytes, C Bᵀ rounded once more); ``carry`` (a
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry`, only with ``whole_chunk``): chunk_init_states
     came from the segmented state stage; ``unroll`` (only with ``whole_chunk``): the whole-chunk scan's
-    unrolled body for full chunks; ``folded`` (only when every dt_out is >= 0; overrides ``factored``): the
-    folded decay (FOLDED, see :func:`_key_tile`)."""
+    unrolled body for full chunks."""
     if (carry is not None or unroll) and not whole_chunk:
         raise ValueError("a segment carry (the segmented state stage) and an unrolled scan need the "
                          "whole-chunk scan (SSDConfig(scan_cb=True, scan_chunk=True))")
@@ -340,7 +306,7 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
     args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, CB,
             chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
             h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None, latency,
-            FOLDED if folded else TWO_FACTORS if factored else EXACT)
+            bool(factored))
     if whole_chunk:
         grid = (plan.grid[0], cdiv(p, t["TP"]), plan.grid[2])
         launch(chunk_scan_cb_chunk_kernel, grid, chunk_kernel_args(args, carry, device, unroll), backend,

@@ -53,7 +53,7 @@ from ._host import (
 from .configs import FAST_16BIT, FAST_16BIT_Q128, LONG_FP16
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "chunk_local_state", "load_dt",
+__all__ = ["SPECS", "chunk_local_state",
            "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_heads_kernel",
            "chunk_state_passing_kernel",
            "chunk_state_passing_plan", "chunk_state_plan", "chunk_state_tiles", "launch_chunk_state",
@@ -143,31 +143,21 @@ def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
     ct.store(states, (b, c, h, i_p, i_n), state.reshape((1, 1, 1, TP, TN)))
 
 
-def load_dt(dt, b, c, h, Q):
-    """Chunk c's raw dt of head h, (Q,) float32. dt (b, l, h) is strided along l, so this is a gather of Q
-    scalars (no TMA): the walks over chunks load the next chunk's dt one step ahead."""
-    return ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
-
-
-def chunk_local_state(x, B, dt_raw, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen, dt_min,
+def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen, dt_min,
                       dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat):
-    """One chunk of a walk over chunks (the fused and the segmented state stages): dt preprocessing of the
-    chunk's raw dt (``dt_raw``, :func:`load_dt`) and the in-chunk cumsum (stored to dt_out and dA_cumsum),
-    then the chunk's local (TP, TN) state tile exactly as chunk_state_kernel builds it. Returns
-    (dA_cs_last (1,), local (TP, TN) float32). A plain function: cuTile inlines it into the kernel's chunk
-    loop; ``lat`` is a latency hint for the x and B loads (or None). ``dt_raw`` None: dt_out and dA_cumsum
-    were computed before the walk (:mod:`.chunk_cumsum`) and are loaded here, as contiguous rows."""
-    if dt_raw is None:
-        dt_c = ct.load(dt_out, (b, h, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
-        dA_cs = ct.load(dA_cumsum, (b, h, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
-    else:
-        t = c * Q + ct.arange(Q, dtype=ct.int32)
-        dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
-        dA_cs = ct.cumsum(dt_c * A_h, axis=0)
-        # every state tile of (b, h) stores the same dt_out and dA_cumsum: a store under `if pid_pn == 0`
-        # here was the suspect of the hang of multi-tile fused launches (docs/perf-notes.md, attempt 15)
-        ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
-        ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
+    """One chunk of a walk over chunks (the fused and the segmented state stages): dt preprocessing and the
+    in-chunk cumsum (stored to dt_out and dA_cumsum), then the chunk's local (TP, TN) state tile exactly as
+    chunk_state_kernel builds it. Returns (dA_cs_last (1,), local (TP, TN) float32). A plain function:
+    cuTile inlines it into the kernel's chunk loop; ``lat`` is a latency hint for the x and B loads (or
+    None)."""
+    dt_raw = ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
+    t = c * Q + ct.arange(Q, dtype=ct.int32)
+    dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
+    dA_cs = ct.cumsum(dt_c * A_h, axis=0)
+    # every state tile of (b, h) stores the same dt_out and dA_cumsum: a store under `if pid_pn == 0`
+    # here was the suspect of the hang of multi-tile fused launches (docs/perf-notes.md, attempt 15)
+    ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
     dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
     w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E) * dt_c
     local = ct.zeros((TP, TN), dtype=ct.float32)
@@ -183,17 +173,6 @@ def chunk_local_state(x, B, dt_raw, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, 
     return dA_cs_last, local
 
 
-def _fused_step(x, B, dt_raw, dt_out, dA_cumsum, chunk_init_states, S, A_h, dt_bias_h, b, c, h, g, i_p, i_n,
-                seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat):
-    """One chunk of the fused walk: store the state S entering chunk c, then return the state entering chunk
-    c + 1, S_c+1 = exp(dA_cs_last) · S_c + s_c (as in state_passing_kernel). Inlined by cuTile."""
-    ct.store(chunk_init_states, (b, c, h, i_p, i_n),
-             S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
-    dA_cs_last, local = chunk_local_state(x, B, dt_raw, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n,
-                                          seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat)
-    return ct.exp2(dA_cs_last * LOG2E).reshape((1, 1)) * S + local
-
-
 @ct.kernel
 def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,                # inputs
                                dt_out, dA_cumsum, chunk_init_states, final_states,  # outputs
@@ -201,7 +180,7 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
                                Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
                                TN: ct.Constant[int], HAS_DT_BIAS: ct.Constant[bool],
                                DT_SOFTPLUS: ct.Constant[bool], HAS_INITIAL_STATES: ct.Constant[bool],
-                               LAT: ct.Constant[int], CUMSUM_IN: ct.Constant[bool]):
+                               LAT: ct.Constant[int]):
     """Kernels 1 and 2 in one: x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,),
     initial_states (b, h, p, n) -> dt_out, dA_cumsum (b, h, nchunks, Q) fp32, chunk_init_states
     (b, nchunks, h, p, n) in its own dtype (x's in ssd_forward), final_states (b, h, p, n) fp32.
@@ -210,8 +189,6 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
     the chunk, builds the chunk's local state exactly as chunk_state_kernel does, and carries
     S = exp(dA_cs_last) · S + local in a float32 loop-carried tile. The float32 chunk states never go to
     global memory. LAT > 0: latency hint (1-10) on the x and B loads; 0: the compiler's default.
-    CUMSUM_IN: dt_out and dA_cumsum are inputs, filled by :mod:`.chunk_cumsum` before this launch (dt,
-    dt_bias and the dt limits are then unused).
     """
     pid_pn = ct.bid(0)
     b = ct.bid(1)
@@ -232,19 +209,14 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
     else:
         S = ct.zeros((TP, TN), dtype=ct.float32)
 
-    if CUMSUM_IN:
-        for c in range(nchunks):
-            S = _fused_step(x, B, None, dt_out, dA_cumsum, chunk_init_states, S, A_h, dt_bias_h, b, c, h, g,
-                            i_p, i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat)
-    else:
-        # the next chunk's dt is loaded one step ahead: its gather (Q scalars h elements apart, no TMA) then
-        # overlaps this chunk's work instead of stalling the start of the next (attempt 20, docs/perf-notes.md)
-        dt_next = load_dt(dt, b, 0, h, Q)
-        for c in range(nchunks):
-            dt_raw = dt_next
-            dt_next = load_dt(dt, b, min(c + 1, nchunks - 1), h, Q)
-            S = _fused_step(x, B, dt_raw, dt_out, dA_cumsum, chunk_init_states, S, A_h, dt_bias_h, b, c, h, g,
-                            i_p, i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat)
+    for c in range(nchunks):
+        S_out = S.astype(chunk_init_states.dtype)
+        ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_out.reshape((1, 1, 1, TP, TN)))
+        dA_cs_last, local = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
+                                              i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
+                                              DT_SOFTPLUS, lat)
+        # decay over the whole chunk, as in state_passing_kernel: S_c+1 = exp(dA_cs_last) · S_c + s_c
+        S = ct.exp2(dA_cs_last * LOG2E).reshape((1, 1)) * S + local
 
     ct.store(final_states, (b, h, i_p, i_n), S.reshape((1, 1, TP, TN)))
 
@@ -405,29 +377,19 @@ def chunk_state_passing_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dty
 
 def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
                                backend, poison=False, out_dtype=None, tiles=None, hints=(None, None),
-                               latency=0, heads=1, cumsum=False):
+                               latency=0, heads=1):
     """Allocate the outputs, launch :data:`chunk_state_passing_kernel`; no argument checks.
 
     Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states)``: chunk_init_states in ``out_dtype``
     (default x's dtype), final_states float32. ``heads`` > 1 launches
-    :data:`chunk_state_passing_heads_kernel` (``heads`` heads of one group per block; one state tile).
-    ``cumsum``: dt_out and dA_cumsum by :mod:`.chunk_cumsum` first, a launch of their own (not with
-    ``heads`` > 1)."""
+    :data:`chunk_state_passing_heads_kernel` (``heads`` heads of one group per block; one state tile)."""
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Q = chunk_size
     nchunks = -(-l // Q)
     device = x.device
-    if cumsum:
-        if heads > 1:
-            raise ValueError("state_cumsum (dt_out and dA_cumsum by their own kernel) is not implemented for "
-                             f"state_heads > 1; got state_heads = {heads}")
-        from .chunk_cumsum import launch_chunk_cumsum
-
-        dt_out, dA_cumsum = launch_chunk_cumsum(dt, A, dt_bias, dt_softplus, dt_limit, Q, backend, poison)
-    else:
-        dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
-        dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
+    dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
+    dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
     chunk_init_states = allocate((b, nchunks, h, p, n), out_dtype or x.dtype, device, poison)
     final_states = allocate((b, h, p, n), torch.float32, device, poison)
     plan = chunk_state_passing_plan(b, l, h, p, n, Q, x.dtype, tiles)
@@ -437,14 +399,14 @@ def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt
             dt_out, dA_cumsum, chunk_init_states, final_states,
             h // g, float(dt_limit[0]), float(dt_limit[1]),
             Q, plan.tiles["TK"], plan.tiles["TP"], plan.tiles["TN"], has_bias, bool(dt_softplus), has_init,
-            latency, bool(cumsum))
+            latency)
     if heads > 1:
         t = plan.tiles
         if plan.grid[0] != 1 or (h // g) % heads:
             raise ValueError(f"state_heads = {heads} needs one state tile per head (got {t['TP']} x "
                              f"{t['TN']} tiles for p = {p}, n = {n}) and heads per group h/g = {h // g} "
                              "divisible by it")
-        args = args[:14] + (t["TK"], t["TP"], t["TN"], heads) + args[17:-1]
+        args = args[:14] + (t["TK"], t["TP"], t["TN"], heads) + args[17:]
         launch(chunk_state_passing_heads_kernel, (1, b, h // heads), args, backend, hints)
         return dt_out, dA_cumsum, chunk_init_states, final_states
     launch(chunk_state_passing_kernel, plan.grid, args, backend, hints)
@@ -487,7 +449,7 @@ def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
     return make
 
 
-def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None, cumsum=False):
+def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None):
     def make():
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(b, l, h, p, generator=gen).to(dtype)
@@ -500,7 +462,7 @@ def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None, 
                 torch.empty(b, h, nchunks, Q), torch.empty(b, h, nchunks, Q),
                 torch.empty(b, nchunks, h, p, n, dtype=dtype), torch.empty(b, h, p, n),
                 h // g, 0.0, float("inf"), Q, *(plan.tiles[k] for k in ("TK", "TP", "TN")),
-                True, True, True, 0, cumsum)
+                True, True, True, 0)
         return plan.grid, args
 
     return make

@@ -56,12 +56,6 @@ class SSDConfig:
                   (``chunk_state_passing_heads_kernel``; needs a single state tile per head); an experiment
     scan_unroll   with scan_cb and scan_chunk: the whole-chunk scan takes each full chunk as one unrolled body
                   (no loops over row and key tiles); the ragged last chunk keeps the loops
-    state_cumsum  with fused (not state_heads): dt preprocessing and the in-chunk cumsum by their own kernel
-                  (``kernels.chunk_cumsum``) before the state stage, which then loads them as contiguous rows
-                  instead of gathering dt chunk by chunk inside its sequential walk
-    scan_folded   with scan_cb: the folded decay on key tiles before the row tile (C Bᵀ straight into the mma,
-                  the decay on x and on the accumulator; used only when dt_limit's bounds are >= 0, like
-                  scan_factored, which it overrides)
     """
 
     fused: bool = False
@@ -82,8 +76,6 @@ class SSDConfig:
     segments: int = 1
     state_heads: int = 1
     scan_unroll: bool = False
-    scan_folded: bool = False
-    state_cumsum: bool = False
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints"):
@@ -100,10 +92,6 @@ class SSDConfig:
         if self.scan_unroll and not (self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.scan_unroll needs the whole-chunk scan (scan_cb=True, "
                              f"scan_chunk=True); got {self}")
-        if self.state_cumsum and not (self.fused and self.state_heads == 1):
-            raise ValueError(f"SSDConfig.state_cumsum needs fused=True and state_heads=1; got {self}")
-        if self.scan_folded and not self.scan_cb:
-            raise ValueError(f"SSDConfig.scan_folded needs the C Bᵀ scans (scan_cb=True); got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
                              "whole-chunk scan (scan_cb=True, scan_chunk=True), whose blocks add the segment "

@@ -36,7 +36,7 @@ import cuda.tile as ct
 import torch
 
 from ._host import LaunchPlan, allocate, cdiv, hinted, launch, placeholder
-from .chunk_state import chunk_local_state, chunk_state_passing_tiles, load_dt
+from .chunk_state import chunk_local_state, chunk_state_passing_tiles
 from .configs import LONG_BF16
 from .spec import KernelSpec
 from .state_passing import launch_state_passing
@@ -48,17 +48,6 @@ LOG2E = 1.4426950408889634
 ZERO = ct.PaddingMode.ZERO
 
 
-def _segment_step(x, B, dt_raw, dt_out, dA_cumsum, chunk_init_states, seg_prefix, S, log_decay, A_h, dt_bias_h,
-                  b, c, h, g, i_p, i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat):
-    """One chunk of a segment's walk: store the segment-local state entering chunk c and its log decay from
-    the segment start, return both for chunk c + 1. Inlined by cuTile."""
-    ct.store(chunk_init_states, (b, c, h, i_p, i_n), S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
-    ct.store(seg_prefix, (b, h, c), log_decay.reshape((1, 1, 1)))
-    dA_cs_last, local = chunk_local_state(x, B, dt_raw, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n,
-                                          seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat)
-    return ct.exp2(dA_cs_last * LOG2E).reshape((1, 1)) * S + local, log_decay + dA_cs_last
-
-
 @ct.kernel
 def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                                   # inputs
                                 dt_out, dA_cumsum, chunk_init_states,                    # outputs per chunk
@@ -66,8 +55,7 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
                                 heads_per_group: int, chunks_per_segment: int, dt_min: float, dt_max: float,
                                 Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
                                 TN: ct.Constant[int], HAS_DT_BIAS: ct.Constant[bool],
-                                DT_SOFTPLUS: ct.Constant[bool], LAT: ct.Constant[int],
-                                CUMSUM_IN: ct.Constant[bool]):
+                                DT_SOFTPLUS: ct.Constant[bool], LAT: ct.Constant[int]):
     """x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,) -> dt_out, dA_cumsum
     (b, h, nchunks, Q) float32; chunk_init_states (b, nchunks, h, p, n), the state entering each chunk FROM
     ITS SEGMENT'S START (x's dtype in ssd_forward); seg_prefix (b, h, nchunks) float32, the log of the decay
@@ -75,7 +63,6 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
     state; seg_decay (b, h, nseg, 1) float32, the log of its total decay.
 
     Grid (state tiles, b · nseg, h): block (i, b·nseg + s, h) walks chunks s·cps .. min((s+1)·cps, nchunks).
-    CUMSUM_IN: dt_out and dA_cumsum are inputs, filled by :mod:`.chunk_cumsum` before this launch.
     """
     pid_pn = ct.bid(0)
     pid_bs = ct.bid(1)
@@ -96,20 +83,15 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
     S = ct.zeros((TP, TN), dtype=ct.float32)          # the segment starts from zero: stage 2 adds the carry
     log_decay = ct.zeros((1,), dtype=ct.float32)      # sum of dA_cs[Q-1] over the segment's chunks so far
     c0 = s * chunks_per_segment
-    c_end = min(c0 + chunks_per_segment, nchunks)
-    if CUMSUM_IN:
-        for c in range(c0, c_end):
-            S, log_decay = _segment_step(x, B, None, dt_out, dA_cumsum, chunk_init_states, seg_prefix, S,
-                                         log_decay, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen, dt_min, dt_max,
-                                         Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat)
-    else:
-        dt_next = load_dt(dt, b, c0, h, Q)            # one chunk ahead, as in chunk_state_passing_kernel
-        for c in range(c0, c_end):
-            dt_raw = dt_next
-            dt_next = load_dt(dt, b, min(c + 1, c_end - 1), h, Q)
-            S, log_decay = _segment_step(x, B, dt_raw, dt_out, dA_cumsum, chunk_init_states, seg_prefix, S,
-                                         log_decay, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen, dt_min, dt_max,
-                                         Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat)
+    for c in range(c0, min(c0 + chunks_per_segment, nchunks)):
+        ct.store(chunk_init_states, (b, c, h, i_p, i_n),
+                 S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
+        ct.store(seg_prefix, (b, h, c), log_decay.reshape((1, 1, 1)))
+        dA_cs_last, local = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
+                                              i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
+                                              DT_SOFTPLUS, lat)
+        S = ct.exp2(dA_cs_last * LOG2E).reshape((1, 1)) * S + local
+        log_decay = log_decay + dA_cs_last
 
     ct.store(seg_states, (b, s, h, i_p, i_n), S.reshape((1, 1, 1, TP, TN)))
     ct.store(seg_decay, (b, h, s, 0), log_decay.reshape((1, 1, 1, 1)))
@@ -148,12 +130,12 @@ def segments_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.d
 
 def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
                                 backend, segments, poison=False, out_dtype=None, tiles=None,
-                                hints=(None, None), latency=0, cumsum=False):
+                                hints=(None, None), latency=0):
     """Both launches of the segmented state stage (no argument checks): the segments kernel, then
     state_passing over the segments. Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states, carry)``
     with chunk_init_states segment-local (x's dtype unless ``out_dtype``) and ``carry`` a
     :class:`SegmentCarry` for the scan, its states in chunk_init_states' dtype (the scan's mma takes both as
-    they are); final_states float32. ``cumsum``: dt_out and dA_cumsum by :mod:`.chunk_cumsum` first."""
+    they are); final_states float32."""
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Q = chunk_size
@@ -162,13 +144,8 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
     plan = segments_plan(b, l, h, p, n, Q, x.dtype, segments, tiles)
     t = plan.tiles
     nseg = t["nseg"]
-    if cumsum:
-        from .chunk_cumsum import launch_chunk_cumsum
-
-        dt_out, dA_cumsum = launch_chunk_cumsum(dt, A, dt_bias, dt_softplus, dt_limit, Q, backend, poison)
-    else:
-        dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
-        dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
+    dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
+    dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
     chunk_init_states = allocate((b, nchunks, h, p, n), out_dtype or x.dtype, device, poison)
     seg_prefix = allocate((b, h, nchunks), torch.float32, device, poison)
     seg_states = allocate((b, nseg, h, p, n), torch.float32, device, poison)
@@ -177,7 +154,7 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
     args = (x, B, dt, A, dt_bias if has_bias else placeholder(device, torch.float32, 1),
             dt_out, dA_cumsum, chunk_init_states, seg_prefix, seg_states, seg_decay,
             h // g, t["cps"], float(dt_limit[0]), float(dt_limit[1]),
-            Q, t["TK"], t["TP"], t["TN"], has_bias, bool(dt_softplus), latency, bool(cumsum))
+            Q, t["TK"], t["TP"], t["TN"], has_bias, bool(dt_softplus), latency)
     launch(chunk_state_segments_kernel, plan.grid, args, backend, hints)
     # kernel 2 over the segments: seg_decay's last (only) entry per segment is its total decay (Q = 1)
     carry, final_states = launch_state_passing(seg_states, seg_decay, initial_states, backend, poison,
@@ -200,7 +177,7 @@ def _example_args(dtype, Q, b=2, l=700, h=4, p=48, g=2, n=80, segments=3, tiles=
                 torch.empty(b, h, nchunks, Q), torch.empty(b, h, nchunks, Q),
                 torch.empty(b, nchunks, h, p, n, dtype=dtype), torch.empty(b, h, nchunks),
                 torch.empty(b, nseg, h, p, n), torch.empty(b, h, nseg, 1),
-                h // g, t["cps"], 0.0, float("inf"), Q, t["TK"], t["TP"], t["TN"], True, True, 0, False)
+                h // g, t["cps"], 0.0, float("inf"), Q, t["TK"], t["TP"], t["TN"], True, True, 0)
         return plan.grid, args
 
     return make
