@@ -184,14 +184,12 @@ VARIANTS: dict[str, SSDConfig] = {
     # so the compiler may prefetch the next chunk's x and B while this one's mma runs
     "fused TK256 + cb16 chunk HB1 occ4": SSDConfig(**_TK256,
                                                    scan_heads=1, scan_hints=(4, None)),
-    # the factored decay (attempt 7) in the whole-chunk scan: TM + TK exponentials on key tiles before the rows
-    **{f"fused TK256 + cb16 chunk factored occ{so}": SSDConfig(**_TK256, scan_factored=True, scan_heads=1,
-                                                               scan_hints=(so, None)) for so in (3, 4)},
-    # attempt 20 (2026-12-04): the state stage with dt_out and dA_cumsum by their own kernel, and the folded
-    # decay in the scan, were measured here and removed (commit 19cb188 has them); the factored decay with
-    # exact exponentials elsewhere, per shape family (b8: Q 256; g8: Q 128 unrolled; b1: by segments)
-    **{f"fused TK256 + cb16 chunk {d} occ{so}": SSDConfig(**_TK256, scan_heads=1, scan_factored=d == "factored",
-                                                        scan_hints=(so, None))
+    # attempt 20 (2026-12-04): the factored decay (attempt 7) in the whole-chunk scan, per shape family (b8:
+    # Q 256; g8: Q 128 unrolled; b1: by segments). The state stage with dt_out and dA_cumsum by their own
+    # kernel, dt one chunk ahead and a folded decay in the scan were measured here and removed (commit
+    # 19cb188 has them)
+    **{f"fused TK256 + cb16 chunk {d} occ{so}": SSDConfig(**_TK256, scan_heads=1,
+                                                        scan_factored=d == "factored", scan_hints=(so, None))
        for d in ("exact", "factored") for so in (3, 4)},
     **{f"fused occ2 + cb16 chunk unroll {d} occ3":
        SSDConfig(**_CHUNK16, state_hints=(2, None), scan_unroll=True, scan_heads=1,

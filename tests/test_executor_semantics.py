@@ -572,3 +572,19 @@ def test_ternary_on_a_runtime_condition_becomes_strict():
     assert torch.equal(out, torch.full((4,), 4.0))
     run_kernel(merged_ternary, (1,), (out, 0))
     assert torch.equal(out, torch.full((4,), 5.0))
+
+
+@ct.kernel
+def exp2_ftz(a, out, out_ftz, T: ct.Constant[int]):
+    x = ct.load(a, (0,), (T,))
+    ct.store(out, (0,), ct.exp2(x))
+    ct.store(out_ftz, (0,), ct.exp2(x, flush_to_zero=True))
+
+
+def test_exp2_flush_to_zero_flushes_subnormal_results():
+    # exp2(-130) = 7.3e-40 is a float32 subnormal: kept by default, 0 with flush_to_zero (the kernels' decays)
+    a = torch.tensor([-130.0, -126.0, -1.0, 0.0])
+    out, out_ftz = torch.empty(4), torch.empty(4)
+    run_kernel(exp2_ftz, (1,), (a, out, out_ftz, 4))
+    assert out[0] > 0 and out_ftz[0] == 0
+    assert torch.equal(out[1:], out_ftz[1:]) and out_ftz[1] == 2.0 ** -126

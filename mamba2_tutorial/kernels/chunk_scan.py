@@ -114,7 +114,7 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
         S_cT = ct.permute(S_c.reshape((HB, TP, NS)).astype(x.dtype), (0, 2, 1))       # (HB, NS, TP)
         C_mh = ct.broadcast_to(C_m[None, :, :], (HB, TM, NS))                         # same C for all HB
         acc = ct.mma(C_mh, S_cT, ct.zeros((HB, TM, TP), dtype=ct.float32))           # batched over heads
-        acc = acc * ct.exp2(dA_m * LOG2E)[:, :, None]
+        acc = acc * ct.exp2(dA_m * LOG2E, flush_to_zero=True)[:, :, None]
 
         # 2. intra-chunk: key tiles up to and including the one holding this tile's last row
         m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)        # row positions inside the chunk
@@ -135,8 +135,8 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
             x_k = ct.load(x, (b, k_tile, hb, i_p), shape=(1, TK, HB, TP), padding_mode=ZERO, latency=lat)
             x_k = ct.permute(x_k.reshape((TK, HB, TP)), (1, 0, 2))                    # (HB, TK, TP)
             dA_r = ct.extract(dA_k, (0, TK - 1), shape=(HB, 1))
-            u = ct.exp2(ct.minimum(dA_m - dA_r, 0.0) * LOG2E)                         # (HB, TM)
-            v = ct.exp2(ct.minimum(dA_r - dA_k, 0.0) * LOG2E) * dt_k                  # (HB, TK)
+            u = ct.exp2(ct.minimum(dA_m - dA_r, 0.0) * LOG2E, flush_to_zero=True)            # (HB, TM)
+            v = ct.exp2(ct.minimum(dA_r - dA_k, 0.0) * LOG2E, flush_to_zero=True) * dt_k     # (HB, TK)
             P = CB[None, :, :] * u[:, :, None] * v[:, None, :]
             acc = ct.mma(P.astype(x.dtype), x_k, acc)
         for kt in range(n_full, n_k):
@@ -151,7 +151,8 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
             x_k = ct.permute(x_k.reshape((TK, HB, TP)), (1, 0, 2))                    # (HB, TK, TP)
             k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
             causal = m_pos[:, None] >= k_pos[None, :]                                  # (TM, TK)
-            decay = ct.exp2(ct.minimum(dA_m[:, :, None] - dA_k[:, None, :], 0.0) * LOG2E)  # (HB, TM, TK)
+            decay = ct.exp2(ct.minimum(dA_m[:, :, None] - dA_k[:, None, :], 0.0) * LOG2E,
+                            flush_to_zero=True)                                            # (HB, TM, TK)
             P = ct.where(causal[None, :, :], CB[None, :, :] * decay * dt_k[:, None, :], 0.0)
             acc = ct.mma(P.astype(x.dtype), x_k, acc)                                 # batched over heads
 
@@ -229,7 +230,7 @@ def chunk_scan_heads_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,
             S_c = ct.load(chunk_init_states, (b, c, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
             S_c = S_c.reshape((TP, NS)).astype(x.dtype)
             acc = ct.mma(C_m, ct.transpose(S_c), ct.zeros((TM, TP), dtype=ct.float32))
-            acc = acc * ct.exp2(dA_m * LOG2E)[:, None]
+            acc = acc * ct.exp2(dA_m * LOG2E, flush_to_zero=True)[:, None]
             for kt in range(n_k):
                 k_tile = c * (Q // TK) + kt
                 B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO,
@@ -240,7 +241,7 @@ def chunk_scan_heads_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,
                 x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
                 k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
                 causal = m_pos[:, None] >= k_pos[None, :]
-                decay = ct.exp2(ct.minimum(dA_m[:, None] - dA_k[None, :], 0.0) * LOG2E)
+                decay = ct.exp2(ct.minimum(dA_m[:, None] - dA_k[None, :], 0.0) * LOG2E, flush_to_zero=True)
                 P = ct.where(causal, CB * decay * dt_k[None, :], 0.0)
                 acc = ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), acc)
             _store_head(acc, x, z, D, out, b, m_tile, h, i_p, TM, TP, D_MODE, HAS_Z)
@@ -272,7 +273,7 @@ def inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, 
             K_sT, decay = carries[j]
             acc = ct.mma(C_m, K_sT, acc) * decay
         acc = ct.mma(C_m, S_cT, acc)
-        accs = accs + (acc * ct.exp2(a_m)[:, None],)
+        accs = accs + (acc * ct.exp2(a_m, flush_to_zero=True)[:, None],)
         a_ms = a_ms + (a_m,)
     return accs, a_ms
 
@@ -329,7 +330,7 @@ def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D
                 a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
                 dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
                 x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
-                decay = ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0))
+                decay = ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0), flush_to_zero=True)
                 P = ct.where(causal, CB * decay * dt_k[None, :], 0.0)
                 new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
             accs = new_accs

@@ -104,11 +104,12 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
         x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
         if FACTORED:
             a_r = ct.extract(a_k, (TK - 1,), shape=(1,))
-            u = ct.exp2(ct.minimum(a_ms[j] - a_r, 0.0))                       # (TM,)
-            v = ct.exp2(ct.minimum(a_r - a_k, 0.0)) * dt_k                    # (TK,)
+            u = ct.exp2(ct.minimum(a_ms[j] - a_r, 0.0), flush_to_zero=True)                       # (TM,)
+            v = ct.exp2(ct.minimum(a_r - a_k, 0.0), flush_to_zero=True) * dt_k                    # (TK,)
             P = CB_mk * u[:, None] * v[None, :]
         else:
-            P = CB_mk * ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0)) * dt_k[None, :]
+            decay = ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0), flush_to_zero=True)
+            P = CB_mk * decay * dt_k[None, :]
         if MASK:
             P = ct.where(causal, P, 0.0)
         new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
@@ -193,7 +194,7 @@ def segment_carry_T(x, carry, seg_prefix, b, c, h, i_p, TP, NS, cps):
     (:mod:`.segments`): the state entering chunk c's segment and its decay to chunk c, so that
     S_c = L_c + exp(seg_prefix[c]) · K_s. Inlined by cuTile."""
     K_s = entering_state_T(x, carry, b, c // cps, h, i_p, TP, NS)
-    decay = ct.exp2(ct.load(seg_prefix, (b, h, c), shape=()) * LOG2E)
+    decay = ct.exp2(ct.load(seg_prefix, (b, h, c), shape=()) * LOG2E, flush_to_zero=True)
     return K_s, decay
 
 
@@ -386,7 +387,8 @@ SPECS: list[KernelSpec] = [
     # what ssd_forward launches for large bf16 problems (configs.FAST_16BIT_CB: the chunk kernel, bf16 C Bᵀ)
     KernelSpec("ssd.fast_bf16_cb.chunk_scan",
                hinted(chunk_scan_cb_chunk_kernel, *FAST_16BIT_CB.scan_hints),
-               _example_args(heads=FAST_16BIT_CB.scan_heads, cb_dtype=torch.bfloat16, whole_chunk=True)),
+               _example_args(heads=FAST_16BIT_CB.scan_heads, cb_dtype=torch.bfloat16, whole_chunk=True,
+                             factored=FAST_16BIT_CB.scan_factored)),
     KernelSpec("ssd.fast_bf16_cb.chunk_cb", chunk_cb_kernel, _example_cb_args(cb_dtype=torch.bfloat16)),
     # ... at chunk size 128 (configs.FAST_BF16_Q128: the whole-chunk scan unrolled for full chunks)
     KernelSpec("ssd.fast_bf16_q128.chunk_scan",

@@ -127,7 +127,7 @@ def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
     # --- decay from each position to the chunk end: exp(dA_cs_last - dA_cs_k) <= 1 ---
     dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))  # (1,) broadcasts against (Q,)
     # the difference is <= 0 whenever A <= 0; the min() guarantees exp never sees a positive argument
-    w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E) * dt_c          # (Q,) float32
+    w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E, flush_to_zero=True) * dt_c    # (Q,) float32
 
     # --- state tile = (x · w)ᵀ @ B on the tensor cores, TK chunk rows per step, float32 accumulation ---
     state = ct.zeros((TP, TN), dtype=ct.float32)
@@ -159,7 +159,7 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
     ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
     ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
     dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
-    w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E) * dt_c
+    w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E, flush_to_zero=True) * dt_c
     local = ct.zeros((TP, TN), dtype=ct.float32)
     n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
     for kt in range(n_steps):
@@ -216,7 +216,7 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
                                               i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
                                               DT_SOFTPLUS, lat)
         # decay over the whole chunk, as in state_passing_kernel: S_c+1 = exp(dA_cs_last) · S_c + s_c
-        S = ct.exp2(dA_cs_last * LOG2E).reshape((1, 1)) * S + local
+        S = ct.exp2(dA_cs_last * LOG2E, flush_to_zero=True).reshape((1, 1)) * S + local
 
     ct.store(final_states, (b, h, i_p, i_n), S.reshape((1, 1, TP, TN)))
 
@@ -270,7 +270,7 @@ def chunk_state_passing_heads_kernel(x, B, dt, A, dt_bias, initial_states,      
             ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
             ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
             last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
-            ws = ws + (ct.exp2(ct.minimum(last - dA_cs, 0.0) * LOG2E) * dt_c,)
+            ws = ws + (ct.exp2(ct.minimum(last - dA_cs, 0.0) * LOG2E, flush_to_zero=True) * dt_c,)
             lasts = lasts + (last,)
             locs = locs + (ct.zeros((TP, TN), dtype=ct.float32),)
         n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
@@ -288,7 +288,8 @@ def chunk_state_passing_heads_kernel(x, B, dt, A, dt_bias, initial_states,      
             locs = new_locs
         new_Ss = ()
         for j in ct.static_iter(range(HB)):
-            new_Ss = new_Ss + (ct.exp2(lasts[j] * LOG2E).reshape((1, 1)) * Ss[j] + locs[j],)
+            decay = ct.exp2(lasts[j] * LOG2E, flush_to_zero=True).reshape((1, 1))
+            new_Ss = new_Ss + (decay * Ss[j] + locs[j],)
         Ss = new_Ss
 
     for j in ct.static_iter(range(HB)):

@@ -113,7 +113,12 @@ FAST_16BIT = SSDConfig(fused=True, state_tiles=(64, 128),
 # (chunk_scan_cb_chunk_kernel) with C Bᵀ stored in bfloat16 takes 0.481 ms at b8-l4096-h80, against 0.624 for
 # chunk_scan_cb_kernel with a float32 C Bᵀ (attempt 13) and 0.541 for the chunk kernel with a float32 C Bᵀ.
 # bf16 inputs: the bf16 C Bᵀ at occupancy 4 (relative error 2.9e-3 against 2.4e-3 with the float32 C Bᵀ).
-SCAN_CHUNK_BF16 = dict(scan_cb=True, scan_cb_bf16=True, scan_chunk=True, scan_heads=1, scan_hints=(4, None))
+# Attempt 20 (2026-12-04): with the factored decay (exponentials of the key tiles before the rows split into a
+# row and a column factor: used when dt >= 0, as with the default dt_limit) 0.424 ms against 0.434 exact; every
+# exponential flushing subnormal results to zero (ex2.approx.ftz: one instruction instead of four) took the
+# exact scan from 0.482 to 0.434 ms.
+SCAN_CHUNK_BF16 = dict(scan_cb=True, scan_cb_bf16=True, scan_chunk=True, scan_heads=1, scan_hints=(4, None),
+                       scan_factored=True)
 # fp16 inputs keep a float32 C Bᵀ (bf16 has 3 mantissa bits fewer than fp16: 8x fp16's rounding error); that
 # kernel runs best at occupancy 3 (0.541 ms; 0.903 at occupancy 4)
 SCAN_CHUNK_FP16 = dict(scan_cb=True, scan_chunk=True, scan_heads=1, scan_hints=(3, None))
@@ -132,7 +137,8 @@ FAST_FP16_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_FP16)
 # Attempt 19 (2026-12-04): at chunk size 128 the whole-chunk scan unrolled (2 row tiles, 3 key steps, no
 # loops) at occupancy 3 takes 0.356 ms against 0.371 for the loops at occupancy 4 (b2-l8192-h128-g8); at chunk
 # size 256 the unrolled scan is slower (0.60-0.84 against 0.486 ms: 128-158 registers).
-SCAN_CHUNK_BF16_Q128 = SCAN_CHUNK_BF16 | dict(scan_unroll=True, scan_hints=(3, None))
+# The factored decay in the unrolled body is slower (0.563 against 0.346 ms, attempt 20): exact here.
+SCAN_CHUNK_BF16_Q128 = SCAN_CHUNK_BF16 | dict(scan_unroll=True, scan_hints=(3, None), scan_factored=False)
 FAST_BF16_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_CHUNK_BF16_Q128)
 FAST_16BIT_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_SHARED)
 # fewer (batch, head) pairs than SMs and a long sequential loop: the fused stage has one block per pair (80
@@ -145,7 +151,8 @@ LONG_FP16 = SSDConfig(state_hints=(2, None), **SCAN_CHUNK_FP16)
 # chunk scan that adds the segment carry with a second inter-chunk mma. That scan fits occupancy 3, not 4
 # (80 registers and 70 KB of shared memory at 3; 255 registers at 4): 0.539 ms against 0.482 without the
 # carry. End to end 0.891 ms against 0.942 for the unfused pair with the bf16 chunk scan in the same run.
-SCAN_CHUNK_BF16_CARRY = SCAN_CHUNK_BF16 | dict(scan_hints=(3, None))
+# (the factored decay: 0.519 against 0.513 ms at b1-l32768-h80, attempt 20: exact here)
+SCAN_CHUNK_BF16_CARRY = SCAN_CHUNK_BF16 | dict(scan_hints=(3, None), scan_factored=False)
 LONG_BF16 = SSDConfig(fused=True, state_tiles=(64, 128), segments=8, **SCAN_CHUNK_BF16_CARRY)
 
 #: SMs of the H200 the configs were measured on: a fused grid of fewer blocks leaves SMs idle

@@ -90,7 +90,7 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
         dA_cs_last, local = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
                                               i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
                                               DT_SOFTPLUS, lat)
-        S = ct.exp2(dA_cs_last * LOG2E).reshape((1, 1)) * S + local
+        S = ct.exp2(dA_cs_last * LOG2E, flush_to_zero=True).reshape((1, 1)) * S + local
         log_decay = log_decay + dA_cs_last
 
     ct.store(seg_states, (b, s, h, i_p, i_n), S.reshape((1, 1, 1, TP, TN)))

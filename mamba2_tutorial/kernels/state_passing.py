@@ -76,7 +76,7 @@ def state_passing_kernel(states, dA_cumsum, initial_states,  # inputs
         # shape=() loads one element; the index is then an element index: dA_cumsum[b, h, c, Q-1]
         dA_chunk = ct.load(dA_cumsum, (b, h, c, Q - 1), shape=())
         s_c = ct.load(states, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
-        S = ct.exp2(dA_chunk * LOG2E) * S + s_c.reshape((TP, TN))
+        S = ct.exp2(dA_chunk * LOG2E, flush_to_zero=True) * S + s_c.reshape((TP, TN))
 
     ct.store(final_states, (b, h, i_p, i_n), S.reshape((1, 1, TP, TN)))
 

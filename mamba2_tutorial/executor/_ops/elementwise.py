@@ -273,6 +273,12 @@ _FLOAT_UNARY = {
 }
 
 
+def _flush(v):
+    """Subnormal float32 values to (signed) zero: the GPU's flush-to-zero mode (``flush_to_zero=True``)."""
+    v = np.asarray(v, dtype=np.float32)
+    return np.where(np.abs(v) < np.finfo(np.float32).tiny, v * np.float32(0), v)
+
+
 def _make_float_unary(name):
     fn = _FLOAT_UNARY[name]
 
@@ -281,7 +287,10 @@ def _make_float_unary(name):
             return float(fn(np.float64(_py(x))))
         t = as_tile(x)
         dt = _float_result(t)
-        return finish(fn(values_as(t, dt)), dt)
+        v = values_as(t, dt)
+        if flush_to_zero and dt == ct.float32:  # float32 only, as on the GPU: subnormals in and out -> 0
+            return finish(_flush(fn(_flush(v))), dt)
+        return finish(fn(v), dt)
 
     impl.__name__ = name
     return impl
