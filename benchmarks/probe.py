@@ -191,6 +191,18 @@ VARIANTS: dict[str, SSDConfig] = {
     **{f"fused TK256 + cb16 chunk {d} occ{so}": SSDConfig(**_TK256, scan_heads=1,
                                                         scan_factored=d == "factored", scan_hints=(so, None))
        for d in ("exact", "factored") for so in (3, 4)},
+    # ... a loop over 2 or 4 head blocks per scan block (scan_head_loop), and the factored decay in bf16 (2)
+    **{f"fused TK256 + cb16 chunk factored{f16} occ4 hl{hl}": SSDConfig(**_TK256, scan_heads=1,
+                                                                    scan_factored=2 if f16 else 1,
+                                                                    scan_head_loop=hl, scan_hints=(4, None))
+       for f16 in ("", "16") for hl in (1, 2, 4)},
+    **{f"fused occ2 + cb16 chunk unroll occ3 hl{hl}": SSDConfig(**_CHUNK16, state_hints=(2, None),
+                                                                scan_unroll=True, scan_heads=1,
+                                                                scan_head_loop=hl, scan_hints=(3, None))
+       for hl in (2, 4)},
+    **{f"seg8 TK256 + cb16 chunk occ3 hl{hl}": SSDConfig(**_TK256, segments=8, scan_heads=1,
+                                                         scan_head_loop=hl, scan_hints=(3, None))
+       for hl in (2, 4)},
     **{f"fused occ2 + cb16 chunk unroll {d} occ3":
        SSDConfig(**_CHUNK16, state_hints=(2, None), scan_unroll=True, scan_heads=1,
                  scan_factored=d == "factored", scan_hints=(3, None)) for d in ("exact", "factored")},

@@ -78,7 +78,7 @@ def scan_cb_args(TM=64, TK=64, TP=64, HB=1, lat=0, factored=False, Q=256, b=2, l
     return tuple(args)
 
 
-def scan_chunk_args(carry=False, cb_dtype=torch.bfloat16, unroll=False, **kw):
+def scan_chunk_args(carry=False, cb_dtype=torch.bfloat16, unroll=False, head_loop=1, **kw):
     """chunk_scan_cb_chunk_kernel's arguments: scan_cb_args plus the segment carry (or placeholders)."""
     args = list(scan_cb_args(**kw))
     args[5] = args[5].to(cb_dtype)
@@ -86,7 +86,7 @@ def scan_chunk_args(carry=False, cb_dtype=torch.bfloat16, unroll=False, **kw):
     seg = None
     if carry:
         seg = SegmentCarry(torch.randn(b, 2, h, p, n).to(args[0].dtype), -torch.rand(b, h, nch), -(-nch // 2))
-    return scb.chunk_kernel_args(tuple(args), seg, "cpu", unroll)
+    return scb.chunk_kernel_args(tuple(args), seg, "cpu", unroll, head_loop)
 
 
 def variants(only: str = ""):
@@ -127,6 +127,11 @@ def variants(only: str = ""):
         yield f"chunk_scan_cb_chunk cb16 occ{occ}", hinted(k, occ), scan_chunk_args()
     for occ in (2, 3, 4):  # attempt 19: full chunks as one unrolled body
         yield f"chunk_scan_cb_chunk cb16 unroll occ{occ}", hinted(k, occ), scan_chunk_args(unroll=True)
+    # attempt 20: the factored decay (1) and the factored decay in bf16 (2), a loop over 2 head blocks
+    for f in (1, 2):
+        yield f"chunk_scan_cb_chunk cb16 factored{f} occ4", hinted(k, 4), scan_chunk_args(factored=f)
+    yield ("chunk_scan_cb_chunk cb16 factored1 hl2 occ4", hinted(k, 4),
+           scan_chunk_args(factored=1, head_loop=2))
 
 
 def main() -> None:

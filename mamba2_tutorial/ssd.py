@@ -119,11 +119,11 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
             hints=cfg.passing_hints)
     out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison,
                             max_heads_per_block=cfg.scan_heads, tiles=cfg.scan_tiles, hints=cfg.scan_hints,
-                            latency=cfg.scan_latency, factored=cfg.scan_factored and min(dt_limit) >= 0,
+                            latency=cfg.scan_latency, factored=cfg.scan_factored if min(dt_limit) >= 0 else 0,
                             heads_2d=cfg.scan_2d, shared=cfg.scan_shared, cb=cfg.scan_cb,
                             whole_chunk=cfg.scan_chunk,
                             cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
-                            unroll=cfg.scan_unroll)
+                            unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop)
     return (out, final_states) if return_final_states else out
 
 
@@ -182,7 +182,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                  factored=cfg.scan_factored, heads_2d=cfg.scan_2d,
                                  shared=cfg.scan_shared, cb=cfg.scan_cb, whole_chunk=cfg.scan_chunk,
                                  cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
-                                 unroll=cfg.scan_unroll)
+                                 unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop)
     stages["chunk_scan"] = stage3
 
     def chain():

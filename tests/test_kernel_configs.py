@@ -77,6 +77,12 @@ VARIANTS = {
     "cb-chunk-unroll-hb2-tm-ne-tk+segments-2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
                                                          scan_unroll=True, scan_heads=2,
                                                          scan_tiles=(32, 16, 32), segments=2),
+    # a loop over the head blocks of a chunk in each scan block; the factored decay in x's dtype (attempt 20)
+    "cb-chunk-head-loop-2+factored16": SSDConfig(scan_cb=True, scan_chunk=True, scan_head_loop=2,
+                                                 scan_factored=2, scan_cb_bf16=True),
+    "cb-chunk-head-loop-2-hb2-unroll+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
+                                                            scan_head_loop=2, scan_heads=2, scan_unroll=True,
+                                                            segments=3),
     "segments-2-hb2-tm-ne-tk": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2, scan_heads=2,
                                          scan_tiles=(32, 16, 32), scan_hints=(3, None)),
     "segments-per-chunk-multi-tile": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=64,
@@ -357,6 +363,25 @@ def test_segments_need_the_whole_chunk_scan():
     for kw in ({}, {"cb": True}):  # the unrolled scan exists only as the whole-chunk scan
         with pytest.raises(ValueError, match="unrolled scan"):
             launch_chunk_scan(*(None,) * 8, "cpu", unroll=True, **kw)
+        for bad in ({"head_loop": 2}, {"factored": 2}):
+            with pytest.raises(ValueError, match="need the whole-chunk scan"):
+                launch_chunk_scan(*(None,) * 8, "cpu", **bad, **kw)
+
+
+def test_head_loop_and_bf16_factors_are_checked():
+    for bad in (dict(scan_head_loop=2), dict(scan_factored=2, scan_cb=True)):
+        with pytest.raises(ValueError, match="whole-chunk scan"):
+            SSDConfig(**bad)
+    for bad in (0, 1.5):
+        with pytest.raises(ValueError, match="scan_head_loop must be an int >= 1"):
+            SSDConfig(scan_cb=True, scan_chunk=True, scan_head_loop=bad)
+    with pytest.raises(ValueError, match="scan_factored must be False, True or 2"):
+        SSDConfig(scan_factored=3)
+    shape = SSDShape(1, 100, 6, 32, 2, 40, 64, "ragged")  # 6 head blocks of one head: no loop of 4
+    inp = make_inputs(shape, seed=0)
+    with pytest.raises(ValueError, match="scan_head_loop = 4 must divide the head blocks h / HB = 6"):
+        ssd_forward(**inp, chunk_size=64, backend="cpu",
+                    _config=SSDConfig(scan_cb=True, scan_chunk=True, scan_heads=1, scan_head_loop=4))
 
 
 def test_ssd_stages_of_the_segmented_stage_cpu():

@@ -385,7 +385,7 @@ def chunk_scan_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtyp
 def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                       max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                       factored=False, heads_2d=False, shared=False, cb=False, whole_chunk=False,
-                      cb_bf16=False, carry=None, unroll=False):
+                      cb_bf16=False, carry=None, unroll=False, head_loop=1):
     """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks.
 
     ``tiles`` (TM, TK, TP) and ``max_heads_per_block`` override the default tiles, ``hints`` = (occupancy,
@@ -404,10 +404,10 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
                                     max_heads_per_block, tiles, hints, latency, factored,
                                     whole_chunk=whole_chunk,
                                     cb_dtype=torch.bfloat16 if cb_bf16 else torch.float32, carry=carry,
-                                    unroll=unroll)
-    if carry is not None or unroll:
-        raise ValueError("a segment carry (the segmented state stage) and an unrolled scan need the "
-                         "whole-chunk scan (SSDConfig(scan_cb=True, scan_chunk=True))")
+                                    unroll=unroll, head_loop=head_loop)
+    if carry is not None or unroll or head_loop != 1 or factored == 2:
+        raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop and "
+                         "factored=2 need the whole-chunk scan (SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]

@@ -92,7 +92,10 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
     exponentials per head instead of TM · TK."""
     k_tile = c * (Q // TK) + kt
     CB_mk = ct.load(CB, (b, c, g, i_m, kt), shape=(1, 1, 1, TM, TK), latency=lat).reshape((TM, TK))
-    CB_mk = CB_mk.astype(ct.float32)  # a no-op for a float32 CB; a bfloat16 CB (cb_dtype) is widened
+    if FACTORED == 2:
+        CB_mk = CB_mk.astype(x.dtype)     # P in x's dtype (a no-op for a bf16 C Bᵀ with bf16 x)
+    else:
+        CB_mk = CB_mk.astype(ct.float32)  # a no-op for a float32 CB; a bfloat16 CB (cb_dtype) is widened
     if MASK:
         k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
         causal = m_pos[:, None] >= k_pos[None, :]
@@ -106,7 +109,10 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
             a_r = ct.extract(a_k, (TK - 1,), shape=(1,))
             u = ct.exp2(ct.minimum(a_ms[j] - a_r, 0.0), flush_to_zero=True)                       # (TM,)
             v = ct.exp2(ct.minimum(a_r - a_k, 0.0), flush_to_zero=True) * dt_k                    # (TK,)
-            P = CB_mk * u[:, None] * v[None, :]
+            if FACTORED == 2:
+                P = CB_mk * u.astype(x.dtype)[:, None] * v.astype(x.dtype)[None, :]
+            else:
+                P = CB_mk * u[:, None] * v[None, :]
         else:
             decay = ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0), flush_to_zero=True)
             P = CB_mk * decay * dt_k[None, :]
@@ -163,7 +169,7 @@ def chunk_scan_cb_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D,  
                          Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                          TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                          D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
-                         FACTORED: ct.Constant[bool]):
+                         FACTORED: ct.Constant[int]):
     """chunk_scan_kernel's results; CB (b, nchunks, g, Q, Q) float32 from chunk_cb_kernel replaces B.
 
     Grid (h / HB, (Q / TM) · cdiv(p, TP), b · nchunks): heads first (see the module docstring). The HB heads
@@ -206,8 +212,8 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
                                Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                                TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                                D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
-                               FACTORED: ct.Constant[bool], HAS_CARRY: ct.Constant[bool],
-                               UNROLL: ct.Constant[bool]):
+                               FACTORED: ct.Constant[int], HAS_CARRY: ct.Constant[bool],
+                               UNROLL: ct.Constant[bool], HL: ct.Constant[int]):
     """chunk_scan_cb_kernel's results, one block per (head block, p tile, batch·chunk) walking ALL the chunk's
     row tiles in a loop (grid (h / HB, cdiv(p, TP), b · nchunks)): Q/TM · (Q/TM + 1) / 2 key-tile steps per
     block instead of 1 to Q/TM, and the entering state S_c loaded once per chunk instead of once per row tile
@@ -222,15 +228,30 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
     UNROLL: a chunk that lies wholly inside the sequence takes its Q/TM row tiles and their key tiles as one
     unrolled body (``ct.static_iter``: no loops); the ragged last chunk keeps the loops. Faster at chunk size
     128, slower at 256 (attempt 19 of docs/perf-notes.md)."""
-    hb = ct.bid(0)
     i_p = ct.bid(1)
     pid_bc = ct.bid(2)
     nchunks = dA_cumsum.shape[2]
     b = pid_bc // nchunks
     c = pid_bc % nchunks
+    lat = LAT if LAT > 0 else None
+    if HL == 1:
+        _chunk_heads(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, carry, seg_prefix, out,
+                     heads_per_group, chunks_per_segment, ct.bid(0), i_p, b, c, Q, TM, TK, TP, NS, HB, D_MODE,
+                     HAS_Z, lat, FACTORED, HAS_CARRY, UNROLL)
+    else:
+        for jl in range(HL):
+            hb = ct.bid(0) * HL + jl
+            _chunk_heads(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, carry, seg_prefix, out,
+                         heads_per_group, chunks_per_segment, hb, i_p, b, c, Q, TM, TK, TP, NS, HB, D_MODE,
+                         HAS_Z, lat, FACTORED, HAS_CARRY, UNROLL)
+
+
+def _chunk_heads(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, carry, seg_prefix, out,
+                 heads_per_group, chunks_per_segment, hb, i_p, b, c, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z,
+                 lat, FACTORED, HAS_CARRY, UNROLL):
+    """Chunk c of head block hb (heads hb·HB .. hb·HB + HB - 1): all its row tiles. Inlined by cuTile."""
     g = (hb * HB) // heads_per_group
     seqlen = x.shape[1]
-    lat = LAT if LAT > 0 else None
     S_cTs = ()
     carries = () if HAS_CARRY else None
     for j in ct.static_iter(range(HB)):
@@ -283,17 +304,18 @@ def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None), 
 def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                          max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                          factored=False, cb_hints=(None, None), whole_chunk=False, cb_dtype=torch.float32,
-                         carry=None, unroll=False):
+                         carry=None, unroll=False, head_loop=1):
     """Both launches: :data:`chunk_cb_kernel`, then :data:`chunk_scan_cb_kernel`; no argument checks.
     Arguments as :func:`~mamba2_tutorial.kernels.chunk_scan.launch_chunk_scan`; ``factored`` only when every
     dt_out is >= 0; ``whole_chunk`` launches :data:`chunk_scan_cb_chunk_kernel` (one block per chunk);
     ``cb_dtype`` is CB's storage dtype (bfloat16: half the bytes, C Bᵀ rounded once more); ``carry`` (a
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry`, only with ``whole_chunk``): chunk_init_states
     came from the segmented state stage; ``unroll`` (only with ``whole_chunk``): the whole-chunk scan's
-    unrolled body for full chunks."""
-    if (carry is not None or unroll) and not whole_chunk:
-        raise ValueError("a segment carry (the segmented state stage) and an unrolled scan need the "
-                         "whole-chunk scan (SSDConfig(scan_cb=True, scan_chunk=True))")
+    unrolled body for full chunks; ``head_loop`` (only with ``whole_chunk``): head blocks per scan block,
+    walked in a loop; ``factored`` 2 (only with ``whole_chunk``): the factored decay in x's dtype."""
+    if (carry is not None or unroll or head_loop != 1 or factored == 2) and not whole_chunk:
+        raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop and "
+                         "factored=2 need the whole-chunk scan (SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]
@@ -307,17 +329,20 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
     args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, CB,
             chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
             h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None, latency,
-            bool(factored))
+            int(factored))
     if whole_chunk:
-        grid = (plan.grid[0], cdiv(p, t["TP"]), plan.grid[2])
-        launch(chunk_scan_cb_chunk_kernel, grid, chunk_kernel_args(args, carry, device, unroll), backend,
-               hints)
+        if plan.grid[0] % head_loop:
+            raise ValueError(f"scan_head_loop = {head_loop} must divide the head blocks h / HB = "
+                             f"{plan.grid[0]}")
+        grid = (plan.grid[0] // head_loop, cdiv(p, t["TP"]), plan.grid[2])
+        launch(chunk_scan_cb_chunk_kernel, grid, chunk_kernel_args(args, carry, device, unroll, head_loop),
+               backend, hints)
     else:
         launch(chunk_scan_cb_kernel, plan.grid, args, backend, hints)
     return out
 
 
-def chunk_kernel_args(args, carry, device, unroll=False):
+def chunk_kernel_args(args, carry, device, unroll=False, head_loop=1):
     """chunk_scan_cb_kernel's arguments -> chunk_scan_cb_chunk_kernel's: the segment carry (or placeholders)
     after D, chunks_per_segment after heads_per_group, HAS_CARRY and UNROLL last."""
     if carry is None:
@@ -325,7 +350,7 @@ def chunk_kernel_args(args, carry, device, unroll=False):
         tensors, cps = (placeholder(device, x.dtype, 5), placeholder(device, torch.float32, 3)), 1
     else:
         tensors, cps = (carry.carry, carry.seg_prefix), carry.chunks_per_segment
-    return args[:8] + tensors + args[8:10] + (cps,) + args[10:] + (carry is not None, bool(unroll))
+    return args[:8] + tensors + args[8:10] + (cps,) + args[10:] + (carry is not None, bool(unroll), head_loop)
 
 
 def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch.bfloat16, factored=False,

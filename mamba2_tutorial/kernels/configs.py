@@ -38,12 +38,13 @@ class SSDConfig:
     scan_2d       chunk_scan_heads_kernel: the block's heads one at a time with 2-D mmas (wgmma on sm_90)
                   instead of chunk_scan_kernel's batched 3-D mma (scan_factored is then ignored)
     scan_factored chunk_scan splits the decay of key tiles before the row tile into two factors (used only
-                  when dt_limit's bounds are >= 0, so that dt >= 0 and the in-chunk cumsum is monotone)
+                  when dt_limit's bounds are >= 0, so that dt >= 0 and the in-chunk cumsum is monotone);
+                  2, whole-chunk scan only: the factors and C Bᵀ multiplied in x's dtype (an experiment)
     scan_shared   chunk_scan_shared_kernel: 2-D mmas (wgmma on sm_90) with C Bᵀ computed once per key tile and
                   shared by the block's heads, one 2-D accumulator per head (overrides scan_2d)
     state_latency latency hint (1-10) of the fused kernel's x and B loads; 0: none
     scan_cb       C Bᵀ once per (chunk, group) by ``chunk_cb_kernel``, then ``chunk_scan_cb_kernel`` reads it
-                  (2-D mmas, heads-first grid; overrides scan_shared, scan_2d and scan_factored)
+                  (2-D mmas, heads-first grid; overrides scan_shared and scan_2d)
     scan_chunk    with scan_cb: one block per (head, chunk) walks all the chunk's row tiles (an experiment)
     scan_cb_bf16  with scan_cb and 16-bit inputs: C Bᵀ stored in bfloat16 instead of float32 (half the scan's
                   largest reads; the scan rounds C Bᵀ · decay · dt to x's dtype for its mma anyway); ignored
@@ -56,6 +57,9 @@ class SSDConfig:
                   (``chunk_state_passing_heads_kernel``; needs a single state tile per head); an experiment
     scan_unroll   with scan_cb and scan_chunk: the whole-chunk scan takes each full chunk as one unrolled body
                   (no loops over row and key tiles); the ragged last chunk keeps the loops
+    scan_head_loop with scan_cb and scan_chunk: each block walks this many head blocks of one chunk in a loop
+                  (grid h / (HB · scan_head_loop); it must divide h / HB), so that the loads of the next
+                  head block may overlap this one's work; an experiment, not measured yet
     """
 
     fused: bool = False
@@ -66,7 +70,7 @@ class SSDConfig:
     scan_heads: int | None = None
     scan_hints: Hints = (None, None)
     scan_latency: int = 0
-    scan_factored: bool = False
+    scan_factored: bool | int = False
     scan_2d: bool = False
     scan_shared: bool = False
     state_latency: int = 0
@@ -76,6 +80,7 @@ class SSDConfig:
     segments: int = 1
     state_heads: int = 1
     scan_unroll: bool = False
+    scan_head_loop: int = 1
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints"):
@@ -91,6 +96,16 @@ class SSDConfig:
             raise ValueError(f"SSDConfig.state_heads > 1 needs fused=True without segments; got {self}")
         if self.scan_unroll and not (self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.scan_unroll needs the whole-chunk scan (scan_cb=True, "
+                             f"scan_chunk=True); got {self}")
+        if self.scan_factored not in (0, 1, 2):
+            raise ValueError(f"SSDConfig.scan_factored must be False, True or 2, got {self.scan_factored!r}")
+        if self.scan_factored == 2 and not (self.scan_cb and self.scan_chunk):
+            raise ValueError("SSDConfig.scan_factored=2 (the factors in x's dtype) needs the whole-chunk "
+                             f"scan (scan_cb=True, scan_chunk=True); got {self}")
+        if type(self.scan_head_loop) is not int or self.scan_head_loop < 1:
+            raise ValueError(f"SSDConfig.scan_head_loop must be an int >= 1, got {self.scan_head_loop!r}")
+        if self.scan_head_loop != 1 and not (self.scan_cb and self.scan_chunk):
+            raise ValueError("SSDConfig.scan_head_loop needs the whole-chunk scan (scan_cb=True, "
                              f"scan_chunk=True); got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
@@ -113,10 +128,10 @@ FAST_16BIT = SSDConfig(fused=True, state_tiles=(64, 128),
 # (chunk_scan_cb_chunk_kernel) with C Bᵀ stored in bfloat16 takes 0.481 ms at b8-l4096-h80, against 0.624 for
 # chunk_scan_cb_kernel with a float32 C Bᵀ (attempt 13) and 0.541 for the chunk kernel with a float32 C Bᵀ.
 # bf16 inputs: the bf16 C Bᵀ at occupancy 4 (relative error 2.9e-3 against 2.4e-3 with the float32 C Bᵀ).
-# Attempt 20 (2026-12-04): with the factored decay (exponentials of the key tiles before the rows split into a
-# row and a column factor: used when dt >= 0, as with the default dt_limit) 0.424 ms against 0.434 exact; every
-# exponential flushing subnormal results to zero (ex2.approx.ftz: one instruction instead of four) took the
-# exact scan from 0.482 to 0.434 ms.
+# Attempt 20 (2026-12-04): with the factored decay (exponentials of the key tiles before the rows split into
+# a row and a column factor: used when dt >= 0, as with the default dt_limit) 0.424 ms against 0.434 exact;
+# every exponential flushing subnormal results to zero (ex2.approx.ftz: one instruction instead of four) took
+# the exact scan from 0.482 to 0.434 ms.
 SCAN_CHUNK_BF16 = dict(scan_cb=True, scan_cb_bf16=True, scan_chunk=True, scan_heads=1, scan_hints=(4, None),
                        scan_factored=True)
 # fp16 inputs keep a float32 C Bᵀ (bf16 has 3 mantissa bits fewer than fp16: 8x fp16's rounding error); that
