@@ -80,6 +80,13 @@ VARIANTS = {
     # a loop over the head blocks of a chunk in each scan block; the factored decay in x's dtype (attempt 20)
     "cb-chunk-head-loop-2+factored16": SSDConfig(scan_cb=True, scan_chunk=True, scan_head_loop=2,
                                                  scan_factored=2, scan_cb_bf16=True),
+    # the row factor of the factored decay hoisted out of the key loop (attempt 22), with the loops, unrolled
+    # (HB 2, TM != TK) and with the segment carry
+    "cb-chunk-hoisted": SSDConfig(scan_cb=True, scan_chunk=True, scan_factored=3, scan_cb_bf16=True),
+    "cb-chunk-hoisted-unroll-hb2-tm-ne-tk+segments-2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
+                                                                scan_factored=3, scan_unroll=True,
+                                                                scan_heads=2, scan_tiles=(32, 16, 32),
+                                                                segments=2),
     "cb-chunk-head-loop-2-hb2-unroll+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
                                                             scan_head_loop=2, scan_heads=2, scan_unroll=True,
                                                             segments=3),
@@ -147,6 +154,21 @@ def test_factored_decay_is_not_used_when_dt_can_be_negative_cpu():
     shape = SSDShape(1, 150, 4, 32, 2, 40, 64, "ragged")
     _check(shape, torch.float32, SSDConfig(scan_factored=True), 3, "cpu", "cpu",
            dt_limit=(-float("inf"), float("inf")), negative_dt=True)
+
+
+@pytest.mark.parametrize("factored", [1, 3], ids=["factored", "hoisted"])
+def test_factored_decays_under_strong_decay_cpu(factored):
+    # A 200x Mamba-2's range: dt·A reaches -30 per step, so decays across a key tile or a row tile underflow
+    # float32 (and are flushed to zero); the factors must never overflow, and what underflows must be what
+    # the exact decay would make negligible
+    shape = SSDShape(1, 200, 4, 32, 2, 40, 64, "ragged")
+    inputs = make_inputs(shape, seed=7, dtype=torch.float32, z=True, initial_states=True)
+    inputs["A"] = inputs["A"] * 200
+    cfg = SSDConfig(scan_cb=True, scan_chunk=True, scan_factored=factored, scan_tiles=(16, 16, 32))
+    y = ssd_forward(**inputs, chunk_size=64, backend="cpu", _poison=True, _config=cfg)
+    y_ref = ref.ssd_chunked(**_f64(inputs), chunk_size=64)
+    assert torch.isfinite(y).all()
+    assert relative_error(y, y_ref) < TOL[torch.float32]
 
 
 def test_ssd_stages_follow_the_config_cpu():
@@ -363,20 +385,20 @@ def test_segments_need_the_whole_chunk_scan():
     for kw in ({}, {"cb": True}):  # the unrolled scan exists only as the whole-chunk scan
         with pytest.raises(ValueError, match="unrolled scan"):
             launch_chunk_scan(*(None,) * 8, "cpu", unroll=True, **kw)
-        for bad in ({"head_loop": 2}, {"factored": 2}):
+        for bad in ({"head_loop": 2}, {"factored": 2}, {"factored": 3}):
             with pytest.raises(ValueError, match="need the whole-chunk scan"):
                 launch_chunk_scan(*(None,) * 8, "cpu", **bad, **kw)
 
 
 def test_head_loop_and_bf16_factors_are_checked():
-    for bad in (dict(scan_head_loop=2), dict(scan_factored=2, scan_cb=True)):
+    for bad in (dict(scan_head_loop=2), dict(scan_factored=2, scan_cb=True), dict(scan_factored=3)):
         with pytest.raises(ValueError, match="whole-chunk scan"):
             SSDConfig(**bad)
     for bad in (0, 1.5):
         with pytest.raises(ValueError, match="scan_head_loop must be an int >= 1"):
             SSDConfig(scan_cb=True, scan_chunk=True, scan_head_loop=bad)
-    with pytest.raises(ValueError, match="scan_factored must be False, True or 2"):
-        SSDConfig(scan_factored=3)
+    with pytest.raises(ValueError, match="scan_factored must be False, True, 2 or 3"):
+        SSDConfig(scan_factored=4)
     shape = SSDShape(1, 100, 6, 32, 2, 40, 64, "ragged")  # 6 head blocks of one head: no loop of 4
     inp = make_inputs(shape, seed=0)
     with pytest.raises(ValueError, match="scan_head_loop = 4 must divide the head blocks h / HB = 6"):

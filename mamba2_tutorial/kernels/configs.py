@@ -39,7 +39,9 @@ class SSDConfig:
                   instead of chunk_scan_kernel's batched 3-D mma (scan_factored is then ignored)
     scan_factored chunk_scan splits the decay of key tiles before the row tile into two factors (used only
                   when dt_limit's bounds are >= 0, so that dt >= 0 and the in-chunk cumsum is monotone);
-                  2, whole-chunk scan only: the factors and C Bᵀ multiplied in x's dtype (an experiment)
+                  2 and 3, whole-chunk scan only: 2 multiplies the factors and C Bᵀ in x's dtype; 3 takes
+                  the row factor out of the key loop (one row scale per row tile: the row tile's first row
+                  is the reference); both experiments
     scan_shared   chunk_scan_shared_kernel: 2-D mmas (wgmma on sm_90) with C Bᵀ computed once per key tile and
                   shared by the block's heads, one 2-D accumulator per head (overrides scan_2d)
     state_latency latency hint (1-10) of the fused kernel's x and B loads; 0: none
@@ -97,10 +99,11 @@ class SSDConfig:
         if self.scan_unroll and not (self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.scan_unroll needs the whole-chunk scan (scan_cb=True, "
                              f"scan_chunk=True); got {self}")
-        if self.scan_factored not in (0, 1, 2):
-            raise ValueError(f"SSDConfig.scan_factored must be False, True or 2, got {self.scan_factored!r}")
-        if self.scan_factored == 2 and not (self.scan_cb and self.scan_chunk):
-            raise ValueError("SSDConfig.scan_factored=2 (the factors in x's dtype) needs the whole-chunk "
+        if self.scan_factored not in (0, 1, 2, 3):
+            raise ValueError("SSDConfig.scan_factored must be False, True, 2 or 3, got "
+                             f"{self.scan_factored!r}")
+        if self.scan_factored >= 2 and not (self.scan_cb and self.scan_chunk):
+            raise ValueError(f"SSDConfig.scan_factored={self.scan_factored} needs the whole-chunk "
                              f"scan (scan_cb=True, scan_chunk=True); got {self}")
         if type(self.scan_head_loop) is not int or self.scan_head_loop < 1:
             raise ValueError(f"SSDConfig.scan_head_loop must be an int >= 1, got {self.scan_head_loop!r}")
