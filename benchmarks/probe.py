@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from mamba2_tutorial.kernels.configs import DEFAULT, SSDConfig
+from mamba2_tutorial.kernels.configs import DEFAULT, FAST_16BIT_CB, FAST_BF16_Q128, LONG_BF16, SSDConfig
 
 GATE = 1e-2  # bf16 relative L2 error against float64
 
@@ -239,6 +239,27 @@ VARIANTS: dict[str, SSDConfig] = {
     # (state_tiles (64, 128) meant 128 rows per step before attempt 19; (64, 128, 128) keeps that)
     "small: fused + shared HB1 occ3": SSDConfig(fused=True, state_tiles=(64, 128, 128), scan_shared=True,
                                                scan_heads=1, scan_hints=(3, None)),
+    # attempt 23 (2026-12-04 evening): the key-log2 form, P = C Bᵀ ∘ exp2(a_m - kd_k) with kd = dA_cs·log2(e)
+    # - log2(dt) from a small kernel (or from the state stage: "state-kd"); sm_90 cubin at occupancy 4: key
+    # steps of 230 and 318 instructions (off-diagonal, diagonal) against 353 and 467 for the shipped factored
+    # decay; 200 and 281 at occupancy 3. The shipped configs first, for reference in the same run
+    "ship b8": FAST_16BIT_CB,
+    "ship g8": FAST_BF16_Q128,
+    "ship b1": LONG_BF16,
+    **{f"kl2 occ{so}{' hl2' if hl > 1 else ''}": SSDConfig(
+        **(vars(FAST_16BIT_CB) | dict(scan_factored=4, scan_hints=(so, None), scan_head_loop=hl)))
+       for so, hl in ((4, 1), (3, 1), (4, 2), (3, 2))},
+    "kl2 state-kd occ4": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_factored=4, state_key_log2=True))),
+    "kl2 g8 unroll occ3": SSDConfig(**(vars(FAST_BF16_Q128) | dict(scan_factored=4))),
+    "kl2 g8 loops occ4": SSDConfig(**(vars(FAST_BF16_Q128)
+                                      | dict(scan_factored=4, scan_unroll=False, scan_hints=(4, None)))),
+    "kl2 b1 seg8 occ3": SSDConfig(**(vars(LONG_BF16) | dict(scan_factored=4))),
+    "kl2 b1 seg8 state-kd occ3": SSDConfig(**(vars(LONG_BF16) | dict(scan_factored=4, state_key_log2=True))),
+    # attempts 21 and 22, coded on 2026-12-04 and not measured before: a loop over 2 head blocks, the
+    # factored decay's row factor hoisted (its sm_90 cubin loses the producer warp: 128 registers, 28
+    # barriers)
+    "f1 hl2 occ4": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_head_loop=2))),
+    "hoisted occ4": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_factored=3))),
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

@@ -103,14 +103,21 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
 
     # the states entering each chunk are stored in x's dtype: kernel 3 rounds them to it for its mma anyway
     carry = None
+    # the scan's decay form; the factored forms need dt >= 0 (a monotone cumsum), which dt_limit guarantees
+    form = cfg.scan_factored if min(dt_limit) >= 0 else 0
+    # the key-log2 form: kd = dA_cs·log2(e) - log2(dt), stored by the state stage in place of dt_out, or
+    # computed by the scan's own small kernel
+    key_log2 = form == 4 and cfg.state_key_log2
     if cfg.segments > 1:  # kernels 1 and 2 fused, by segments; the scan adds each segment's carry
         dt_out, dA_cumsum, chunk_init_states, final_states, carry = launch_chunk_state_segments(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, cfg.segments,
-            _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency)
+            _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency,
+            key_log2=key_log2)
     elif cfg.fused:  # kernels 1 and 2 as one launch: the float32 chunk states stay on chip
         dt_out, dA_cumsum, chunk_init_states, final_states = launch_chunk_state_passing(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison,
-            tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency, heads=cfg.state_heads)
+            tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency, heads=cfg.state_heads,
+            key_log2=key_log2)
     else:
         dt_out, dA_cumsum, states = launch_chunk_state(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison, hints=cfg.state_hints)
@@ -119,11 +126,11 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
             hints=cfg.passing_hints)
     out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison,
                             max_heads_per_block=cfg.scan_heads, tiles=cfg.scan_tiles, hints=cfg.scan_hints,
-                            latency=cfg.scan_latency, factored=cfg.scan_factored if min(dt_limit) >= 0 else 0,
+                            latency=cfg.scan_latency, factored=form,
                             heads_2d=cfg.scan_2d, shared=cfg.scan_shared, cb=cfg.scan_cb,
                             whole_chunk=cfg.scan_chunk,
                             cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
-                            unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop)
+                            unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop, kd_ready=key_log2)
     return (out, final_states) if return_final_states else out
 
 
@@ -151,7 +158,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
         def fused():  # the segmented stage's two launches: the segments, then state passing over them
             return launch_chunk_state_segments(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                                cfg.segments, tiles=cfg.state_tiles, hints=cfg.state_hints,
-                                               latency=cfg.state_latency)
+                                               latency=cfg.state_latency, key_log2=cfg.state_key_log2)
         dt_out, dA_cumsum, init, _, carry = fused()
         stages["chunk_state_passing"] = fused
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}
@@ -159,7 +166,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
         def fused():
             return launch_chunk_state_passing(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                               tiles=cfg.state_tiles, hints=cfg.state_hints,
-                                              latency=cfg.state_latency, heads=cfg.state_heads)
+                                              latency=cfg.state_latency, heads=cfg.state_heads,
+                                              key_log2=cfg.state_key_log2)
         dt_out, dA_cumsum, init, _ = fused()
         stages["chunk_state_passing"] = fused
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}
@@ -182,7 +190,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                  factored=cfg.scan_factored, heads_2d=cfg.scan_2d,
                                  shared=cfg.scan_shared, cb=cfg.scan_cb, whole_chunk=cfg.scan_chunk,
                                  cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
-                                 unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop)
+                                 unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop,
+                                 kd_ready=cfg.state_key_log2)
     stages["chunk_scan"] = stage3
 
     def chain():

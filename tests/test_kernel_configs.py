@@ -87,6 +87,18 @@ VARIANTS = {
                                                                 scan_factored=3, scan_unroll=True,
                                                                 scan_heads=2, scan_tiles=(32, 16, 32),
                                                                 segments=2),
+    # the key-log2 form (attempt 23): the fused stage stores kd = dA_cs·log2(e) - log2(dt), every key tile
+    # takes P = C Bᵀ ∘ exp2(a_m - kd_k); with TM != TK and HB 2, unrolled, by segments, in a head loop
+    "key-log2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=4, scan_cb_bf16=True),
+    "key-log2-hb2-tm-ne-tk-unroll+segments-2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
+                                                        scan_factored=4, scan_unroll=True, scan_heads=2,
+                                                        scan_tiles=(32, 16, 32), segments=2),
+    "key-log2-head-loop-2+multi-tile": SSDConfig(fused=True, state_tiles=(32, 64), scan_cb=True,
+                                                 scan_chunk=True, scan_factored=4, scan_head_loop=2,
+                                                 state_key_log2=True),
+    "key-log2-unfused": SSDConfig(scan_cb=True, scan_chunk=True, scan_factored=4),
+    "key-log2-state+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=4,
+                                           segments=3, state_key_log2=True),
     "cb-chunk-head-loop-2-hb2-unroll+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
                                                             scan_head_loop=2, scan_heads=2, scan_unroll=True,
                                                             segments=3),
@@ -154,9 +166,12 @@ def test_factored_decay_is_not_used_when_dt_can_be_negative_cpu():
     shape = SSDShape(1, 150, 4, 32, 2, 40, 64, "ragged")
     _check(shape, torch.float32, SSDConfig(scan_factored=True), 3, "cpu", "cpu",
            dt_limit=(-float("inf"), float("inf")), negative_dt=True)
+    # the key-log2 form too (log2 of a negative dt is NaN): the state stage stores dt, the scan is exact
+    _check(shape, torch.float32, VARIANTS["key-log2"], 3, "cpu", "cpu",
+           dt_limit=(-float("inf"), float("inf")), negative_dt=True)
 
 
-@pytest.mark.parametrize("factored", [1, 3], ids=["factored", "hoisted"])
+@pytest.mark.parametrize("factored", [1, 3, 4], ids=["factored", "hoisted", "key-log2"])
 def test_factored_decays_under_strong_decay_cpu(factored):
     # A 200x Mamba-2's range: dt·A reaches -30 per step, so decays across a key tile or a row tile underflow
     # float32 (and are flushed to zero); the factors must never overflow, and what underflows must be what
@@ -164,7 +179,8 @@ def test_factored_decays_under_strong_decay_cpu(factored):
     shape = SSDShape(1, 200, 4, 32, 2, 40, 64, "ragged")
     inputs = make_inputs(shape, seed=7, dtype=torch.float32, z=True, initial_states=True)
     inputs["A"] = inputs["A"] * 200
-    cfg = SSDConfig(scan_cb=True, scan_chunk=True, scan_factored=factored, scan_tiles=(16, 16, 32))
+    cfg = SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=factored,
+                    scan_tiles=(16, 16, 32))
     y = ssd_forward(**inputs, chunk_size=64, backend="cpu", _poison=True, _config=cfg)
     y_ref = ref.ssd_chunked(**_f64(inputs), chunk_size=64)
     assert torch.isfinite(y).all()
@@ -269,7 +285,11 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              ("segments-3", torch.float32, 64), ("segments-per-chunk-multi-tile", torch.bfloat16, 128),
              ("fused-heads-2", torch.bfloat16, 256), ("fused-tk-256", torch.bfloat16, 256),
              ("cb-chunk-unroll", torch.bfloat16, 256), ("cb-chunk-unroll-hb2-tm-ne-tk+segments-2",
-                                                         torch.bfloat16, 128)]
+                                                         torch.bfloat16, 128),
+             # the key-log2 form (attempt 23): kd by its own kernel, and by the (segmented) state stage
+             ("key-log2", torch.bfloat16, 256),
+             ("key-log2-hb2-tm-ne-tk-unroll+segments-2", torch.bfloat16, 128),
+             ("key-log2-state+segments-3", torch.bfloat16, 256)]
 
 
 # GPU-only variants: chunk-size-specific settings the CPU tests (chunk size 64) cannot take
@@ -385,7 +405,7 @@ def test_segments_need_the_whole_chunk_scan():
     for kw in ({}, {"cb": True}):  # the unrolled scan exists only as the whole-chunk scan
         with pytest.raises(ValueError, match="unrolled scan"):
             launch_chunk_scan(*(None,) * 8, "cpu", unroll=True, **kw)
-        for bad in ({"head_loop": 2}, {"factored": 2}, {"factored": 3}):
+        for bad in ({"head_loop": 2}, {"factored": 2}, {"factored": 3}, {"factored": 4}):
             with pytest.raises(ValueError, match="need the whole-chunk scan"):
                 launch_chunk_scan(*(None,) * 8, "cpu", **bad, **kw)
 
@@ -397,8 +417,13 @@ def test_head_loop_and_bf16_factors_are_checked():
     for bad in (0, 1.5):
         with pytest.raises(ValueError, match="scan_head_loop must be an int >= 1"):
             SSDConfig(scan_cb=True, scan_chunk=True, scan_head_loop=bad)
-    with pytest.raises(ValueError, match="scan_factored must be False, True, 2 or 3"):
-        SSDConfig(scan_factored=4)
+    with pytest.raises(ValueError, match="scan_factored must be False, True, 2, 3 or 4"):
+        SSDConfig(scan_factored=5)
+    with pytest.raises(ValueError, match="whole-chunk scan"):
+        SSDConfig(fused=True, scan_factored=4)
+    for bad in (dict(), dict(fused=True, state_heads=2), dict(fused=True, scan_factored=1)):
+        with pytest.raises(ValueError, match="state_key_log2"):  # kd from the fused stage (one head a block)
+            SSDConfig(scan_cb=True, scan_chunk=True, **(dict(scan_factored=4) | bad), state_key_log2=True)
     shape = SSDShape(1, 100, 6, 32, 2, 40, 64, "ragged")  # 6 head blocks of one head: no loop of 4
     inp = make_inputs(shape, seed=0)
     with pytest.raises(ValueError, match="scan_head_loop = 4 must divide the head blocks h / HB = 6"):

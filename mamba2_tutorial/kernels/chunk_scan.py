@@ -390,7 +390,7 @@ def chunk_scan_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtyp
 def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                       max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                       factored=False, heads_2d=False, shared=False, cb=False, whole_chunk=False,
-                      cb_bf16=False, carry=None, unroll=False, head_loop=1):
+                      cb_bf16=False, carry=None, unroll=False, head_loop=1, kd_ready=False):
     """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks.
 
     ``tiles`` (TM, TK, TP) and ``max_heads_per_block`` override the default tiles, ``hints`` = (occupancy,
@@ -401,7 +401,8 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
     :mod:`.chunk_scan_cb` instead (C Bᵀ once per chunk and group, then the scan that reads it;
     ``whole_chunk``: one block per chunk; ``cb_bf16``: C Bᵀ stored in bfloat16; ``carry``: the
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry` of a segmented state stage, whole-chunk scan
-    only; ``unroll``: the whole-chunk scan unrolled for full chunks)."""
+    only; ``unroll``: the whole-chunk scan unrolled for full chunks; ``kd_ready``: with ``factored`` 4 (the
+    key-log2 form), dt_out already holds kd)."""
     if cb:
         from .chunk_scan_cb import launch_chunk_scan_cb
 
@@ -409,10 +410,10 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
                                     max_heads_per_block, tiles, hints, latency, factored,
                                     whole_chunk=whole_chunk,
                                     cb_dtype=torch.bfloat16 if cb_bf16 else torch.float32, carry=carry,
-                                    unroll=unroll, head_loop=head_loop)
+                                    unroll=unroll, head_loop=head_loop, kd_ready=kd_ready)
     if carry is not None or unroll or head_loop != 1 or factored >= 2:
         raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop and "
-                         "factored 2 or 3 need the whole-chunk scan "
+                         "factored 2, 3 or 4 need the whole-chunk scan "
                          "(SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]

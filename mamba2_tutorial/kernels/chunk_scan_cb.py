@@ -47,12 +47,17 @@ from .configs import FAST_16BIT_CB, FAST_BF16_Q128, LONG_BF16
 from .segments import SegmentCarry
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "chunk_cb_kernel", "chunk_cb_plan", "chunk_scan_cb_chunk_kernel", "chunk_scan_cb_kernel",
+__all__ = ["KEY_LOG2", "SPECS", "chunk_cb_kernel", "key_log2_kernel", "launch_key_log2",
+           "chunk_cb_plan", "chunk_scan_cb_chunk_kernel", "chunk_scan_cb_kernel",
            "chunk_scan_cb_plan",
            "segment_carry_T", "chunk_kernel_args", "launch_chunk_cb", "launch_chunk_scan_cb"]
 
 LOG2E = 1.4426950408889634
 ZERO = ct.PaddingMode.ZERO
+#: FACTORED value of the key-log2 form (attempt 23 of docs/perf-notes.md): ``dt_out`` holds each key's
+#: kd_k = dA_cs_k · log2(e) - log2(dt_k) (``chunk_local_state(KEY_LOG2=True)`` stores it), so that
+#: exp(dA_cs_m - dA_cs_k) · dt_k = exp2(a_m - kd_k): one subtraction and one exponential per element
+KEY_LOG2 = 4
 
 
 @ct.kernel
@@ -81,6 +86,35 @@ def chunk_cb_kernel(C, B, CB, Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.
             ct.store(CB, (b, c, g, i_m, kt), CB_mk.astype(CB.dtype).reshape((1, 1, 1, TM, TK)))
 
 
+@ct.kernel
+def key_log2_kernel(dt_out, dA_cumsum, kd, TR: ct.Constant[int], Q: ct.Constant[int]):
+    """dt_out, dA_cumsum (R, Q) float32 (the (b, h, nchunks, Q) intermediates as rows) -> kd (R, Q) float32,
+    kd = dA_cumsum · log2(e) - log2(dt_out) (+inf where dt = 0): the key-log2 form the scan's
+    ``FACTORED = KEY_LOG2`` reads. One block per TR rows; only for dt >= 0 (log2 of a negative dt is NaN).
+
+    Its own launch, so that the fused state stage keeps its code: cuTile's log2 has no approximate form, and
+    computed there on the stage's (Q,) vectors it doubled the stage's sm_90 chunk loop (1365 -> 3174
+    instructions, attempt 23 of docs/perf-notes.md)."""
+    i = ct.bid(0)
+    dt = ct.load(dt_out, (i, 0), shape=(TR, Q), padding_mode=ZERO)
+    a = ct.load(dA_cumsum, (i, 0), shape=(TR, Q), padding_mode=ZERO)
+    ct.store(kd, (i, 0), a * LOG2E - ct.log2(dt))
+
+
+#: rows of (b, h, nchunks, Q) per key_log2_kernel block
+KEY_LOG2_ROWS = 16
+
+
+def launch_key_log2(dt_out, dA_cumsum, backend, poison=False):
+    """kd (b, h, nchunks, Q) float32 from dt_out and dA_cumsum by :data:`key_log2_kernel` (dt >= 0 only)."""
+    Q = dt_out.shape[-1]
+    kd = allocate(dt_out.shape, torch.float32, dt_out.device, poison)
+    rows = dt_out.numel() // Q
+    launch(key_log2_kernel, (cdiv(rows, KEY_LOG2_ROWS),),
+           (dt_out.view(rows, Q), dA_cumsum.view(rows, Q), kd.view(rows, Q), KEY_LOG2_ROWS, Q), backend)
+    return kd
+
+
 def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
               Q, TM, TK, TP, HB, lat, MASK, FACTORED):
     """One key tile kt of the intra-chunk sum for the block's HB heads: acc_j += P_j @ x_kt, with
@@ -90,6 +124,9 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
     FACTORED (only for a key tile entirely before the rows, and only when dA_cs is monotone: dt >= 0): with r
     the tile's last key, exp2(a_m - a_k) = exp2(a_m - a_r) · exp2(a_r - a_k), both factors <= 1, so TM + TK
     exponentials per head instead of TM · TK (1: in float32; 2: the factors and CB in x's dtype).
+    FACTORED = KEY_LOG2 (4; every key tile, the diagonal ones too, and only when dt >= 0): ``dt_out`` holds
+    kd_k = a_k - log2(dt_k) instead of dt_k, and P_j = CB[m, k] ∘ exp2(a_m - kd_k) (∘ [k <= m]): no dt
+    multiply and no clamp (a masked entry's exponential may overflow; the mask's select discards it).
     FACTORED 3 (the row factor hoisted out of the key loop): ``a_ms`` holds each head's reference a_0 (the
     row tile's first row) instead of its rows, and P_j = CB[m, k] ∘ exp2(a_0 - a_k) ∘ dt_k: the caller
     multiplies the sum by exp2(a_m - a_0) once per row tile (see ``_row_tile``)."""
@@ -105,10 +142,16 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
     new_accs = ()
     for j in ct.static_iter(range(HB)):
         h = hb * HB + j
-        a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
-        dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
         x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
-        if FACTORED == 3:
+        if FACTORED == KEY_LOG2:
+            kd = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
+            P = CB_mk * ct.exp2(a_ms[j][:, None] - kd[None, :], flush_to_zero=True)
+        else:
+            a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
+            dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
+        if FACTORED == KEY_LOG2:
+            pass
+        elif FACTORED == 3:
             P = CB_mk * (ct.exp2(ct.minimum(a_ms[j] - a_k, 0.0), flush_to_zero=True) * dt_k)[None, :]
         elif FACTORED:
             a_r = ct.extract(a_k, (TK - 1,), shape=(1,))
@@ -151,6 +194,7 @@ def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g
         refs = ()
         for j in ct.static_iter(range(HB)):
             refs = refs + (ct.extract(a_ms[j], (0,), shape=(1,)),)
+    diag_form = KEY_LOG2 if FACTORED == KEY_LOG2 else 0  # the diagonal tiles: exact, or the key-log2 form
     # 2. intra-chunk, one CB tile per key tile shared by the HB heads. Key tiles entirely before this row
     # tile (kt < n_full) need no causal mask; the diagonal tile(s) do.
     n_full = min((i_m * TM) // TK, n_k)
@@ -171,11 +215,11 @@ def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g
     if STATIC:
         for kt in ct.static_iter(range(n_full, n_k)):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                             Q, TM, TK, TP, HB, lat, True, False)
+                             Q, TM, TK, TP, HB, lat, True, diag_form)
     else:
         for kt in range(n_full, n_k):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                             Q, TM, TK, TP, HB, lat, True, False)
+                             Q, TM, TK, TP, HB, lat, True, diag_form)
     # 3. epilogue per head
     for j in ct.static_iter(range(HB)):
         _store_head(accs[j], x, z, D, out, b, m_tile, hb * HB + j, i_p, TM, TP, D_MODE, HAS_Z)
@@ -323,7 +367,7 @@ def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None), 
 def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                          max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                          factored=False, cb_hints=(None, None), whole_chunk=False, cb_dtype=torch.float32,
-                         carry=None, unroll=False, head_loop=1):
+                         carry=None, unroll=False, head_loop=1, kd_ready=False):
     """Both launches: :data:`chunk_cb_kernel`, then :data:`chunk_scan_cb_kernel`; no argument checks.
     Arguments as :func:`~mamba2_tutorial.kernels.chunk_scan.launch_chunk_scan`; ``factored`` only when every
     dt_out is >= 0; ``whole_chunk`` launches :data:`chunk_scan_cb_chunk_kernel` (one block per chunk);
@@ -332,10 +376,13 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
     came from the segmented state stage; ``unroll`` (only with ``whole_chunk``): the whole-chunk scan's
     unrolled body for full chunks; ``head_loop`` (only with ``whole_chunk``): head blocks per scan block,
     walked in a loop; ``factored`` 2 or 3 (only with ``whole_chunk``): the factored decay in x's dtype, or
-    with its row factor hoisted out of the key loop (see ``_key_tile``)."""
+    with its row factor hoisted out of the key loop; :data:`KEY_LOG2` (4, only with ``whole_chunk``):
+    ``dt_out`` holds the key-log2 form kd (see ``_key_tile``) when ``kd_ready`` (the fused state stage stored
+    it, ``SSDConfig.state_key_log2``), else :data:`key_log2_kernel` computes it from dt_out and dA_cumsum
+    first (a third launch)."""
     if (carry is not None or unroll or head_loop != 1 or factored >= 2) and not whole_chunk:
         raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop and "
-                         "factored 2 or 3 need the whole-chunk scan "
+                         "factored 2, 3 or 4 need the whole-chunk scan "
                          "(SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
@@ -344,6 +391,8 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
     plan = chunk_scan_cb_plan(b, l, h, p, g, n, Q, x.dtype, max_heads_per_block, tiles)
     t = plan.tiles
     CB = launch_chunk_cb(C, B, Q, t["TM"], t["TK"], backend, poison, cb_hints, cb_dtype)
+    if factored == KEY_LOG2 and not kd_ready:
+        dt_out = launch_key_log2(dt_out, dA_cumsum, backend, poison)
     if out is None:
         out = allocate((b, l, h, p), x.dtype, device, poison)
     d_mode = D_NONE if D is None else (D_PER_HEAD if D.ndim == 1 else D_PER_CHANNEL)
@@ -419,8 +468,19 @@ def _example_cb_args(Q=256, b=2, l=300, g=1, n=128, TM=64, TK=64, dtype=torch.bf
     return make
 
 
+def _example_key_log2_args(rows=37, Q=256):
+    def make():
+        gen = torch.Generator().manual_seed(0)
+        dt = torch.rand(rows, Q, generator=gen)
+        return (cdiv(rows, KEY_LOG2_ROWS),), (dt, -dt.cumsum(-1), torch.empty(rows, Q), KEY_LOG2_ROWS, Q)
+
+    return make
+
+
 SPECS: list[KernelSpec] = [
     KernelSpec("ssd.chunk_cb_bf16_q256", chunk_cb_kernel, _example_cb_args()),
+    # the key-log2 form's kd (what ssd_forward launches before the bf16 chunk scan, attempt 23)
+    KernelSpec("ssd.key_log2_q256", key_log2_kernel, _example_key_log2_args()),
     KernelSpec("ssd.chunk_scan_cb_bf16_q256", chunk_scan_cb_kernel, _example_args()),
     KernelSpec("ssd.chunk_scan_cb_bf16_q256_hb2", chunk_scan_cb_kernel, _example_args(heads=2)),
     KernelSpec("ssd.chunk_scan_cb_bf16_q256_factored", chunk_scan_cb_kernel, _example_args(factored=True)),

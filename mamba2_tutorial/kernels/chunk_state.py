@@ -144,19 +144,24 @@ def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
 
 
 def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen, dt_min,
-                      dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat):
+                      dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat, KEY_LOG2=False):
     """One chunk of a walk over chunks (the fused and the segmented state stages): dt preprocessing and the
     in-chunk cumsum (stored to dt_out and dA_cumsum), then the chunk's local (TP, TN) state tile exactly as
     chunk_state_kernel builds it. Returns (dA_cs_last (1,), local (TP, TN) float32). A plain function:
     cuTile inlines it into the kernel's chunk loop; ``lat`` is a latency hint for the x and B loads (or
-    None)."""
+    None). KEY_LOG2 (a compile-time constant; only when dt >= 0): ``dt_out`` receives each position's
+    kd = dA_cs · log2(e) - log2(dt) instead of dt (+inf where dt = 0), the form the chunk scan's
+    ``FACTORED = KEY_LOG2`` reads: exp(dA_cs_m - dA_cs_k) · dt_k = exp2(dA_cs_m · log2(e) - kd_k)."""
     dt_raw = ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
     t = c * Q + ct.arange(Q, dtype=ct.int32)
     dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
     dA_cs = ct.cumsum(dt_c * A_h, axis=0)
     # every state tile of (b, h) stores the same dt_out and dA_cumsum: a store under `if pid_pn == 0`
     # here was the suspect of the hang of multi-tile fused launches (docs/perf-notes.md, attempt 15)
-    ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    if KEY_LOG2:
+        ct.store(dt_out, (b, h, c, 0), (dA_cs * LOG2E - ct.log2(dt_c)).reshape((1, 1, 1, Q)))
+    else:
+        ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
     ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
     dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
     w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E, flush_to_zero=True) * dt_c
@@ -180,7 +185,7 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
                                Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
                                TN: ct.Constant[int], HAS_DT_BIAS: ct.Constant[bool],
                                DT_SOFTPLUS: ct.Constant[bool], HAS_INITIAL_STATES: ct.Constant[bool],
-                               LAT: ct.Constant[int]):
+                               LAT: ct.Constant[int], KEY_LOG2: ct.Constant[bool]):
     """Kernels 1 and 2 in one: x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,),
     initial_states (b, h, p, n) -> dt_out, dA_cumsum (b, h, nchunks, Q) fp32, chunk_init_states
     (b, nchunks, h, p, n) in its own dtype (x's in ssd_forward), final_states (b, h, p, n) fp32.
@@ -189,6 +194,7 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
     the chunk, builds the chunk's local state exactly as chunk_state_kernel does, and carries
     S = exp(dA_cs_last) · S + local in a float32 loop-carried tile. The float32 chunk states never go to
     global memory. LAT > 0: latency hint (1-10) on the x and B loads; 0: the compiler's default.
+    KEY_LOG2 (only when dt >= 0): dt_out receives the key-log2 form kd (see ``chunk_local_state``).
     """
     pid_pn = ct.bid(0)
     b = ct.bid(1)
@@ -214,7 +220,7 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
         ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_out.reshape((1, 1, 1, TP, TN)))
         dA_cs_last, local = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
                                               i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
-                                              DT_SOFTPLUS, lat)
+                                              DT_SOFTPLUS, lat, KEY_LOG2)
         # decay over the whole chunk, as in state_passing_kernel: S_c+1 = exp(dA_cs_last) · S_c + s_c
         S = ct.exp2(dA_cs_last * LOG2E, flush_to_zero=True).reshape((1, 1)) * S + local
 
@@ -229,7 +235,7 @@ def chunk_state_passing_heads_kernel(x, B, dt, A, dt_bias, initial_states,      
                                      TN: ct.Constant[int], HB: ct.Constant[int],
                                      HAS_DT_BIAS: ct.Constant[bool], DT_SOFTPLUS: ct.Constant[bool],
                                      HAS_INITIAL_STATES: ct.Constant[bool],
-                                     LAT: ct.Constant[int]):
+                                     LAT: ct.Constant[int], KEY_LOG2: ct.Constant[bool]):
     """chunk_state_passing_kernel's results with HB heads of one group per block (grid (1, b, h / HB); the
     state must be one (TP, TN) = (p, n) tile): each (TK, n) tile of B is loaded once for the HB heads
     instead of once per head. An experiment (``SSDConfig(state_heads=HB)``, attempt 18 of
@@ -267,7 +273,10 @@ def chunk_state_passing_heads_kernel(x, B, dt, A, dt_bias, initial_states,      
             dt_raw = dt_raw.astype(ct.float32)
             dt_c = process_dt(dt_raw, biases[j], dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
             dA_cs = ct.cumsum(dt_c * A_hs[j], axis=0)
-            ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
+            if KEY_LOG2:
+                ct.store(dt_out, (b, h, c, 0), (dA_cs * LOG2E - ct.log2(dt_c)).reshape((1, 1, 1, Q)))
+            else:
+                ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
             ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
             last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
             ws = ws + (ct.exp2(ct.minimum(last - dA_cs, 0.0) * LOG2E, flush_to_zero=True) * dt_c,)
@@ -378,12 +387,14 @@ def chunk_state_passing_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dty
 
 def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
                                backend, poison=False, out_dtype=None, tiles=None, hints=(None, None),
-                               latency=0, heads=1):
+                               latency=0, heads=1, key_log2=False):
     """Allocate the outputs, launch :data:`chunk_state_passing_kernel`; no argument checks.
 
     Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states)``: chunk_init_states in ``out_dtype``
     (default x's dtype), final_states float32. ``heads`` > 1 launches
-    :data:`chunk_state_passing_heads_kernel` (``heads`` heads of one group per block; one state tile)."""
+    :data:`chunk_state_passing_heads_kernel` (``heads`` heads of one group per block; one state tile).
+    ``key_log2`` (only when dt >= 0): dt_out holds the key-log2 form kd instead of dt
+    (``chunk_local_state``)."""
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Q = chunk_size
@@ -400,7 +411,7 @@ def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt
             dt_out, dA_cumsum, chunk_init_states, final_states,
             h // g, float(dt_limit[0]), float(dt_limit[1]),
             Q, plan.tiles["TK"], plan.tiles["TP"], plan.tiles["TN"], has_bias, bool(dt_softplus), has_init,
-            latency)
+            latency, bool(key_log2))
     if heads > 1:
         t = plan.tiles
         if plan.grid[0] != 1 or (h // g) % heads:
@@ -463,7 +474,7 @@ def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None):
                 torch.empty(b, h, nchunks, Q), torch.empty(b, h, nchunks, Q),
                 torch.empty(b, nchunks, h, p, n, dtype=dtype), torch.empty(b, h, p, n),
                 h // g, 0.0, float("inf"), Q, *(plan.tiles[k] for k in ("TK", "TP", "TN")),
-                True, True, True, 0)
+                True, True, True, 0, False)
         return plan.grid, args
 
     return make

@@ -41,7 +41,11 @@ class SSDConfig:
                   when dt_limit's bounds are >= 0, so that dt >= 0 and the in-chunk cumsum is monotone);
                   2 and 3, whole-chunk scan only: 2 multiplies the factors and C Bᵀ in x's dtype; 3 takes
                   the row factor out of the key loop (one row scale per row tile: the row tile's first row
-                  is the reference); both experiments
+                  is the reference); both experiments. 4, the key-log2 form (fused state stage and
+                  whole-chunk scan only): the state stage stores kd = dA_cs · log2(e) - log2(dt) in place
+                  of dt_out, and every key tile (the diagonal ones too) takes P = C Bᵀ ∘ exp2(a_m - kd_k):
+                  no dt multiply, no clamp (attempt 23 of docs/perf-notes.md); kd comes from a small
+                  kernel of its own before the scan, or from the fused stage with state_key_log2
     scan_shared   chunk_scan_shared_kernel: 2-D mmas (wgmma on sm_90) with C Bᵀ computed once per key tile and
                   shared by the block's heads, one 2-D accumulator per head (overrides scan_2d)
     state_latency latency hint (1-10) of the fused kernel's x and B loads; 0: none
@@ -59,6 +63,8 @@ class SSDConfig:
                   (``chunk_state_passing_heads_kernel``; needs a single state tile per head); an experiment
     scan_unroll   with scan_cb and scan_chunk: the whole-chunk scan takes each full chunk as one unrolled body
                   (no loops over row and key tiles); the ragged last chunk keeps the loops
+    state_key_log2 with scan_factored=4: the fused (or segmented) state stage stores kd itself (no third
+                  launch; cuTile's exact log2 on the stage's (Q,) vectors doubles its chunk loop's code)
     scan_head_loop with scan_cb and scan_chunk: each block walks this many head blocks of one chunk in a loop
                   (grid h / (HB · scan_head_loop); it must divide h / HB), so that the loads of the next
                   head block may overlap this one's work; an experiment, not measured yet
@@ -83,6 +89,7 @@ class SSDConfig:
     state_heads: int = 1
     scan_unroll: bool = False
     scan_head_loop: int = 1
+    state_key_log2: bool = False
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints"):
@@ -99,12 +106,16 @@ class SSDConfig:
         if self.scan_unroll and not (self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.scan_unroll needs the whole-chunk scan (scan_cb=True, "
                              f"scan_chunk=True); got {self}")
-        if self.scan_factored not in (0, 1, 2, 3):
-            raise ValueError("SSDConfig.scan_factored must be False, True, 2 or 3, got "
+        if self.scan_factored not in (0, 1, 2, 3, 4):
+            raise ValueError("SSDConfig.scan_factored must be False, True, 2, 3 or 4, got "
                              f"{self.scan_factored!r}")
         if self.scan_factored >= 2 and not (self.scan_cb and self.scan_chunk):
             raise ValueError(f"SSDConfig.scan_factored={self.scan_factored} needs the whole-chunk "
                              f"scan (scan_cb=True, scan_chunk=True); got {self}")
+        if self.state_key_log2 and not (self.scan_factored == 4 and self.fused and self.state_heads == 1):
+            raise ValueError("SSDConfig.state_key_log2 (the state stage stores the key-log2 form) needs "
+                             "scan_factored=4 and the fused state stage (fused=True, state_heads=1); "
+                             f"got {self}")
         if type(self.scan_head_loop) is not int or self.scan_head_loop < 1:
             raise ValueError(f"SSDConfig.scan_head_loop must be an int >= 1, got {self.scan_head_loop!r}")
         if self.scan_head_loop != 1 and not (self.scan_cb and self.scan_chunk):
@@ -135,8 +146,12 @@ FAST_16BIT = SSDConfig(fused=True, state_tiles=(64, 128),
 # a row and a column factor: used when dt >= 0, as with the default dt_limit) 0.424 ms against 0.434 exact;
 # every exponential flushing subnormal results to zero (ex2.approx.ftz: one instruction instead of four) took
 # the exact scan from 0.482 to 0.434 ms.
-SCAN_CHUNK_BF16 = dict(scan_cb=True, scan_cb_bf16=True, scan_chunk=True, scan_heads=1, scan_hints=(4, None),
-                       scan_factored=True)
+# Attempt 23 (2026-12-04 evening): the key-log2 form (scan_factored=4: P = C Bᵀ ∘ exp2(a_m - kd_k), kd from
+# its own small kernel) cut the scan's sm_90 key steps by 27-35% of their instructions but the scan only from
+# 0.429 to 0.418 ms at occupancy 4 and 0.420 at 3 (end to end 0.715 -> 0.699 and 0.693): the scan is no longer
+# bound by what it issues. Occupancy 3 (80 registers, tighter key steps).
+SCAN_CHUNK_BF16 = dict(scan_cb=True, scan_cb_bf16=True, scan_chunk=True, scan_heads=1, scan_hints=(3, None),
+                       scan_factored=4)
 # fp16 inputs keep a float32 C Bᵀ (bf16 has 3 mantissa bits fewer than fp16: 8x fp16's rounding error); that
 # kernel runs best at occupancy 3 (0.541 ms; 0.903 at occupancy 4)
 SCAN_CHUNK_FP16 = dict(scan_cb=True, scan_chunk=True, scan_heads=1, scan_hints=(3, None))
@@ -144,8 +159,8 @@ SCAN_CHUNK_FP16 = dict(scan_cb=True, scan_chunk=True, scan_heads=1, scan_hints=(
 # attempt 13): chunk_scan_shared_kernel, one head per block, occupancy 3
 SCAN_SHARED = dict(scan_shared=True, scan_heads=1, scan_hints=(3, None))
 
-# chunk size 256, large problems: the fused state stage (0.343 ms at b8-l4096-h80, occupancy 1 = the
-# compiler's choice), then the chunk scan: 0.827 ms end to end for bf16
+# chunk size 256, large problems: the fused state stage (0.284 ms at b8-l4096-h80 with a whole chunk per mma
+# step, occupancy 1 = the compiler's choice), then the chunk scan: 0.693 ms end to end for bf16 (attempt 23)
 FAST_16BIT_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_BF16)
 FAST_FP16_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_FP16)
 # chunk size 128: the fused stage runs 28% faster at occupancy 2 (b2-l8192-h128-g8: 0.313 against 0.434 ms;
@@ -155,7 +170,8 @@ FAST_FP16_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_FP16)
 # Attempt 19 (2026-12-04): at chunk size 128 the whole-chunk scan unrolled (2 row tiles, 3 key steps, no
 # loops) at occupancy 3 takes 0.356 ms against 0.371 for the loops at occupancy 4 (b2-l8192-h128-g8); at chunk
 # size 256 the unrolled scan is slower (0.60-0.84 against 0.486 ms: 128-158 registers).
-# The factored decay in the unrolled body is slower (0.563 against 0.346 ms, attempt 20): exact here.
+# The factored decay in the unrolled body is slower (0.563 against 0.346 ms, attempt 20), the key-log2 form
+# no faster (0.338 against 0.336, attempt 23): exact here.
 SCAN_CHUNK_BF16_Q128 = SCAN_CHUNK_BF16 | dict(scan_unroll=True, scan_hints=(3, None), scan_factored=False)
 FAST_BF16_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_CHUNK_BF16_Q128)
 FAST_16BIT_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_SHARED)
@@ -169,8 +185,9 @@ LONG_FP16 = SSDConfig(state_hints=(2, None), **SCAN_CHUNK_FP16)
 # chunk scan that adds the segment carry with a second inter-chunk mma. That scan fits occupancy 3, not 4
 # (80 registers and 70 KB of shared memory at 3; 255 registers at 4): 0.539 ms against 0.482 without the
 # carry. End to end 0.891 ms against 0.942 for the unfused pair with the bf16 chunk scan in the same run.
-# (the factored decay: 0.519 against 0.513 ms at b1-l32768-h80, attempt 20: exact here)
-SCAN_CHUNK_BF16_CARRY = SCAN_CHUNK_BF16 | dict(scan_hints=(3, None), scan_factored=False)
+# (the factored decay: 0.519 against 0.513 ms at b1-l32768-h80, attempt 20: exact here; the key-log2 form,
+# attempt 23: 0.511 against 0.517, end to end 0.803 against 0.814)
+SCAN_CHUNK_BF16_CARRY = SCAN_CHUNK_BF16 | dict(scan_hints=(3, None), scan_factored=4)
 LONG_BF16 = SSDConfig(fused=True, state_tiles=(64, 128), segments=8, **SCAN_CHUNK_BF16_CARRY)
 
 #: SMs of the H200 the configs were measured on: a fused grid of fewer blocks leaves SMs idle
