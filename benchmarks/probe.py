@@ -255,6 +255,10 @@ VARIANTS: dict[str, SSDConfig] = {
                                       | dict(scan_factored=4, scan_unroll=False, scan_hints=(4, None)))),
     "kl2 b1 seg8 occ3": SSDConfig(**(vars(LONG_BF16) | dict(scan_factored=4))),
     "kl2 b1 seg8 state-kd occ3": SSDConfig(**(vars(LONG_BF16) | dict(scan_factored=4, state_key_log2=True))),
+    # ... two heads per scan block sharing C and C Bᵀ (a fifth fewer L2 reads per head), which the key-log2
+    # form's fewer registers may let fit (sm_90 cubin at occupancy 2: 128 registers, 112 KB, no stack)
+    **{f"kl2 HB2 occ{so}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_factored=4, scan_heads=2,
+                                                                   scan_hints=(so, None)))) for so in (2, 3)},
     # attempts 21 and 22, coded on 2026-12-04 and not measured before: a loop over 2 head blocks, the
     # factored decay's row factor hoisted (its sm_90 cubin loses the producer warp: 128 registers, 28
     # barriers)
