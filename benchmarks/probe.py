@@ -259,6 +259,12 @@ VARIANTS: dict[str, SSDConfig] = {
     # form's fewer registers may let fit (sm_90 cubin at occupancy 2: 128 registers, 112 KB, no stack)
     **{f"kl2 HB2 occ{so}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_factored=4, scan_heads=2,
                                                                    scan_hints=(so, None)))) for so in (2, 3)},
+    # ... latency hints on the scan's key-loop loads and on the fused stage's x and B loads, now that the scan
+    # issues fewer instructions (docs/perf-notes.md, next steps)
+    **{f"kl2 occ{so} lat{lat}": SSDConfig(**(vars(FAST_16BIT_CB)
+                                             | dict(scan_hints=(so, None), scan_latency=lat)))
+       for so, lat in ((3, 2), (3, 4), (3, 8), (4, 4))},
+    **{f"kl2 state lat{lat}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_latency=lat))) for lat in (2, 6)},
     # attempts 21 and 22, coded on 2026-12-04 and not measured before: a loop over 2 head blocks, the
     # factored decay's row factor hoisted (its sm_90 cubin loses the producer warp: 128 registers, 28
     # barriers)
