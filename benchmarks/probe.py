@@ -242,22 +242,23 @@ VARIANTS: dict[str, SSDConfig] = {
     # attempt 23 (2026-12-04 evening): the key-log2 form, P = C Bᵀ ∘ exp2(a_m - kd_k) with kd = dA_cs·log2(e)
     # - log2(dt) from a small kernel (or from the state stage: "state-kd"); sm_90 cubin at occupancy 4: key
     # steps of 230 and 318 instructions (off-diagonal, diagonal) against 353 and 467 for the shipped factored
-    # decay; 200 and 281 at occupancy 3. The shipped configs first, for reference in the same run
+    # decay; 200 and 281 at occupancy 3. The shipped configs first, for reference in the same run (in the
+    # first probe of attempt 23, "ship b8" was the factored decay at occupancy 4; since, it is "kl2 occ3")
     "ship b8": FAST_16BIT_CB,
     "ship g8": FAST_BF16_Q128,
     "ship b1": LONG_BF16,
     **{f"kl2 occ{so}{' hl2' if hl > 1 else ''}": SSDConfig(
-        **(vars(FAST_16BIT_CB) | dict(scan_factored=4, scan_hints=(so, None), scan_head_loop=hl)))
+        **(vars(FAST_16BIT_CB) | dict(scan_factored=3, scan_hints=(so, None), scan_head_loop=hl)))
        for so, hl in ((4, 1), (3, 1), (4, 2), (3, 2))},
-    "kl2 state-kd occ4": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_factored=4, state_key_log2=True))),
-    "kl2 g8 unroll occ3": SSDConfig(**(vars(FAST_BF16_Q128) | dict(scan_factored=4))),
+    "kl2 state-kd occ4": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_factored=3, state_key_log2=True))),
+    "kl2 g8 unroll occ3": SSDConfig(**(vars(FAST_BF16_Q128) | dict(scan_factored=3))),
     "kl2 g8 loops occ4": SSDConfig(**(vars(FAST_BF16_Q128)
-                                      | dict(scan_factored=4, scan_unroll=False, scan_hints=(4, None)))),
-    "kl2 b1 seg8 occ3": SSDConfig(**(vars(LONG_BF16) | dict(scan_factored=4))),
-    "kl2 b1 seg8 state-kd occ3": SSDConfig(**(vars(LONG_BF16) | dict(scan_factored=4, state_key_log2=True))),
+                                      | dict(scan_factored=3, scan_unroll=False, scan_hints=(4, None)))),
+    "kl2 b1 seg8 occ3": SSDConfig(**(vars(LONG_BF16) | dict(scan_factored=3))),
+    "kl2 b1 seg8 state-kd occ3": SSDConfig(**(vars(LONG_BF16) | dict(scan_factored=3, state_key_log2=True))),
     # ... two heads per scan block sharing C and C Bᵀ (a fifth fewer L2 reads per head), which the key-log2
     # form's fewer registers may let fit (sm_90 cubin at occupancy 2: 128 registers, 112 KB, no stack)
-    **{f"kl2 HB2 occ{so}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_factored=4, scan_heads=2,
+    **{f"kl2 HB2 occ{so}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_factored=3, scan_heads=2,
                                                                    scan_hints=(so, None)))) for so in (2, 3)},
     # ... latency hints on the scan's key-loop loads and on the fused stage's x and B loads, now that the scan
     # issues fewer instructions (docs/perf-notes.md, next steps)
@@ -265,11 +266,13 @@ VARIANTS: dict[str, SSDConfig] = {
                                              | dict(scan_hints=(so, None), scan_latency=lat)))
        for so, lat in ((3, 2), (3, 4), (3, 8), (4, 4))},
     **{f"kl2 state lat{lat}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_latency=lat))) for lat in (2, 6)},
-    # attempts 21 and 22, coded on 2026-12-04 and not measured before: a loop over 2 head blocks, the
-    # factored decay's row factor hoisted (its sm_90 cubin loses the producer warp: 128 registers, 28
-    # barriers)
-    "f1 hl2 occ4": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_head_loop=2))),
-    "hoisted occ4": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_factored=3))),
+    # attempts 21 and 22, coded on 2026-12-04 and not measured before: a loop over 2 head blocks with the
+    # factored decay (the key-log2 form's hl2 variants are above). The other, the factored decay's row factor
+    # hoisted out of the key loop (scan_factored=3 then; its sm_90 cubin lost the producer warp: 128
+    # registers, 28 barriers), took the scan from 0.429 to 0.678 ms; commit 9bad0fa has it
+    "f1 hl2 occ4": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True, scan_cb_bf16=True,
+                             scan_chunk=True, scan_heads=1, scan_hints=(4, None), scan_factored=True,
+                             scan_head_loop=2),
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

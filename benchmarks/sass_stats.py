@@ -128,7 +128,7 @@ def variants(only: str = ""):
     for occ in (2, 3, 4):  # attempt 19: full chunks as one unrolled body
         yield f"chunk_scan_cb_chunk cb16 unroll occ{occ}", hinted(k, occ), scan_chunk_args(unroll=True)
     # attempt 20: the factored decay (1) and the factored decay in bf16 (2), a loop over 2 head blocks
-    for f in (1, 2, 3):  # 3: attempt 22, the row factor hoisted out of the key loop
+    for f in (1, 2, 3):  # 3: attempt 23, the key-log2 form
         yield f"chunk_scan_cb_chunk cb16 factored{f} occ4", hinted(k, 4), scan_chunk_args(factored=f)
     yield ("chunk_scan_cb_chunk cb16 factored1 hl2 occ4", hinted(k, 4),
            scan_chunk_args(factored=1, head_loop=2))

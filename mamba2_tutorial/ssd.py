@@ -107,7 +107,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     form = cfg.scan_factored if min(dt_limit) >= 0 else 0
     # the key-log2 form: kd = dA_cs·log2(e) - log2(dt), stored by the state stage in place of dt_out, or
     # computed by the scan's own small kernel
-    key_log2 = form == 4 and cfg.state_key_log2
+    key_log2 = form == 3 and cfg.state_key_log2
     if cfg.segments > 1:  # kernels 1 and 2 fused, by segments; the scan adds each segment's carry
         dt_out, dA_cumsum, chunk_init_states, final_states, carry = launch_chunk_state_segments(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, cfg.segments,

@@ -80,24 +80,17 @@ VARIANTS = {
     # a loop over the head blocks of a chunk in each scan block; the factored decay in x's dtype (attempt 20)
     "cb-chunk-head-loop-2+factored16": SSDConfig(scan_cb=True, scan_chunk=True, scan_head_loop=2,
                                                  scan_factored=2, scan_cb_bf16=True),
-    # the row factor of the factored decay hoisted out of the key loop (attempt 22), with the loops, unrolled
-    # (HB 2, TM != TK) and with the segment carry
-    "cb-chunk-hoisted": SSDConfig(scan_cb=True, scan_chunk=True, scan_factored=3, scan_cb_bf16=True),
-    "cb-chunk-hoisted-unroll-hb2-tm-ne-tk+segments-2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
-                                                                scan_factored=3, scan_unroll=True,
-                                                                scan_heads=2, scan_tiles=(32, 16, 32),
-                                                                segments=2),
     # the key-log2 form (attempt 23): the fused stage stores kd = dA_cs·log2(e) - log2(dt), every key tile
     # takes P = C Bᵀ ∘ exp2(a_m - kd_k); with TM != TK and HB 2, unrolled, by segments, in a head loop
-    "key-log2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=4, scan_cb_bf16=True),
+    "key-log2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3, scan_cb_bf16=True),
     "key-log2-hb2-tm-ne-tk-unroll+segments-2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
-                                                        scan_factored=4, scan_unroll=True, scan_heads=2,
+                                                        scan_factored=3, scan_unroll=True, scan_heads=2,
                                                         scan_tiles=(32, 16, 32), segments=2),
     "key-log2-head-loop-2+multi-tile": SSDConfig(fused=True, state_tiles=(32, 64), scan_cb=True,
-                                                 scan_chunk=True, scan_factored=4, scan_head_loop=2,
+                                                 scan_chunk=True, scan_factored=3, scan_head_loop=2,
                                                  state_key_log2=True),
-    "key-log2-unfused": SSDConfig(scan_cb=True, scan_chunk=True, scan_factored=4),
-    "key-log2-state+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=4,
+    "key-log2-unfused": SSDConfig(scan_cb=True, scan_chunk=True, scan_factored=3),
+    "key-log2-state+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3,
                                            segments=3, state_key_log2=True),
     "cb-chunk-head-loop-2-hb2-unroll+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
                                                             scan_head_loop=2, scan_heads=2, scan_unroll=True,
@@ -171,7 +164,7 @@ def test_factored_decay_is_not_used_when_dt_can_be_negative_cpu():
            dt_limit=(-float("inf"), float("inf")), negative_dt=True)
 
 
-@pytest.mark.parametrize("factored", [1, 3, 4], ids=["factored", "hoisted", "key-log2"])
+@pytest.mark.parametrize("factored", [1, 3], ids=["factored", "key-log2"])
 def test_factored_decays_under_strong_decay_cpu(factored):
     # A 200x Mamba-2's range: dt·A reaches -30 per step, so decays across a key tile or a row tile underflow
     # float32 (and are flushed to zero); the factors must never overflow, and what underflows must be what
@@ -405,7 +398,7 @@ def test_segments_need_the_whole_chunk_scan():
     for kw in ({}, {"cb": True}):  # the unrolled scan exists only as the whole-chunk scan
         with pytest.raises(ValueError, match="unrolled scan"):
             launch_chunk_scan(*(None,) * 8, "cpu", unroll=True, **kw)
-        for bad in ({"head_loop": 2}, {"factored": 2}, {"factored": 3}, {"factored": 4}):
+        for bad in ({"head_loop": 2}, {"factored": 2}, {"factored": 3}):
             with pytest.raises(ValueError, match="need the whole-chunk scan"):
                 launch_chunk_scan(*(None,) * 8, "cpu", **bad, **kw)
 
@@ -417,13 +410,13 @@ def test_head_loop_and_bf16_factors_are_checked():
     for bad in (0, 1.5):
         with pytest.raises(ValueError, match="scan_head_loop must be an int >= 1"):
             SSDConfig(scan_cb=True, scan_chunk=True, scan_head_loop=bad)
-    with pytest.raises(ValueError, match="scan_factored must be False, True, 2, 3 or 4"):
-        SSDConfig(scan_factored=5)
+    with pytest.raises(ValueError, match="scan_factored must be False, True, 2 or 3"):
+        SSDConfig(scan_factored=4)
     with pytest.raises(ValueError, match="whole-chunk scan"):
-        SSDConfig(fused=True, scan_factored=4)
+        SSDConfig(fused=True, scan_factored=3)
     for bad in (dict(), dict(fused=True, state_heads=2), dict(fused=True, scan_factored=1)):
         with pytest.raises(ValueError, match="state_key_log2"):  # kd from the fused stage (one head a block)
-            SSDConfig(scan_cb=True, scan_chunk=True, **(dict(scan_factored=4) | bad), state_key_log2=True)
+            SSDConfig(scan_cb=True, scan_chunk=True, **(dict(scan_factored=3) | bad), state_key_log2=True)
     shape = SSDShape(1, 100, 6, 32, 2, 40, 64, "ragged")  # 6 head blocks of one head: no loop of 4
     inp = make_inputs(shape, seed=0)
     with pytest.raises(ValueError, match="scan_head_loop = 4 must divide the head blocks h / HB = 6"):

@@ -255,15 +255,13 @@ def entering_state_T(x, chunk_init_states, b, c, h, i_p, TP, NS):
 
 
 def inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB, S_cTs=None,
-                      carries=None, FROM_FIRST_ROW=False):
+                      carries=None):
     """The inter-chunk part for the HB heads of a block, one 2-D accumulator each:
     acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m). Returns (accs, a_ms), tuples over the heads, with
     a_m = dA_cs_m · log2(e) for the intra-chunk decay. ``S_cTs`` (a tuple of the heads' S_cᵀ) when the caller
     loaded them already; otherwise each head's is loaded here. ``carries`` (the segmented state stage, a
     tuple over the heads of (K_sᵀ, exp(d_c))): S_c = L_c + exp(d_c) · K_s, so the product is
-    C_m @ L_cᵀ + exp(d_c) · (C_m @ K_sᵀ), two mmas on loaded tiles. FROM_FIRST_ROW (a compile-time
-    constant): every row scaled by the first row's exp(dA_cs_0) instead of its own (the caller scales the
-    rows later; chunk_scan_cb's hoisted factored decay). Inlined by cuTile."""
+    C_m @ L_cᵀ + exp(d_c) · (C_m @ K_sᵀ), two mmas on loaded tiles. Inlined by cuTile."""
     accs = ()
     a_ms = ()
     for j in ct.static_iter(range(HB)):
@@ -275,10 +273,7 @@ def inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, 
             K_sT, decay = carries[j]
             acc = ct.mma(C_m, K_sT, acc) * decay
         acc = ct.mma(C_m, S_cT, acc)
-        if FROM_FIRST_ROW:
-            accs = accs + (acc * ct.exp2(ct.extract(a_m, (0,), shape=(1,)), flush_to_zero=True),)
-        else:
-            accs = accs + (acc * ct.exp2(a_m, flush_to_zero=True)[:, None],)
+        accs = accs + (acc * ct.exp2(a_m, flush_to_zero=True)[:, None],)
         a_ms = a_ms + (a_m,)
     return accs, a_ms
 
@@ -401,7 +396,7 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
     :mod:`.chunk_scan_cb` instead (C Bᵀ once per chunk and group, then the scan that reads it;
     ``whole_chunk``: one block per chunk; ``cb_bf16``: C Bᵀ stored in bfloat16; ``carry``: the
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry` of a segmented state stage, whole-chunk scan
-    only; ``unroll``: the whole-chunk scan unrolled for full chunks; ``kd_ready``: with ``factored`` 4 (the
+    only; ``unroll``: the whole-chunk scan unrolled for full chunks; ``kd_ready``: with ``factored`` 3 (the
     key-log2 form), dt_out already holds kd)."""
     if cb:
         from .chunk_scan_cb import launch_chunk_scan_cb
@@ -413,7 +408,7 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
                                     unroll=unroll, head_loop=head_loop, kd_ready=kd_ready)
     if carry is not None or unroll or head_loop != 1 or factored >= 2:
         raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop and "
-                         "factored 2, 3 or 4 need the whole-chunk scan "
+                         "factored 2 or 3 need the whole-chunk scan "
                          "(SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]

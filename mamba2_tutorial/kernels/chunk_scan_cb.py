@@ -57,7 +57,7 @@ ZERO = ct.PaddingMode.ZERO
 #: FACTORED value of the key-log2 form (attempt 23 of docs/perf-notes.md): ``dt_out`` holds each key's
 #: kd_k = dA_cs_k · log2(e) - log2(dt_k) (``chunk_local_state(KEY_LOG2=True)`` stores it), so that
 #: exp(dA_cs_m - dA_cs_k) · dt_k = exp2(a_m - kd_k): one subtraction and one exponential per element
-KEY_LOG2 = 4
+KEY_LOG2 = 3
 
 
 @ct.kernel
@@ -124,12 +124,9 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
     FACTORED (only for a key tile entirely before the rows, and only when dA_cs is monotone: dt >= 0): with r
     the tile's last key, exp2(a_m - a_k) = exp2(a_m - a_r) · exp2(a_r - a_k), both factors <= 1, so TM + TK
     exponentials per head instead of TM · TK (1: in float32; 2: the factors and CB in x's dtype).
-    FACTORED = KEY_LOG2 (4; every key tile, the diagonal ones too, and only when dt >= 0): ``dt_out`` holds
+    FACTORED = KEY_LOG2 (3; every key tile, the diagonal ones too, and only when dt >= 0): ``dt_out`` holds
     kd_k = a_k - log2(dt_k) instead of dt_k, and P_j = CB[m, k] ∘ exp2(a_m - kd_k) (∘ [k <= m]): no dt
-    multiply and no clamp (a masked entry's exponential may overflow; the mask's select discards it).
-    FACTORED 3 (the row factor hoisted out of the key loop): ``a_ms`` holds each head's reference a_0 (the
-    row tile's first row) instead of its rows, and P_j = CB[m, k] ∘ exp2(a_0 - a_k) ∘ dt_k: the caller
-    multiplies the sum by exp2(a_m - a_0) once per row tile (see ``_row_tile``)."""
+    multiply and no clamp (a masked entry's exponential may overflow; the mask's select discards it)."""
     k_tile = c * (Q // TK) + kt
     CB_mk = ct.load(CB, (b, c, g, i_m, kt), shape=(1, 1, 1, TM, TK), latency=lat).reshape((TM, TK))
     if FACTORED == 2:
@@ -151,8 +148,6 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
             dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
         if FACTORED == KEY_LOG2:
             pass
-        elif FACTORED == 3:
-            P = CB_mk * (ct.exp2(ct.minimum(a_ms[j] - a_k, 0.0), flush_to_zero=True) * dt_k)[None, :]
         elif FACTORED:
             a_r = ct.extract(a_k, (TK - 1,), shape=(1,))
             u = ct.exp2(ct.minimum(a_ms[j] - a_r, 0.0), flush_to_zero=True)                       # (TM,)
@@ -186,32 +181,20 @@ def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g
     else:
         n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
     # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
-    # (FACTORED 3: scaled by exp2(a_0), the row tile's first row, instead: see below)
     accs, a_ms = inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB,
-                                   S_cTs, carries, FACTORED == 3)
-    refs = a_ms
-    if FACTORED == 3:
-        refs = ()
-        for j in ct.static_iter(range(HB)):
-            refs = refs + (ct.extract(a_ms[j], (0,), shape=(1,)),)
+                                   S_cTs, carries)
     diag_form = KEY_LOG2 if FACTORED == KEY_LOG2 else 0  # the diagonal tiles: exact, or the key-log2 form
     # 2. intra-chunk, one CB tile per key tile shared by the HB heads. Key tiles entirely before this row
     # tile (kt < n_full) need no causal mask; the diagonal tile(s) do.
     n_full = min((i_m * TM) // TK, n_k)
     if STATIC:
         for kt in ct.static_iter(range(n_full)):
-            accs = _key_tile(accs, refs, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
                              Q, TM, TK, TP, HB, lat, False, FACTORED)
     else:
         for kt in range(n_full):
-            accs = _key_tile(accs, refs, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
+            accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
                              Q, TM, TK, TP, HB, lat, False, FACTORED)
-    if FACTORED == 3:  # everything so far carries exp2(a_0) in place of exp2(a_m): one row scale per head
-        scaled = ()
-        for j in ct.static_iter(range(HB)):
-            u = ct.exp2(ct.minimum(a_ms[j] - refs[j], 0.0), flush_to_zero=True)                 # (TM,)
-            scaled = scaled + (accs[j] * u[:, None],)
-        accs = scaled
     if STATIC:
         for kt in ct.static_iter(range(n_full, n_k)):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
@@ -375,14 +358,14 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry`, only with ``whole_chunk``): chunk_init_states
     came from the segmented state stage; ``unroll`` (only with ``whole_chunk``): the whole-chunk scan's
     unrolled body for full chunks; ``head_loop`` (only with ``whole_chunk``): head blocks per scan block,
-    walked in a loop; ``factored`` 2 or 3 (only with ``whole_chunk``): the factored decay in x's dtype, or
-    with its row factor hoisted out of the key loop; :data:`KEY_LOG2` (4, only with ``whole_chunk``):
+    walked in a loop; ``factored`` 2 (only with ``whole_chunk``): the factored decay in x's dtype;
+    :data:`KEY_LOG2` (3, only with ``whole_chunk``):
     ``dt_out`` holds the key-log2 form kd (see ``_key_tile``) when ``kd_ready`` (the fused state stage stored
     it, ``SSDConfig.state_key_log2``), else :data:`key_log2_kernel` computes it from dt_out and dA_cumsum
     first (a third launch)."""
     if (carry is not None or unroll or head_loop != 1 or factored >= 2) and not whole_chunk:
         raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop and "
-                         "factored 2, 3 or 4 need the whole-chunk scan "
+                         "factored 2 or 3 need the whole-chunk scan "
                          "(SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]

@@ -39,13 +39,11 @@ class SSDConfig:
                   instead of chunk_scan_kernel's batched 3-D mma (scan_factored is then ignored)
     scan_factored chunk_scan splits the decay of key tiles before the row tile into two factors (used only
                   when dt_limit's bounds are >= 0, so that dt >= 0 and the in-chunk cumsum is monotone);
-                  2 and 3, whole-chunk scan only: 2 multiplies the factors and C Bᵀ in x's dtype; 3 takes
-                  the row factor out of the key loop (one row scale per row tile: the row tile's first row
-                  is the reference); both experiments. 4, the key-log2 form (fused state stage and
-                  whole-chunk scan only): the state stage stores kd = dA_cs · log2(e) - log2(dt) in place
-                  of dt_out, and every key tile (the diagonal ones too) takes P = C Bᵀ ∘ exp2(a_m - kd_k):
-                  no dt multiply, no clamp (attempt 23 of docs/perf-notes.md); kd comes from a small
-                  kernel of its own before the scan, or from the fused stage with state_key_log2
+                  2 and 3, whole-chunk scan only: 2 multiplies the factors and C Bᵀ in x's dtype (an
+                  experiment); 3 is the key-log2 form: kd = dA_cs · log2(e) - log2(dt) replaces dt_out,
+                  and every key tile (the diagonal ones too) takes P = C Bᵀ ∘ exp2(a_m - kd_k): no dt
+                  multiply, no clamp (attempt 23 of docs/perf-notes.md); kd comes from a small kernel of
+                  its own before the scan, or from the fused state stage with state_key_log2
     scan_shared   chunk_scan_shared_kernel: 2-D mmas (wgmma on sm_90) with C Bᵀ computed once per key tile and
                   shared by the block's heads, one 2-D accumulator per head (overrides scan_2d)
     state_latency latency hint (1-10) of the fused kernel's x and B loads; 0: none
@@ -63,7 +61,7 @@ class SSDConfig:
                   (``chunk_state_passing_heads_kernel``; needs a single state tile per head); an experiment
     scan_unroll   with scan_cb and scan_chunk: the whole-chunk scan takes each full chunk as one unrolled body
                   (no loops over row and key tiles); the ragged last chunk keeps the loops
-    state_key_log2 with scan_factored=4: the fused (or segmented) state stage stores kd itself (no third
+    state_key_log2 with scan_factored=3: the fused (or segmented) state stage stores kd itself (no third
                   launch; cuTile's exact log2 on the stage's (Q,) vectors doubles its chunk loop's code)
     scan_head_loop with scan_cb and scan_chunk: each block walks this many head blocks of one chunk in a loop
                   (grid h / (HB · scan_head_loop); it must divide h / HB), so that the loads of the next
@@ -106,15 +104,15 @@ class SSDConfig:
         if self.scan_unroll and not (self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.scan_unroll needs the whole-chunk scan (scan_cb=True, "
                              f"scan_chunk=True); got {self}")
-        if self.scan_factored not in (0, 1, 2, 3, 4):
-            raise ValueError("SSDConfig.scan_factored must be False, True, 2, 3 or 4, got "
+        if self.scan_factored not in (0, 1, 2, 3):
+            raise ValueError("SSDConfig.scan_factored must be False, True, 2 or 3, got "
                              f"{self.scan_factored!r}")
         if self.scan_factored >= 2 and not (self.scan_cb and self.scan_chunk):
             raise ValueError(f"SSDConfig.scan_factored={self.scan_factored} needs the whole-chunk "
                              f"scan (scan_cb=True, scan_chunk=True); got {self}")
-        if self.state_key_log2 and not (self.scan_factored == 4 and self.fused and self.state_heads == 1):
+        if self.state_key_log2 and not (self.scan_factored == 3 and self.fused and self.state_heads == 1):
             raise ValueError("SSDConfig.state_key_log2 (the state stage stores the key-log2 form) needs "
-                             "scan_factored=4 and the fused state stage (fused=True, state_heads=1); "
+                             "scan_factored=3 and the fused state stage (fused=True, state_heads=1); "
                              f"got {self}")
         if type(self.scan_head_loop) is not int or self.scan_head_loop < 1:
             raise ValueError(f"SSDConfig.scan_head_loop must be an int >= 1, got {self.scan_head_loop!r}")
@@ -146,12 +144,12 @@ FAST_16BIT = SSDConfig(fused=True, state_tiles=(64, 128),
 # a row and a column factor: used when dt >= 0, as with the default dt_limit) 0.424 ms against 0.434 exact;
 # every exponential flushing subnormal results to zero (ex2.approx.ftz: one instruction instead of four) took
 # the exact scan from 0.482 to 0.434 ms.
-# Attempt 23 (2026-12-04 evening): the key-log2 form (scan_factored=4: P = C Bᵀ ∘ exp2(a_m - kd_k), kd from
+# Attempt 23 (2026-12-04 evening): the key-log2 form (scan_factored=3: P = C Bᵀ ∘ exp2(a_m - kd_k), kd from
 # its own small kernel) cut the scan's sm_90 key steps by 27-35% of their instructions but the scan only from
 # 0.429 to 0.418 ms at occupancy 4 and 0.420 at 3 (end to end 0.715 -> 0.699 and 0.693): the scan is no longer
 # bound by what it issues. Occupancy 3 (80 registers, tighter key steps).
 SCAN_CHUNK_BF16 = dict(scan_cb=True, scan_cb_bf16=True, scan_chunk=True, scan_heads=1, scan_hints=(3, None),
-                       scan_factored=4)
+                       scan_factored=3)
 # fp16 inputs keep a float32 C Bᵀ (bf16 has 3 mantissa bits fewer than fp16: 8x fp16's rounding error); that
 # kernel runs best at occupancy 3 (0.541 ms; 0.903 at occupancy 4)
 SCAN_CHUNK_FP16 = dict(scan_cb=True, scan_chunk=True, scan_heads=1, scan_hints=(3, None))
@@ -187,7 +185,7 @@ LONG_FP16 = SSDConfig(state_hints=(2, None), **SCAN_CHUNK_FP16)
 # carry. End to end 0.891 ms against 0.942 for the unfused pair with the bf16 chunk scan in the same run.
 # (the factored decay: 0.519 against 0.513 ms at b1-l32768-h80, attempt 20: exact here; the key-log2 form,
 # attempt 23: 0.511 against 0.517, end to end 0.803 against 0.814)
-SCAN_CHUNK_BF16_CARRY = SCAN_CHUNK_BF16 | dict(scan_hints=(3, None), scan_factored=4)
+SCAN_CHUNK_BF16_CARRY = SCAN_CHUNK_BF16 | dict(scan_hints=(3, None), scan_factored=3)
 LONG_BF16 = SSDConfig(fused=True, state_tiles=(64, 128), segments=8, **SCAN_CHUNK_BF16_CARRY)
 
 #: SMs of the H200 the configs were measured on: a fused grid of fewer blocks leaves SMs idle
