@@ -8,7 +8,12 @@ import torch
 from mamba2_tutorial import reference as ref
 from mamba2_tutorial.checks import assert_close, relative_error
 from mamba2_tutorial.inputs import SSDShape, make_inputs
-from mamba2_tutorial.kernels.chunk_scan_cb import chunk_scan_cb_plan, launch_chunk_cb
+from mamba2_tutorial.kernels.chunk_scan_cb import (
+    KEY_LOG2_ROWS,
+    chunk_scan_cb_plan,
+    launch_chunk_cb,
+    launch_key_log2,
+)
 from mamba2_tutorial.kernels.configs import FAST_16BIT_CB, SSDConfig
 from mamba2_tutorial.ssd import ssd_forward, ssd_stages
 
@@ -105,3 +110,19 @@ def test_cb_factored_decay_forced_on_negative_dt_is_wrong_cpu():
     exact = launch_chunk_scan(*args, cb=True, max_heads_per_block=2)
     forced = launch_chunk_scan(*args, cb=True, max_heads_per_block=2, factored=True)
     assert relative_error(forced, exact) > 1e-2
+
+
+def test_key_log2_kernel_writes_every_kd():
+    # (b, h, nchunks, Q) = (2, 3, 5, 32): 30 rows, not a multiple of the kernel's 16-row blocks; some dt are 0
+    # (the padding past a ragged sequence end, or dt_limit's lower bound), whose kd is +inf (exp2(-inf) = 0)
+    gen = torch.Generator().manual_seed(11)
+    dt = torch.rand(2, 3, 5, 32, generator=gen) * 0.2
+    dt[1, 2, 4, 20:] = 0.0
+    dA_cumsum = (-dt * torch.rand(3, generator=gen)[None, :, None, None] * 16).cumsum(-1)
+    assert (2 * 3 * 5) % KEY_LOG2_ROWS != 0
+    kd = launch_key_log2(dt, dA_cumsum, "cpu", poison=True)
+    want = dA_cumsum.double() * 1.4426950408889634 - torch.log2(dt.double())
+    assert not torch.isnan(kd).any()
+    assert torch.equal(torch.isinf(kd), dt == 0) and (kd[dt == 0] > 0).all()
+    finite = dt > 0
+    assert_close(kd[finite], want[finite], name="kd = dA_cumsum·log2(e) - log2(dt)")

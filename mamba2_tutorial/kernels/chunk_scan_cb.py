@@ -140,25 +140,23 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
     for j in ct.static_iter(range(HB)):
         h = hb * HB + j
         x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
-        if FACTORED == KEY_LOG2:
+        if FACTORED == KEY_LOG2:  # dt_out holds kd_k = a_k - log2(dt_k): exp2(a_m - kd_k) = decay · dt_k
             kd = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
             P = CB_mk * ct.exp2(a_ms[j][:, None] - kd[None, :], flush_to_zero=True)
         else:
             a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
             dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
-        if FACTORED == KEY_LOG2:
-            pass
-        elif FACTORED:
-            a_r = ct.extract(a_k, (TK - 1,), shape=(1,))
-            u = ct.exp2(ct.minimum(a_ms[j] - a_r, 0.0), flush_to_zero=True)                       # (TM,)
-            v = ct.exp2(ct.minimum(a_r - a_k, 0.0), flush_to_zero=True) * dt_k                    # (TK,)
-            if FACTORED == 2:
-                P = CB_mk * u.astype(x.dtype)[:, None] * v.astype(x.dtype)[None, :]
+            if FACTORED:
+                a_r = ct.extract(a_k, (TK - 1,), shape=(1,))
+                u = ct.exp2(ct.minimum(a_ms[j] - a_r, 0.0), flush_to_zero=True)                   # (TM,)
+                v = ct.exp2(ct.minimum(a_r - a_k, 0.0), flush_to_zero=True) * dt_k                # (TK,)
+                if FACTORED == 2:
+                    P = CB_mk * u.astype(x.dtype)[:, None] * v.astype(x.dtype)[None, :]
+                else:
+                    P = CB_mk * u[:, None] * v[None, :]
             else:
-                P = CB_mk * u[:, None] * v[None, :]
-        else:
-            decay = ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0), flush_to_zero=True)
-            P = CB_mk * decay * dt_k[None, :]
+                decay = ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0), flush_to_zero=True)
+                P = CB_mk * decay * dt_k[None, :]
         if MASK:
             P = ct.where(causal, P, 0.0)
         new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
