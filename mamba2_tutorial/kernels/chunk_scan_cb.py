@@ -43,6 +43,7 @@ from .chunk_scan import (
     entering_state_T,
     inter_chunk_heads,
 )
+from .chunk_state import key_log2
 from .configs import FAST_16BIT_CB, FAST_BF16_Q128, LONG_BF16
 from .segments import SegmentCarry
 from .spec import KernelSpec
@@ -55,8 +56,9 @@ __all__ = ["KEY_LOG2", "SPECS", "chunk_cb_kernel", "key_log2_kernel", "launch_ke
 LOG2E = 1.4426950408889634
 ZERO = ct.PaddingMode.ZERO
 #: FACTORED value of the key-log2 form (attempt 23 of docs/perf-notes.md): ``dt_out`` holds each key's
-#: kd_k = dA_cs_k · log2(e) - log2(dt_k) (``chunk_local_state(KEY_LOG2=True)`` stores it), so that
-#: exp(dA_cs_m - dA_cs_k) · dt_k = exp2(a_m - kd_k): one subtraction and one exponential per element
+#: kd_k = dA_cs_k · log2(e) - log2(dt_k) (``chunk_state.key_log2``; computed by :data:`key_log2_kernel`, or
+#: stored by the fused state stage), so that exp(dA_cs_m - dA_cs_k) · dt_k = exp2(a_m - kd_k): one
+#: subtraction and one exponential per element
 KEY_LOG2 = 3
 
 
@@ -98,7 +100,7 @@ def key_log2_kernel(dt_out, dA_cumsum, kd, TR: ct.Constant[int], Q: ct.Constant[
     i = ct.bid(0)
     dt = ct.load(dt_out, (i, 0), shape=(TR, Q), padding_mode=ZERO)
     a = ct.load(dA_cumsum, (i, 0), shape=(TR, Q), padding_mode=ZERO)
-    ct.store(kd, (i, 0), a * LOG2E - ct.log2(dt))
+    ct.store(kd, (i, 0), key_log2(a, dt))
 
 
 #: rows of (b, h, nchunks, Q) per key_log2_kernel block

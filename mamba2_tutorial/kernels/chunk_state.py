@@ -53,7 +53,7 @@ from ._host import (
 from .configs import FAST_16BIT, FAST_16BIT_Q128, LONG_FP16
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "chunk_local_state",
+__all__ = ["SPECS", "chunk_local_state", "key_log2",
            "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_heads_kernel",
            "chunk_state_passing_kernel",
            "chunk_state_passing_plan", "chunk_state_plan", "chunk_state_tiles", "launch_chunk_state",
@@ -90,6 +90,14 @@ def process_dt(dt_raw, dt_bias_h, dt_min, dt_max, in_sequence,
         dt = ct.where(dt <= SOFTPLUS_THRESHOLD, softplus, dt)
     dt = ct.minimum(ct.maximum(dt, dt_min), dt_max)
     return ct.where(in_sequence, dt, 0.0)
+
+
+def key_log2(dA_cs, dt):
+    """The key-log2 form of each position's decay weight, kd = dA_cs · log2(e) - log2(dt) (+inf where dt = 0),
+    so that exp(dA_cs_m - dA_cs_k) · dt_k = exp2(dA_cs_m · log2(e) - kd_k): what the chunk scan reads with
+    ``FACTORED = KEY_LOG2`` (kernels/chunk_scan_cb.py). Only for dt >= 0. A plain function, inlined by
+    cuTile."""
+    return dA_cs * LOG2E - ct.log2(dt)
 
 
 @ct.kernel
@@ -150,8 +158,7 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
     chunk_state_kernel builds it. Returns (dA_cs_last (1,), local (TP, TN) float32). A plain function:
     cuTile inlines it into the kernel's chunk loop; ``lat`` is a latency hint for the x and B loads (or
     None). KEY_LOG2 (a compile-time constant; only when dt >= 0): ``dt_out`` receives each position's
-    kd = dA_cs · log2(e) - log2(dt) instead of dt (+inf where dt = 0), the form the chunk scan's
-    ``FACTORED = KEY_LOG2`` reads: exp(dA_cs_m - dA_cs_k) · dt_k = exp2(dA_cs_m · log2(e) - kd_k)."""
+    :func:`key_log2` form kd instead of dt."""
     dt_raw = ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
     t = c * Q + ct.arange(Q, dtype=ct.int32)
     dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
@@ -159,7 +166,7 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
     # every state tile of (b, h) stores the same dt_out and dA_cumsum: a store under `if pid_pn == 0`
     # here was the suspect of the hang of multi-tile fused launches (docs/perf-notes.md, attempt 15)
     if KEY_LOG2:
-        ct.store(dt_out, (b, h, c, 0), (dA_cs * LOG2E - ct.log2(dt_c)).reshape((1, 1, 1, Q)))
+        ct.store(dt_out, (b, h, c, 0), key_log2(dA_cs, dt_c).reshape((1, 1, 1, Q)))
     else:
         ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
     ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
@@ -274,7 +281,7 @@ def chunk_state_passing_heads_kernel(x, B, dt, A, dt_bias, initial_states,      
             dt_c = process_dt(dt_raw, biases[j], dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
             dA_cs = ct.cumsum(dt_c * A_hs[j], axis=0)
             if KEY_LOG2:
-                ct.store(dt_out, (b, h, c, 0), (dA_cs * LOG2E - ct.log2(dt_c)).reshape((1, 1, 1, Q)))
+                ct.store(dt_out, (b, h, c, 0), key_log2(dA_cs, dt_c).reshape((1, 1, 1, Q)))
             else:
                 ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
             ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
