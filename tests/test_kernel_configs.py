@@ -80,8 +80,9 @@ VARIANTS = {
     # a loop over the head blocks of a chunk in each scan block; the factored decay in x's dtype (attempt 20)
     "cb-chunk-head-loop-2+factored16": SSDConfig(scan_cb=True, scan_chunk=True, scan_head_loop=2,
                                                  scan_factored=2, scan_cb_bf16=True),
-    # the key-log2 form (attempt 23): the fused stage stores kd = dA_cs·log2(e) - log2(dt), every key tile
-    # takes P = C Bᵀ ∘ exp2(a_m - kd_k); with TM != TK and HB 2, unrolled, by segments, in a head loop
+    # the key-log2 form (attempt 23): kd = dA_cs·log2(e) - log2(dt) from key_log2_kernel (or, state_key_log2,
+    # from the fused stage), every key tile takes P = C Bᵀ ∘ exp2(a_m - kd_k); with TM != TK and HB 2,
+    # unrolled, by segments, in a head loop, unfused
     "key-log2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3, scan_cb_bf16=True),
     "key-log2-hb2-tm-ne-tk-unroll+segments-2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
                                                         scan_factored=3, scan_unroll=True, scan_heads=2,
