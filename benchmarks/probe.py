@@ -273,6 +273,24 @@ VARIANTS: dict[str, SSDConfig] = {
     "f1 hl2 occ4": SSDConfig(fused=True, state_tiles=(64, 128), scan_cb=True, scan_cb_bf16=True,
                              scan_chunk=True, scan_heads=1, scan_hints=(4, None), scan_factored=True,
                              scan_head_loop=2),
+    # attempt 24 (2026-12-04 night): the state stages' FORM (chunk_state.chunk_local_state): dt behind a
+    # layout anchor (2: chunk_state.computed_once; sm_90 chunk loop 1365 -> 861 instructions, 920 with kd
+    # stored) and/or the mma accumulating into the decayed state (4); "kd": the stage stores kd itself (no
+    # key_log2_kernel launch)
+    **{f"s24 {name} f{form}{' kd' if kd else ''}": SSDConfig(**(vars(cfg) | dict(
+        scan_factored=3, state_key_log2=kd, state_form=form)))
+       for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128))
+       for form, kd in ((0, False), (2, False), (2, True), (4, False), (4, True), (6, True))},
+    # ... at occupancy 2 (sm_90 cubins at chunk size 256: 128 registers, no stack, 113 KB of shared memory
+    # with 256 rows per mma step, 106 KB with 128; form 0 with 128 rows spills 8.6 KB per thread), with 256,
+    # 128 or 64 rows per step and latency hints on the x and B loads
+    **{f"s24 {name} occ2 f{form}{' kd' if kd else ''}{f' tk{tk}' if tk else ''}{f' lat{lat}' if lat else ''}":
+       SSDConfig(**(vars(cfg) | dict(scan_factored=3, state_key_log2=kd, state_form=form, state_latency=lat,
+                                     state_hints=(2, None), state_tiles=(64, 128, tk) if tk else (64, 128))))
+       for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128))
+       for form, kd, tk, lat in ((0, False, 0, 0), (2, True, 0, 0), (6, True, 0, 0), (6, True, 128, 0),
+                                 (2, False, 0, 0), (6, True, 64, 0), (6, True, 128, 2), (6, True, 128, 4),
+                                 (2, True, 128, 0))},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

@@ -69,7 +69,7 @@ def fused_args(TP, TN, TK, Q=256, b=2, l=1024, h=8, p=64, g=1, n=128):
     nch = -(-l // Q)
     return (x, B, torch.rand(b, l, h), -torch.rand(h), torch.zeros(1), torch.zeros(1, 1, 1, 1),
             torch.empty(b, h, nch, Q), torch.empty(b, h, nch, Q), torch.empty(b, nch, h, p, n, dtype=dtype),
-            torch.empty(b, h, p, n), h // g, 0.0, float("inf"), Q, TK, TP, TN, False, False, False, 0, False)
+            torch.empty(b, h, p, n), h // g, 0.0, float("inf"), Q, TK, TP, TN, False, False, False, 0, 0)
 
 
 def scan_cb_args(TM=64, TK=64, TP=64, HB=1, lat=0, factored=False, Q=256, b=2, l=1024, h=8, p=64, g=1, n=128):

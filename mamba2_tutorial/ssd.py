@@ -112,12 +112,12 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
         dt_out, dA_cumsum, chunk_init_states, final_states, carry = launch_chunk_state_segments(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, cfg.segments,
             _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency,
-            key_log2=key_log2)
+            key_log2=key_log2, form=cfg.state_form)
     elif cfg.fused:  # kernels 1 and 2 as one launch: the float32 chunk states stay on chip
         dt_out, dA_cumsum, chunk_init_states, final_states = launch_chunk_state_passing(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison,
             tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency, heads=cfg.state_heads,
-            key_log2=key_log2)
+            key_log2=key_log2, form=cfg.state_form)
     else:
         dt_out, dA_cumsum, states = launch_chunk_state(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison, hints=cfg.state_hints)
@@ -158,7 +158,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
         def fused():  # the segmented stage's two launches: the segments, then state passing over them
             return launch_chunk_state_segments(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                                cfg.segments, tiles=cfg.state_tiles, hints=cfg.state_hints,
-                                               latency=cfg.state_latency, key_log2=cfg.state_key_log2)
+                                               latency=cfg.state_latency, key_log2=cfg.state_key_log2,
+                                               form=cfg.state_form)
         dt_out, dA_cumsum, init, _, carry = fused()
         stages["chunk_state_passing"] = fused
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}
@@ -167,7 +168,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
             return launch_chunk_state_passing(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                               tiles=cfg.state_tiles, hints=cfg.state_hints,
                                               latency=cfg.state_latency, heads=cfg.state_heads,
-                                              key_log2=cfg.state_key_log2)
+                                              key_log2=cfg.state_key_log2, form=cfg.state_form)
         dt_out, dA_cumsum, init, _ = fused()
         stages["chunk_state_passing"] = fused
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}

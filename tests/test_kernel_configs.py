@@ -93,6 +93,13 @@ VARIANTS = {
     "key-log2-unfused": SSDConfig(scan_cb=True, scan_chunk=True, scan_factored=3),
     "key-log2-state+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3,
                                            segments=3, state_key_log2=True),
+    # the state stages' FORM (attempt 24): dt behind a layout anchor (2), the mma accumulating into the
+    # decayed state (4), with kd stored by the stage; fused with several state tiles, and by segments
+    "state-form-2-kd": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3, state_form=2,
+                                 state_key_log2=True),
+    "state-form-4+multi-tile": SSDConfig(fused=True, state_tiles=(32, 64, 32), state_form=4),
+    "state-form-6-kd+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3,
+                                            segments=3, state_form=6, state_key_log2=True),
     "cb-chunk-head-loop-2-hb2-unroll+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
                                                             scan_head_loop=2, scan_heads=2, scan_unroll=True,
                                                             segments=3),
@@ -202,9 +209,12 @@ def test_bad_tiles_are_rejected():
     assert chunk_state_passing_tiles(256, 64, 128, torch.bfloat16, (64, 128, 256)) == (256, 64, 128)
     assert chunk_state_passing_tiles(256, 64, 128, torch.bfloat16) == (256, 64, 128)  # the 16-bit default
     assert chunk_state_passing_tiles(512, 64, 128, torch.bfloat16, (64, 128))[0] == 256
-    for tk in (512, 48, 8):  # past the chunk, not a power of two, too small
+    for tk in (48, 8):  # not a power of two, too small
         with pytest.raises(ValueError, match=r"state_tiles\[2\]"):
             chunk_state_passing_tiles(256, 64, 128, torch.bfloat16, (64, 128, tk))
+    # past the chunk: capped at it (configs.STATE_OCC2's 128 rows per step at chunk size 64)
+    assert chunk_state_passing_tiles(256, 64, 128, torch.bfloat16, (64, 128, 512))[0] == 256
+    assert chunk_state_passing_tiles(64, 64, 128, torch.bfloat16, (64, 128, 128))[0] == 64
 
 
 def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
@@ -283,7 +293,10 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              # the key-log2 form (attempt 23): kd by its own kernel, and by the (segmented) state stage
              ("key-log2", torch.bfloat16, 256),
              ("key-log2-hb2-tm-ne-tk-unroll+segments-2", torch.bfloat16, 128),
-             ("key-log2-state+segments-3", torch.bfloat16, 256)]
+             ("key-log2-state+segments-3", torch.bfloat16, 256),
+             # the state stages' FORM (attempt 24)
+             ("state-form-2-kd", torch.bfloat16, 256), ("state-form-6-kd+segments-3", torch.bfloat16, 128),
+             ("state-form-4+multi-tile", torch.bfloat16, 256)]
 
 
 # GPU-only variants: chunk-size-specific settings the CPU tests (chunk size 64) cannot take
@@ -418,6 +431,12 @@ def test_head_loop_and_bf16_factors_are_checked():
     for bad in (dict(), dict(fused=True, state_heads=2), dict(fused=True, scan_factored=1)):
         with pytest.raises(ValueError, match="state_key_log2"):  # kd from the fused stage (one head a block)
             SSDConfig(scan_cb=True, scan_chunk=True, **(dict(scan_factored=3) | bad), state_key_log2=True)
+    for bad in (1, 8, 2.0, True):
+        with pytest.raises(ValueError, match="state_form must be an int made of the bits 2"):
+            SSDConfig(fused=True, state_form=bad)
+    for bad in (dict(), dict(fused=True, state_heads=2)):
+        with pytest.raises(ValueError, match="state_form needs the fused state stage"):
+            SSDConfig(**bad, state_form=2)
     shape = SSDShape(1, 100, 6, 32, 2, 40, 64, "ragged")  # 6 head blocks of one head: no loop of 4
     inp = make_inputs(shape, seed=0)
     with pytest.raises(ValueError, match="scan_head_loop = 4 must divide the head blocks h / HB = 6"):

@@ -50,10 +50,11 @@ from ._host import (
     strided_ok,
     tile_size,
 )
-from .configs import FAST_16BIT, FAST_16BIT_Q128, LONG_FP16
+from .configs import FAST_16BIT, FAST_16BIT_CB, FAST_16BIT_Q128, FAST_BF16_Q128, LONG_FP16
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "chunk_local_state", "key_log2",
+__all__ = ["SPECS", "STATE_ACC", "STATE_DT_ONCE", "STATE_KD", "chunk_local_state", "computed_once",
+           "key_log2",
            "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_heads_kernel",
            "chunk_state_passing_kernel",
            "chunk_state_passing_plan", "chunk_state_plan", "chunk_state_tiles", "launch_chunk_state",
@@ -90,6 +91,19 @@ def process_dt(dt_raw, dt_bias_h, dt_min, dt_max, in_sequence,
         dt = ct.where(dt <= SOFTPLUS_THRESHOLD, softplus, dt)
     dt = ct.minimum(ct.maximum(dt, dt_min), dt_max)
     return ct.where(in_sequence, dt, 0.0)
+
+
+def computed_once(v):
+    """v (a (Q,) tile) unchanged, through a cumsum over a new axis of size 1: an identity that tileiras
+    treats as a layout anchor (attempt 24 of docs/perf-notes.md).
+
+    A (Q,) vector broadcast against the (Q, TP) x tile (``x_k * w_k[:, None]``) takes the broadcast's layout,
+    and the compiler recomputes every elementwise op that leads to it there, back to the load: in the fused
+    state stage the dt preprocessing (clamp, mask, the product with A) ran on 64 elements per thread
+    instead of one or two, and log2 on kd (``KEY_LOG2``) doubled the chunk loop. Behind a scan the values
+    are computed once, in the scan's layout, and only the result is redistributed. A plain function,
+    inlined by cuTile."""
+    return ct.cumsum(v.reshape((v.shape[0], 1)), axis=1).reshape((v.shape[0],))
 
 
 def key_log2(dA_cs, dt):
@@ -151,28 +165,43 @@ def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
     ct.store(states, (b, c, h, i_p, i_n), state.reshape((1, 1, 1, TP, TN)))
 
 
+#: bits of the fused and segmented state kernels' FORM (``SSDConfig.state_key_log2`` and ``state_form``):
+#: dt_out receives the key-log2 form kd (only when dt >= 0) ...
+STATE_KD = 1
+#: ... dt passes through :func:`computed_once` (attempt 24 of docs/perf-notes.md) ...
+STATE_DT_ONCE = 2
+#: ... the chunk's mma accumulates into the decayed state instead of a zeroed tile (no separate local tile)
+STATE_ACC = 4
+
+
 def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen, dt_min,
-                      dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat, KEY_LOG2=False):
+                      dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat, S, FORM=0):
     """One chunk of a walk over chunks (the fused and the segmented state stages): dt preprocessing and the
-    in-chunk cumsum (stored to dt_out and dA_cumsum), then the chunk's local (TP, TN) state tile exactly as
-    chunk_state_kernel builds it. Returns (dA_cs_last (1,), local (TP, TN) float32). A plain function:
-    cuTile inlines it into the kernel's chunk loop; ``lat`` is a latency hint for the x and B loads (or
-    None). KEY_LOG2 (a compile-time constant; only when dt >= 0): ``dt_out`` receives each position's
-    :func:`key_log2` form kd instead of dt."""
+    in-chunk cumsum (stored to dt_out and dA_cumsum), the chunk's local (TP, TN) state tile exactly as
+    chunk_state_kernel builds it, and the state carried over the chunk. Returns (dA_cs_last (1,),
+    exp(dA_cs_last) · S + local, float32). A plain function: cuTile inlines it into the kernel's chunk loop;
+    ``lat`` is a latency hint for the x and B loads (or None). FORM, a compile-time constant, is a sum of
+    :data:`STATE_KD` (only when dt >= 0: ``dt_out`` receives each position's :func:`key_log2` form kd
+    instead of dt), :data:`STATE_DT_ONCE` and :data:`STATE_ACC`: the same results up to float32 rounding,
+    different code."""
     dt_raw = ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
     t = c * Q + ct.arange(Q, dtype=ct.int32)
     dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
+    if FORM & STATE_DT_ONCE:
+        dt_c = computed_once(dt_c)
     dA_cs = ct.cumsum(dt_c * A_h, axis=0)
     # every state tile of (b, h) stores the same dt_out and dA_cumsum: a store under `if pid_pn == 0`
     # here was the suspect of the hang of multi-tile fused launches (docs/perf-notes.md, attempt 15)
-    if KEY_LOG2:
+    if FORM & STATE_KD:
         ct.store(dt_out, (b, h, c, 0), key_log2(dA_cs, dt_c).reshape((1, 1, 1, Q)))
     else:
         ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
     ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
     dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
     w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E, flush_to_zero=True) * dt_c
-    local = ct.zeros((TP, TN), dtype=ct.float32)
+    # decay over the whole chunk, as in state_passing_kernel: S_c+1 = exp(dA_cs_last) · S_c + local
+    decay = ct.exp2(dA_cs_last * LOG2E, flush_to_zero=True).reshape((1, 1))
+    acc = decay * S if FORM & STATE_ACC else ct.zeros((TP, TN), dtype=ct.float32)
     n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
     for kt in range(n_steps):
         k_tile = c * (Q // TK) + kt
@@ -181,8 +210,8 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
         x_k, B_k = x_k.reshape((TK, TP)), B_k.reshape((TK, TN))
         w_k = ct.extract(w, (kt,), shape=(TK,))
         xw = (x_k.astype(ct.float32) * w_k[:, None]).astype(x.dtype)
-        local = ct.mma(ct.transpose(xw), B_k.astype(x.dtype), local)
-    return dA_cs_last, local
+        acc = ct.mma(ct.transpose(xw), B_k.astype(x.dtype), acc)
+    return dA_cs_last, acc if FORM & STATE_ACC else decay * S + acc
 
 
 @ct.kernel
@@ -192,7 +221,7 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
                                Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
                                TN: ct.Constant[int], HAS_DT_BIAS: ct.Constant[bool],
                                DT_SOFTPLUS: ct.Constant[bool], HAS_INITIAL_STATES: ct.Constant[bool],
-                               LAT: ct.Constant[int], KEY_LOG2: ct.Constant[bool]):
+                               LAT: ct.Constant[int], FORM: ct.Constant[int]):
     """Kernels 1 and 2 in one: x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,),
     initial_states (b, h, p, n) -> dt_out, dA_cumsum (b, h, nchunks, Q) fp32, chunk_init_states
     (b, nchunks, h, p, n) in its own dtype (x's in ssd_forward), final_states (b, h, p, n) fp32.
@@ -201,7 +230,7 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
     the chunk, builds the chunk's local state exactly as chunk_state_kernel does, and carries
     S = exp(dA_cs_last) · S + local in a float32 loop-carried tile. The float32 chunk states never go to
     global memory. LAT > 0: latency hint (1-10) on the x and B loads; 0: the compiler's default.
-    KEY_LOG2 (only when dt >= 0): dt_out receives the key-log2 form kd (see ``chunk_local_state``).
+    FORM: see ``chunk_local_state`` (STATE_KD, only when dt >= 0: dt_out receives the key-log2 form kd).
     """
     pid_pn = ct.bid(0)
     b = ct.bid(1)
@@ -225,11 +254,8 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
     for c in range(nchunks):
         S_out = S.astype(chunk_init_states.dtype)
         ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_out.reshape((1, 1, 1, TP, TN)))
-        dA_cs_last, local = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
-                                              i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
-                                              DT_SOFTPLUS, lat, KEY_LOG2)
-        # decay over the whole chunk, as in state_passing_kernel: S_c+1 = exp(dA_cs_last) · S_c + s_c
-        S = ct.exp2(dA_cs_last * LOG2E, flush_to_zero=True).reshape((1, 1)) * S + local
+        _, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen,
+                                 dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat, S, FORM)
 
     ct.store(final_states, (b, h, i_p, i_n), S.reshape((1, 1, TP, TN)))
 
@@ -363,24 +389,25 @@ def chunk_state_passing_tiles(chunk_size: int, headdim: int, dstate: int, dtype:
                               tiles: tuple | None = None) -> tuple[int, int, int]:
     """(TK, TP, TN) of the fused kernel: the chunk_state tiles unless ``tiles`` = (TP, TN) overrides the state
     tile (smaller state tiles give more blocks to a long sequential loop over few (batch, head) pairs), or
-    ``tiles`` = (TP, TN, TK) also the chunk rows per mma step.
+    ``tiles`` = (TP, TN, TK) also the chunk rows per mma step (capped at the chunk size).
 
     bf16/fp16 take a whole chunk of up to 256 rows per mma step (chunk_state takes 64), so that there is no
     loop inside the loop over chunks: measured 0.344 -> 0.285 ms at b8-l4096-h80 against 128 rows per step
     (attempt 19 of docs/perf-notes.md; presumably tileiras then overlaps the next chunk's loads with this
     chunk's mma). With 64 rows, 4 steps, tileiras kept the decay weights w in an 8 KiB stack frame per thread
-    of the sm_90 cubin.
+    of the sm_90 cubin. At occupancy 2 with ``chunk_local_state``'s FORM 6 (attempt 24), 128 rows per step
+    are faster than 256 (``configs.STATE_OCC2``).
     """
     TK, TP, TN = chunk_state_tiles(chunk_size, headdim, dstate, dtype)
     if dtype != torch.float32:
         TK = min(chunk_size, 256)
     if tiles is not None:
         TP, TN = tile_size(headdim, tiles[0]), tile_size(dstate, tiles[1])
-        if len(tiles) > 2:  # (TP, TN, TK): chunk rows per mma step too
-            if tiles[2] < 16 or tiles[2] & (tiles[2] - 1) or chunk_size % tiles[2]:
+        if len(tiles) > 2:  # (TP, TN, TK): chunk rows per mma step too, at most the chunk size
+            if tiles[2] < 16 or tiles[2] & (tiles[2] - 1):
                 raise ValueError(f"state_tiles[2] (TK, chunk rows per mma step) must be a power of two >= 16 "
-                                 f"dividing the chunk size {chunk_size}; got {tiles[2]}")
-            TK = tiles[2]
+                                 f"(capped at the chunk size {chunk_size}); got {tiles[2]}")
+            TK = min(tiles[2], chunk_size)
     return TK, TP, TN
 
 
@@ -394,14 +421,15 @@ def chunk_state_passing_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dty
 
 def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
                                backend, poison=False, out_dtype=None, tiles=None, hints=(None, None),
-                               latency=0, heads=1, key_log2=False):
+                               latency=0, heads=1, key_log2=False, form=0):
     """Allocate the outputs, launch :data:`chunk_state_passing_kernel`; no argument checks.
 
     Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states)``: chunk_init_states in ``out_dtype``
     (default x's dtype), final_states float32. ``heads`` > 1 launches
     :data:`chunk_state_passing_heads_kernel` (``heads`` heads of one group per block; one state tile).
     ``key_log2`` (only when dt >= 0): dt_out holds the key-log2 form kd instead of dt
-    (``chunk_local_state``)."""
+    (``chunk_local_state``); ``form``: :data:`STATE_DT_ONCE` and/or :data:`STATE_ACC` (not with ``heads``
+    > 1)."""
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Q = chunk_size
@@ -418,14 +446,14 @@ def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt
             dt_out, dA_cumsum, chunk_init_states, final_states,
             h // g, float(dt_limit[0]), float(dt_limit[1]),
             Q, plan.tiles["TK"], plan.tiles["TP"], plan.tiles["TN"], has_bias, bool(dt_softplus), has_init,
-            latency, bool(key_log2))
+            latency, (STATE_KD if key_log2 else 0) | form)
     if heads > 1:
         t = plan.tiles
         if plan.grid[0] != 1 or (h // g) % heads:
             raise ValueError(f"state_heads = {heads} needs one state tile per head (got {t['TP']} x "
                              f"{t['TN']} tiles for p = {p}, n = {n}) and heads per group h/g = {h // g} "
                              "divisible by it")
-        args = args[:14] + (t["TK"], t["TP"], t["TN"], heads) + args[17:]
+        args = args[:14] + (t["TK"], t["TP"], t["TN"], heads) + args[17:-1] + (bool(key_log2),)
         launch(chunk_state_passing_heads_kernel, (1, b, h // heads), args, backend, hints)
         return dt_out, dA_cumsum, chunk_init_states, final_states
     launch(chunk_state_passing_kernel, plan.grid, args, backend, hints)
@@ -468,7 +496,7 @@ def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
     return make
 
 
-def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None):
+def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None, form=0):
     def make():
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(b, l, h, p, generator=gen).to(dtype)
@@ -481,7 +509,7 @@ def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None):
                 torch.empty(b, h, nchunks, Q), torch.empty(b, h, nchunks, Q),
                 torch.empty(b, nchunks, h, p, n, dtype=dtype), torch.empty(b, h, p, n),
                 h // g, 0.0, float("inf"), Q, *(plan.tiles[k] for k in ("TK", "TP", "TN")),
-                True, True, True, 0, False)
+                True, True, True, 0, form)
         return plan.grid, args
 
     return make
@@ -503,6 +531,16 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.fast_bf16_q128.chunk_state_passing",
                hinted(chunk_state_passing_kernel, *FAST_16BIT_Q128.state_hints),
                _example_fused_args(torch.bfloat16, 128, p=64, n=128, tiles=FAST_16BIT_Q128.state_tiles)),
+    # ... for large bf16 problems (configs.FAST_16BIT_CB at chunk size 256: occupancy 2, 128 rows per mma
+    # step, state_form 6, kd stored by the stage; configs.FAST_BF16_Q128 at 128: state_form 2, kd)
+    KernelSpec("ssd.fast_bf16_cb.chunk_state_passing",
+               hinted(chunk_state_passing_kernel, *FAST_16BIT_CB.state_hints),
+               _example_fused_args(torch.bfloat16, 256, l=700, p=64, n=128, tiles=FAST_16BIT_CB.state_tiles,
+                                   form=STATE_KD | FAST_16BIT_CB.state_form)),
+    KernelSpec("ssd.fast_bf16_cb_q128.chunk_state_passing",
+               hinted(chunk_state_passing_kernel, *FAST_BF16_Q128.state_hints),
+               _example_fused_args(torch.bfloat16, 128, p=64, n=128, tiles=FAST_BF16_Q128.state_tiles,
+                                   form=STATE_KD | FAST_BF16_Q128.state_form)),
     KernelSpec("ssd.long_fp16.chunk_state", hinted(chunk_state_kernel, *LONG_FP16.state_hints),
                _example_args(torch.bfloat16, 256, p=64, n=128)),
 ]

@@ -66,6 +66,10 @@ class SSDConfig:
     scan_head_loop with scan_cb and scan_chunk: each block walks this many head blocks of one chunk in a loop
                   (grid h / (HB · scan_head_loop); it must divide h / HB), so that the loads of the next
                   head block may overlap this one's work; an experiment, not measured yet
+    state_form    with fused and state_heads 1: a sum of ``chunk_state.STATE_DT_ONCE`` (2: the stage's dt
+                  vector computed once per chunk behind a layout anchor, not re-derived in the layout of the
+                  x·w product) and ``chunk_state.STATE_ACC`` (4: the chunk's mma accumulates into the
+                  decayed state); the same results up to float32 rounding (attempt 24 of docs/perf-notes.md)
     """
 
     fused: bool = False
@@ -88,6 +92,7 @@ class SSDConfig:
     scan_unroll: bool = False
     scan_head_loop: int = 1
     state_key_log2: bool = False
+    state_form: int = 0
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints"):
@@ -113,6 +118,12 @@ class SSDConfig:
         if self.state_key_log2 and not (self.scan_factored == 3 and self.fused and self.state_heads == 1):
             raise ValueError("SSDConfig.state_key_log2 (the state stage stores the key-log2 form) needs "
                              "scan_factored=3 and the fused state stage (fused=True, state_heads=1); "
+                             f"got {self}")
+        if type(self.state_form) is not int or self.state_form & ~6:
+            raise ValueError(f"SSDConfig.state_form must be an int made of the bits 2 (STATE_DT_ONCE) and 4 "
+                             f"(STATE_ACC), got {self.state_form!r}")
+        if self.state_form and not (self.fused and self.state_heads == 1):
+            raise ValueError("SSDConfig.state_form needs the fused state stage (fused=True, state_heads=1); "
                              f"got {self}")
         if type(self.scan_head_loop) is not int or self.scan_head_loop < 1:
             raise ValueError(f"SSDConfig.scan_head_loop must be an int >= 1, got {self.scan_head_loop!r}")
@@ -159,7 +170,13 @@ SCAN_SHARED = dict(scan_shared=True, scan_heads=1, scan_hints=(3, None))
 
 # chunk size 256, large problems: the fused state stage (0.284 ms at b8-l4096-h80 with a whole chunk per mma
 # step, occupancy 1 = the compiler's choice), then the chunk scan: 0.693 ms end to end for bf16 (attempt 23)
-FAST_16BIT_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_BF16)
+# Attempt 24 (2026-12-04 night): the fused stage at occupancy 2 with 128 rows per mma step, its dt computed
+# once behind a layout anchor and its mma accumulating into the decayed state (state_form 6: 128 registers,
+# no stack, 106 KB of shared memory in the sm_90 cubin; before, 128 rows at occupancy 2 spilled 8.6 KB per
+# thread), storing kd itself (no key_log2_kernel launch): state stage 0.283 -> 0.252 ms, scan stage 0.415 ->
+# 0.402, end to end 0.695 -> 0.649 at b8-l4096-h80
+STATE_OCC2 = dict(state_tiles=(64, 128, 128), state_hints=(2, None), state_form=6, state_key_log2=True)
+FAST_16BIT_CB = SSDConfig(fused=True, **SCAN_CHUNK_BF16, **STATE_OCC2)
 FAST_FP16_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_FP16)
 # chunk size 128: the fused stage runs 28% faster at occupancy 2 (b2-l8192-h128-g8: 0.313 against 0.434 ms;
 # at chunk size 256 occupancy 2 is slower: 0.407 against 0.352 at b8-l4096-h80). bf16, large problems: the
@@ -170,8 +187,11 @@ FAST_FP16_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_FP16)
 # size 256 the unrolled scan is slower (0.60-0.84 against 0.486 ms: 128-158 registers).
 # The factored decay in the unrolled body is slower (0.563 against 0.346 ms, attempt 20), the key-log2 form
 # no faster (0.338 against 0.336, attempt 23): exact here.
-SCAN_CHUNK_BF16_Q128 = SCAN_CHUNK_BF16 | dict(scan_unroll=True, scan_hints=(3, None), scan_factored=False)
-FAST_BF16_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_CHUNK_BF16_Q128)
+# Attempt 24: with the fused stage's dt computed once (state_form 2) and kd stored by it, the key-log2 form
+# pays here too: state stage 0.239 -> 0.225 ms, scan stage 0.336 -> 0.327, end to end 0.575 -> 0.549.
+SCAN_CHUNK_BF16_Q128 = SCAN_CHUNK_BF16 | dict(scan_unroll=True, scan_hints=(3, None), scan_factored=3)
+FAST_BF16_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), state_form=2,
+                           state_key_log2=True, **SCAN_CHUNK_BF16_Q128)
 FAST_16BIT_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), **SCAN_SHARED)
 # fewer (batch, head) pairs than SMs and a long sequential loop: the fused stage has one block per pair (80
 # at b1-l32768-h80, 0.546 ms); chunk_state (a block per chunk) + state_passing take 0.306 + 0.162 ms
@@ -186,7 +206,9 @@ LONG_FP16 = SSDConfig(state_hints=(2, None), **SCAN_CHUNK_FP16)
 # (the factored decay: 0.519 against 0.513 ms at b1-l32768-h80, attempt 20: exact here; the key-log2 form,
 # attempt 23: 0.511 against 0.517, end to end 0.803 against 0.814)
 SCAN_CHUNK_BF16_CARRY = SCAN_CHUNK_BF16 | dict(scan_hints=(3, None), scan_factored=3)
-LONG_BF16 = SSDConfig(fused=True, state_tiles=(64, 128), segments=8, **SCAN_CHUNK_BF16_CARRY)
+# Attempt 24: the segmented stage as the fused one at b8 (STATE_OCC2): 0.298 -> 0.266 ms, end to end 0.803 ->
+# 0.756
+LONG_BF16 = SSDConfig(fused=True, segments=8, **SCAN_CHUNK_BF16_CARRY, **STATE_OCC2)
 
 #: SMs of the H200 the configs were measured on: a fused grid of fewer blocks leaves SMs idle
 SMS = 132
@@ -216,11 +238,12 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
     float16 and bfloat16 (measured on the H200 at the benchmark shapes, docs/perf-notes.md attempts 11-15):
 
     - the state stage: fused (one launch, :data:`chunk_state_passing_kernel`) with one 64 x 128 state tile
-      per (batch, head), at occupancy 2 for chunk size <= 128. When there are fewer (batch, head) pairs than
-      SMs and at least ``LONG_LOOP`` chunks: for bf16 with the chunk scan, the same fused stage by segments
-      (:func:`segments_for` of them; the scan then runs at occupancy 3, :data:`SCAN_CHUNK_BF16_CARRY`),
-      otherwise unfused (chunk_state at occupancy 2, then state_passing). Unfused too when the state is
-      larger than one 64 x 128 tile (p > 64 or n > 128: a fused block per state tile ran 2-4x slower);
+      per (batch, head), at occupancy 2 for chunk size <= 128; with the bf16 chunk scan at occupancy 2
+      always, storing the key-log2 form kd (:data:`STATE_OCC2` at chunk size >= 256, attempt 24). When
+      there are fewer (batch, head) pairs than SMs and at least ``LONG_LOOP`` chunks: for bf16 with the
+      chunk scan, the same fused stage by segments (:func:`segments_for` of them; the scan then runs at
+      occupancy 3, :data:`SCAN_CHUNK_BF16_CARRY`), otherwise unfused (chunk_state at occupancy 2, then
+      state_passing). Unfused too when the state is larger than one 64 x 128 tile (p > 64 or n > 128: a fused block per state tile ran 2-4x slower);
     - the scan: for b·l·h >= ``CB_MIN_WORK`` the chunk scan (C Bᵀ by its own kernel, then one block per
       (head, chunk)): :data:`SCAN_CHUNK_BF16` for bf16, :data:`SCAN_CHUNK_FP16` for fp16 at chunk size >= 256;
       otherwise :data:`SCAN_SHARED` (small problems are host-bound: one launch fewer).
@@ -243,11 +266,17 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
     nchunks = -(-l // Q)
     fused_hints = (2, None) if Q <= 128 else (None, None)
     long_loop = b * h < SMS and nchunks >= LONG_LOOP
+    # the bf16 chunk scan's state stage (attempt 24): at chunk size >= 256 STATE_OCC2; at <= 128 occupancy 2
+    # with the dt computed once, storing kd (FAST_BF16_Q128)
+    state = dict(state_tiles=(64, 128), state_hints=fused_hints)
+    if scan is SCAN_CHUNK_BF16:
+        state = STATE_OCC2 if Q >= 256 else state | dict(state_form=2, state_key_log2=True)
     if one_tile and long_loop and scan is SCAN_CHUNK_BF16 and segments_for(b, h, nchunks) > 1:
-        return SSDConfig(fused=True, state_tiles=(64, 128), state_hints=fused_hints,
-                         segments=segments_for(b, h, nchunks), **SCAN_CHUNK_BF16_CARRY)
+        if Q < 256:  # the segmented stage's new forms were measured at chunk size 256 only
+            state = dict(state_tiles=(64, 128), state_hints=fused_hints)
+        return SSDConfig(fused=True, segments=segments_for(b, h, nchunks), **SCAN_CHUNK_BF16_CARRY, **state)
     if not one_tile or long_loop:
         return SSDConfig(state_hints=(2, None), **scan)
     if scan is SCAN_CHUNK_BF16 and Q <= 128:
         scan = SCAN_CHUNK_BF16_Q128
-    return SSDConfig(fused=True, state_tiles=(64, 128), state_hints=fused_hints, **scan)
+    return SSDConfig(fused=True, **scan, **state)

@@ -36,7 +36,7 @@ import cuda.tile as ct
 import torch
 
 from ._host import LaunchPlan, allocate, cdiv, hinted, launch, placeholder
-from .chunk_state import chunk_local_state, chunk_state_passing_tiles
+from .chunk_state import STATE_KD, chunk_local_state, chunk_state_passing_tiles
 from .configs import LONG_BF16
 from .spec import KernelSpec
 from .state_passing import launch_state_passing
@@ -56,7 +56,7 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
                                 Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
                                 TN: ct.Constant[int], HAS_DT_BIAS: ct.Constant[bool],
                                 DT_SOFTPLUS: ct.Constant[bool], LAT: ct.Constant[int],
-                                KEY_LOG2: ct.Constant[bool]):
+                                FORM: ct.Constant[int]):
     """x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,) -> dt_out, dA_cumsum
     (b, h, nchunks, Q) float32; chunk_init_states (b, nchunks, h, p, n), the state entering each chunk FROM
     ITS SEGMENT'S START (x's dtype in ssd_forward); seg_prefix (b, h, nchunks) float32, the log of the decay
@@ -64,7 +64,7 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
     state; seg_decay (b, h, nseg, 1) float32, the log of its total decay.
 
     Grid (state tiles, b · nseg, h): block (i, b·nseg + s, h) walks chunks s·cps .. min((s+1)·cps, nchunks).
-    KEY_LOG2 (only when dt >= 0): dt_out receives the key-log2 form kd (see ``chunk_local_state``).
+    FORM: see ``chunk_local_state`` (STATE_KD, only when dt >= 0: dt_out receives the key-log2 form kd).
     """
     pid_pn = ct.bid(0)
     pid_bs = ct.bid(1)
@@ -89,10 +89,9 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
         ct.store(chunk_init_states, (b, c, h, i_p, i_n),
                  S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
         ct.store(seg_prefix, (b, h, c), log_decay.reshape((1, 1, 1)))
-        dA_cs_last, local = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
-                                              i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
-                                              DT_SOFTPLUS, lat, KEY_LOG2)
-        S = ct.exp2(dA_cs_last * LOG2E, flush_to_zero=True).reshape((1, 1)) * S + local
+        dA_cs_last, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
+                                          i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
+                                          DT_SOFTPLUS, lat, S, FORM)
         log_decay = log_decay + dA_cs_last
 
     ct.store(seg_states, (b, s, h, i_p, i_n), S.reshape((1, 1, 1, TP, TN)))
@@ -132,7 +131,7 @@ def segments_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.d
 
 def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
                                 backend, segments, poison=False, out_dtype=None, tiles=None,
-                                hints=(None, None), latency=0, key_log2=False):
+                                hints=(None, None), latency=0, key_log2=False, form=0):
     """Both launches of the segmented state stage (no argument checks): the segments kernel, then
     state_passing over the segments. Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states, carry)``
     with chunk_init_states segment-local (x's dtype unless ``out_dtype``) and ``carry`` a
@@ -156,7 +155,8 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
     args = (x, B, dt, A, dt_bias if has_bias else placeholder(device, torch.float32, 1),
             dt_out, dA_cumsum, chunk_init_states, seg_prefix, seg_states, seg_decay,
             h // g, t["cps"], float(dt_limit[0]), float(dt_limit[1]),
-            Q, t["TK"], t["TP"], t["TN"], has_bias, bool(dt_softplus), latency, bool(key_log2))
+            Q, t["TK"], t["TP"], t["TN"], has_bias, bool(dt_softplus), latency,
+            (STATE_KD if key_log2 else 0) | form)
     launch(chunk_state_segments_kernel, plan.grid, args, backend, hints)
     # kernel 2 over the segments: seg_decay's last (only) entry per segment is its total decay (Q = 1)
     carry, final_states = launch_state_passing(seg_states, seg_decay, initial_states, backend, poison,
@@ -164,7 +164,7 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
     return dt_out, dA_cumsum, chunk_init_states, final_states, SegmentCarry(carry, seg_prefix, t["cps"])
 
 
-def _example_args(dtype, Q, b=2, l=700, h=4, p=48, g=2, n=80, segments=3, tiles=None):
+def _example_args(dtype, Q, b=2, l=700, h=4, p=48, g=2, n=80, segments=3, tiles=None, form=0):
     def make():
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(b, l, h, p, generator=gen).to(dtype)
@@ -179,7 +179,7 @@ def _example_args(dtype, Q, b=2, l=700, h=4, p=48, g=2, n=80, segments=3, tiles=
                 torch.empty(b, h, nchunks, Q), torch.empty(b, h, nchunks, Q),
                 torch.empty(b, nchunks, h, p, n, dtype=dtype), torch.empty(b, h, nchunks),
                 torch.empty(b, nseg, h, p, n), torch.empty(b, h, nseg, 1),
-                h // g, t["cps"], 0.0, float("inf"), Q, t["TK"], t["TP"], t["TN"], True, True, 0, False)
+                h // g, t["cps"], 0.0, float("inf"), Q, t["TK"], t["TP"], t["TN"], True, True, 0, form)
         return plan.grid, args
 
     return make
@@ -194,5 +194,6 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.long_bf16.chunk_state_segments",
                hinted(chunk_state_segments_kernel, *LONG_BF16.state_hints),
                _example_args(torch.bfloat16, 256, l=2100, p=64, n=128, segments=LONG_BF16.segments,
-                             tiles=LONG_BF16.state_tiles)),
+                             tiles=LONG_BF16.state_tiles, form=STATE_KD * LONG_BF16.state_key_log2
+                             | LONG_BF16.state_form)),
 ]
