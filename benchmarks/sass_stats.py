@@ -63,13 +63,13 @@ def scan_args(TM=64, TK=64, TP=64, HB=4, lat=0, factored=False, Q=256, b=2, l=10
             torch.empty_like(x), h // g, Q, TM, TK, TP, n, HB, 0, False, lat, factored)
 
 
-def fused_args(TP, TN, TK, Q=256, b=2, l=1024, h=8, p=64, g=1, n=128):
+def fused_args(TP, TN, TK, Q=256, b=2, l=1024, h=8, p=64, g=1, n=128, form=0):
     dtype = torch.bfloat16
     x, B = torch.randn(b, l, h, p).to(dtype), torch.randn(b, l, g, n).to(dtype)
     nch = -(-l // Q)
     return (x, B, torch.rand(b, l, h), -torch.rand(h), torch.zeros(1), torch.zeros(1, 1, 1, 1),
             torch.empty(b, h, nch, Q), torch.empty(b, h, nch, Q), torch.empty(b, nch, h, p, n, dtype=dtype),
-            torch.empty(b, h, p, n), h // g, 0.0, float("inf"), Q, TK, TP, TN, False, False, False, 0, 0)
+            torch.empty(b, h, p, n), h // g, 0.0, float("inf"), Q, TK, TP, TN, False, False, False, 0, form)
 
 
 def scan_cb_args(TM=64, TK=64, TP=64, HB=1, lat=0, factored=False, Q=256, b=2, l=1024, h=8, p=64, g=1, n=128):
@@ -106,6 +106,13 @@ def variants(only: str = ""):
     for tp, tn, tk in ((64, 128, 64), (64, 128, 128), (64, 128, 256), (64, 64, 64), (64, 64, 128),
                        (64, 32, 128), (32, 32, 64)):
         yield f"fused {tp}x{tn} TK{tk}", cs.chunk_state_passing_kernel, fused_args(tp, tn, tk)
+    # attempt 24: the fused stage's FORM (chunk_state.STATE_KD 1, STATE_DT_ONCE 2, STATE_ACC 4), at the
+    # compiler's occupancy with 256 rows per mma step and at occupancy 2 with 128 (configs.STATE_OCC2: form 7)
+    for form in (0, 1, 2, 3, 4, 6, 7):
+        yield (f"fused 64x128 TK256 form{form}", cs.chunk_state_passing_kernel,
+               fused_args(64, 128, 256, form=form))
+        yield (f"fused 64x128 TK128 occ2 form{form}", hinted(cs.chunk_state_passing_kernel, 2),
+               fused_args(64, 128, 128, form=form))
     k = scb.chunk_scan_cb_kernel
     yield "chunk_scan_cb HB1", k, scan_cb_args()
     yield "chunk_scan_cb HB1 occ3", hinted(k, 3), scan_cb_args()
