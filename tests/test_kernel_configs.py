@@ -250,6 +250,18 @@ def test_ssd_config_picks_the_measured_config_per_dtype_and_size():
     assert FAST_16BIT.fused and FAST_16BIT.scan_shared and FAST_16BIT != DEFAULT
     assert FAST_16BIT_CB.fused and FAST_16BIT_CB.scan_chunk and not LONG_FP16.fused
     assert LONG_BF16.segments == 8 and LONG_BF16.scan_hints[0] == 3  # the carry scan fits occupancy 3, not 4
+    # attempt 24: the bf16 chunk scan's state stage stores kd; at chunk size 256 it runs two blocks per SM
+    # with 128 rows per mma step and form 6 (fused and segmented), at 128 form 2; fp16 keeps the old stage
+    from mamba2_tutorial.kernels.chunk_state import STATE_ACC, STATE_DT_ONCE
+
+    for cfg in (FAST_16BIT_CB, LONG_BF16, ssd_config(8, 4096, 80, 64, 1, 128, 512, bf16)):
+        assert cfg.state_key_log2 and cfg.scan_factored == 3 and cfg.state_hints[0] == 2
+        assert cfg.state_tiles == (64, 128, 128) and cfg.state_form == STATE_DT_ONCE | STATE_ACC
+    assert FAST_BF16_Q128.state_key_log2 and FAST_BF16_Q128.state_form == STATE_DT_ONCE
+    assert FAST_BF16_Q128.scan_factored == 3 and FAST_BF16_Q128.state_hints[0] == 2
+    long_q64 = ssd_config(1, 32768, 80, 64, 1, 128, 64, bf16)  # segmented below chunk size 256: not measured
+    for cfg in (FAST_FP16_CB, LONG_FP16, FAST_16BIT_Q128, FAST_16BIT, long_q64):
+        assert not cfg.state_key_log2 and cfg.state_form == 0, cfg
 
 
 def test_segments_for_fills_the_gpu_without_tiny_segments():
