@@ -291,6 +291,13 @@ VARIANTS: dict[str, SSDConfig] = {
        for form, kd, tk, lat in ((0, False, 0, 0), (2, True, 0, 0), (6, True, 0, 0), (6, True, 128, 0),
                                  (2, False, 0, 0), (6, True, 64, 0), (6, True, 128, 2), (6, True, 128, 4),
                                  (2, True, 128, 0))},
+    # ... not measured yet (next step 3 of docs/perf-notes.md): two 64 x 64 state tiles per (batch, head),
+    # 1280 blocks at b8 (sm_90 cubins with form 7: occupancy 3, 128 rows per step: 80 registers, a 32-byte
+    # stack, 71 KB of shared memory; occupancy 4, 64 rows: 64 registers, 16-byte stack, 57 KB)
+    **{f"s24 {name} t64x64 occ{occ} tk{tk}": SSDConfig(**(vars(cfg) | dict(
+        state_tiles=(64, 64, tk), state_hints=(occ, None))))
+       for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16))
+       for occ, tk in ((3, 128), (4, 64), (2, 128))},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }
