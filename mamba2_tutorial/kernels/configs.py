@@ -243,7 +243,8 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
       there are fewer (batch, head) pairs than SMs and at least ``LONG_LOOP`` chunks: for bf16 with the
       chunk scan, the same fused stage by segments (:func:`segments_for` of them; the scan then runs at
       occupancy 3, :data:`SCAN_CHUNK_BF16_CARRY`), otherwise unfused (chunk_state at occupancy 2, then
-      state_passing). Unfused too when the state is larger than one 64 x 128 tile (p > 64 or n > 128: a fused block per state tile ran 2-4x slower);
+      state_passing). Unfused too when the state is larger than one 64 x 128 tile (p > 64 or n > 128: a
+      fused block per state tile ran 2-4x slower);
     - the scan: for b·l·h >= ``CB_MIN_WORK`` the chunk scan (C Bᵀ by its own kernel, then one block per
       (head, chunk)): :data:`SCAN_CHUNK_BF16` for bf16, :data:`SCAN_CHUNK_FP16` for fp16 at chunk size >= 256;
       otherwise :data:`SCAN_SHARED` (small problems are host-bound: one launch fewer).
