@@ -170,6 +170,10 @@ def test_factored_decay_is_not_used_when_dt_can_be_negative_cpu():
     # the key-log2 form too (log2 of a negative dt is NaN): the state stage stores dt, the scan is exact
     _check(shape, torch.float32, VARIANTS["key-log2"], 3, "cpu", "cpu",
            dt_limit=(-float("inf"), float("inf")), negative_dt=True)
+    # ... and the configs whose state stage stores kd (attempt 24): it stores dt then, its forms stay exact
+    for name in ("fast-16bit-cb", "state-form-6-kd+segments-3"):
+        _check(shape, torch.float32, VARIANTS[name], 3, "cpu", "cpu",
+               dt_limit=(-float("inf"), float("inf")), negative_dt=True)
 
 
 @pytest.mark.parametrize("factored", [1, 3], ids=["factored", "key-log2"])
