@@ -27,11 +27,14 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from .cubin_info import cubin_resources
+
 __all__ = [
     "DEFAULT_ARCHS",
     "CompileResult",
     "IRListing",
     "TileirasNotFound",
+    "compile_cubin",
     "compile_kernel",
     "compile_specs",
     "cutile_ir",
@@ -66,6 +69,9 @@ class CompileResult:
     cubin_bytes: int
     seconds: float
     error: str | None = None
+    #: registers per thread and stack frame bytes of the compiled kernel (``cubin_info.cubin_resources``)
+    registers: int | None = None
+    frame_bytes: int | None = None
 
 
 def find_tileiras() -> str:
@@ -114,6 +120,14 @@ def _export(kernel, args, output_format: str, gpu_code: str | None = None) -> by
     return buf.getvalue()
 
 
+def compile_cubin(kernel, args, arch: str = "sm_90") -> bytes:
+    """The cubin tileiras makes of ``kernel`` (a ``@ct.kernel``, possibly hinted) for these example launch
+    arguments and ``arch``, on a machine without a GPU. Read its registers and stack frame with
+    :func:`mamba2_tutorial.cubin_info.cubin_resources`."""
+    find_tileiras()
+    return _export(kernel, args, "cubin", gpu_code=arch)
+
+
 def _format_error(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return f"{type(exc).__name__}: {text}"
@@ -152,7 +166,10 @@ def compile_kernel(spec, arch: str, *, cache: bool = False) -> CompileResult:
             cubin = _export(spec.kernel, args, "cubin", gpu_code=arch)
     except Exception as exc:  # a compile failure is a result, not a crash
         return CompileResult(spec.name, arch, False, 0, time.perf_counter() - start, _format_error(exc))
-    return CompileResult(spec.name, arch, True, len(cubin), time.perf_counter() - start, None)
+    seconds = time.perf_counter() - start
+    res = cubin_resources(cubin)
+    return CompileResult(spec.name, arch, True, len(cubin), seconds, None, res["registers"],
+                         res["frame_bytes"])
 
 
 def _compile_by_name(name: str, arch: str, cache: bool) -> CompileResult:
@@ -198,13 +215,15 @@ def compile_specs(specs, archs: Sequence[str], *, jobs: int = 1, cache: bool = F
 
 
 def format_table(results: Sequence[CompileResult]) -> str:
-    """The compile results as an aligned text table: kernel | arch | ok | cubin size | seconds."""
-    rows = [("kernel", "arch", "ok", "cubin size", "seconds")]
+    """The compile results as an aligned text table: kernel | arch | ok | cubin size | registers per thread |
+    stack frame bytes (non-zero: spills) | seconds."""
+    rows = [("kernel", "arch", "ok", "cubin size", "regs", "stack", "seconds")]
     for r in results:
         size = f"{r.cubin_bytes / 1024:.1f} KiB" if r.ok else "-"
-        rows.append((r.name, r.arch, "ok" if r.ok else "FAILED", size, f"{r.seconds:.2f}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    right = {3, 4}
+        regs, stack = ("-" if v is None else str(v) for v in (r.registers, r.frame_bytes))
+        rows.append((r.name, r.arch, "ok" if r.ok else "FAILED", size, regs, stack, f"{r.seconds:.2f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    right = {3, 4, 5, 6}
     lines = []
     for n, row in enumerate(rows):
         cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]

@@ -236,3 +236,29 @@ def test_the_ssd_kernels_compile_for_hopper_including_the_default_bf16_path():
     failed = [f"{r.name}: {r.error}" for r in results if not r.ok]
     assert not failed, failed
     assert all(r.cubin_bytes > 1000 for r in results)
+
+
+def test_the_b8_kernels_fit_their_occupancy_without_spilling():
+    """What ``ssd_forward`` runs for bf16 at b8-l4096-h80 (``configs.FAST_16BIT_CB``, the benchmark's inputs),
+    compiled for sm_90: the fused state stage at occupancy 2 must fit 128 registers per thread (two blocks of
+    256 threads fill the register file) with no stack frame, the scan at occupancy 3 80 registers and no
+    stack. That is what attempt 24 of docs/perf-notes.md measured; a compiler change that spills here would
+    cost far more than it shows in a correctness test. The stage's old form (FORM 0: dt re-derived per element
+    of the x tile) with the same tiles and hints spills 8.6 KB per thread, so the check can fail."""
+    from mamba2_tutorial.compile import compile_cubin
+    from mamba2_tutorial.cubin_info import cubin_resources
+    from mamba2_tutorial.kernels import chunk_state
+    from mamba2_tutorial.kernels._host import hinted
+    from mamba2_tutorial.kernels.configs import FAST_16BIT_CB as cfg
+
+    state = hinted(chunk_state.chunk_state_passing_kernel, *cfg.state_hints)
+    fused_args = chunk_state._example_fused_args  # the specs' example launches
+    form = chunk_state.STATE_KD | cfg.state_form
+    kw = dict(l=700, p=64, n=128, tiles=cfg.state_tiles, options=False)
+    res = cubin_resources(compile_cubin(state, fused_args(torch.bfloat16, 256, form=form, **kw)()[1]))
+    assert res["registers"] <= 128 and res["frame_bytes"] == 0, res
+    old = cubin_resources(compile_cubin(state, fused_args(torch.bfloat16, 256, form=0, **kw)()[1]))
+    assert old["frame_bytes"] > 1024, old
+    scan = kernel_spec("ssd.fast_bf16_cb.chunk_scan")
+    res = cubin_resources(compile_cubin(scan.kernel, scan.make_args()[1]))
+    assert res["registers"] <= 80 and res["frame_bytes"] == 0, res

@@ -483,7 +483,8 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.fast_bf16_q128.chunk_scan",
                hinted(chunk_scan_cb_chunk_kernel, *FAST_BF16_Q128.scan_hints),
                _example_args(Q=128, g=2, heads=FAST_BF16_Q128.scan_heads, cb_dtype=torch.bfloat16,
-                             whole_chunk=True, unroll=FAST_BF16_Q128.scan_unroll)),
+                             whole_chunk=True, unroll=FAST_BF16_Q128.scan_unroll,
+                             factored=FAST_BF16_Q128.scan_factored)),
     # ... for few (batch, head) pairs and long sequences: the chunk scan adding the segment carry, occupancy 3
     KernelSpec("ssd.long_bf16.chunk_scan", hinted(chunk_scan_cb_chunk_kernel, *LONG_BF16.scan_hints),
                _example_args(l=2100, heads=LONG_BF16.scan_heads, cb_dtype=torch.bfloat16, whole_chunk=True,

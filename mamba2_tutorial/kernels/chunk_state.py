@@ -496,7 +496,9 @@ def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
     return make
 
 
-def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None, form=0):
+def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None, form=0, options=True):
+    """Example launch of the fused kernel; ``options``: dt_bias, softplus and initial states (False: the
+    benchmark's inputs)."""
     def make():
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(b, l, h, p, generator=gen).to(dtype)
@@ -509,7 +511,7 @@ def _example_fused_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, tiles=None, 
                 torch.empty(b, h, nchunks, Q), torch.empty(b, h, nchunks, Q),
                 torch.empty(b, nchunks, h, p, n, dtype=dtype), torch.empty(b, h, p, n),
                 h // g, 0.0, float("inf"), Q, *(plan.tiles[k] for k in ("TK", "TP", "TN")),
-                True, True, True, 0, form)
+                options, options, options, 0, form)
         return plan.grid, args
 
     return make
