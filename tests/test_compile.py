@@ -262,3 +262,15 @@ def test_the_b8_kernels_fit_their_occupancy_without_spilling():
     scan = kernel_spec("ssd.fast_bf16_cb.chunk_scan")
     res = cubin_resources(compile_cubin(scan.kernel, scan.make_args()[1]))
     assert res["registers"] <= 80 and res["frame_bytes"] == 0, res
+
+
+def test_cubin_resources_reads_a_real_cubin_and_rejects_other_bytes():
+    from mamba2_tutorial.compile import compile_cubin
+    from mamba2_tutorial.cubin_info import cubin_resources
+
+    spec = kernel_spec("primer.vector_add")
+    res = cubin_resources(compile_cubin(spec.kernel, spec.make_args()[1]))
+    assert set(res) == {"registers", "frame_bytes", "min_stack_bytes"}
+    assert 0 < res["registers"] <= 255 and res["frame_bytes"] == 0
+    with pytest.raises(ValueError, match="not a 64-bit ELF cubin"):
+        cubin_resources(b"PK\x03\x04 not a cubin")
