@@ -167,7 +167,10 @@ def compile_kernel(spec, arch: str, *, cache: bool = False) -> CompileResult:
     except Exception as exc:  # a compile failure is a result, not a crash
         return CompileResult(spec.name, arch, False, 0, time.perf_counter() - start, _format_error(exc))
     seconds = time.perf_counter() - start
-    res = cubin_resources(cubin)
+    try:
+        res = cubin_resources(cubin)
+    except ValueError:  # a cubin layout this reader does not know: the compile itself succeeded
+        res = {"registers": None, "frame_bytes": None}
     return CompileResult(spec.name, arch, True, len(cubin), seconds, None, res["registers"],
                          res["frame_bytes"])
 

@@ -62,7 +62,8 @@ class SSDConfig:
     scan_unroll   with scan_cb and scan_chunk: the whole-chunk scan takes each full chunk as one unrolled body
                   (no loops over row and key tiles); the ragged last chunk keeps the loops
     state_key_log2 with scan_factored=3: the fused (or segmented) state stage stores kd itself (no third
-                  launch; cuTile's exact log2 on the stage's (Q,) vectors doubles its chunk loop's code)
+                  launch). Cheap only with state_form's STATE_DT_ONCE: otherwise the compiler evaluates
+                  cuTile's exact log2 per element of the x tile and the stage's chunk loop doubles
     scan_head_loop with scan_cb and scan_chunk: each block walks this many head blocks of one chunk in a loop
                   (grid h / (HB · scan_head_loop); it must divide h / HB), so that the loads of the next
                   head block may overlap this one's work; an experiment, not measured yet
@@ -168,8 +169,9 @@ SCAN_CHUNK_FP16 = dict(scan_cb=True, scan_chunk=True, scan_heads=1, scan_hints=(
 # attempt 13): chunk_scan_shared_kernel, one head per block, occupancy 3
 SCAN_SHARED = dict(scan_shared=True, scan_heads=1, scan_hints=(3, None))
 
-# chunk size 256, large problems: the fused state stage (0.284 ms at b8-l4096-h80 with a whole chunk per mma
-# step, occupancy 1 = the compiler's choice), then the chunk scan: 0.693 ms end to end for bf16 (attempt 23)
+# chunk size 256, large problems: the fused state stage, then the chunk scan. Until attempt 23: the stage at
+# occupancy 1 (the compiler's choice) with a whole chunk per mma step, 0.284 ms at b8-l4096-h80, 0.693 ms end
+# to end for bf16.
 # Attempt 24 (2026-12-04 night): the fused stage at occupancy 2 with 128 rows per mma step, its dt computed
 # once behind a layout anchor and its mma accumulating into the decayed state (state_form 6: 128 registers,
 # no stack, 106 KB of shared memory in the sm_90 cubin; before, 128 rows at occupancy 2 spilled 8.6 KB per
@@ -186,9 +188,9 @@ FAST_FP16_CB = SSDConfig(fused=True, state_tiles=(64, 128), **SCAN_CHUNK_FP16)
 # loops) at occupancy 3 takes 0.356 ms against 0.371 for the loops at occupancy 4 (b2-l8192-h128-g8); at chunk
 # size 256 the unrolled scan is slower (0.60-0.84 against 0.486 ms: 128-158 registers).
 # The factored decay in the unrolled body is slower (0.563 against 0.346 ms, attempt 20), the key-log2 form
-# no faster (0.338 against 0.336, attempt 23): exact here.
+# with kd from its own kernel no faster (0.338 against 0.336, attempt 23).
 # Attempt 24: with the fused stage's dt computed once (state_form 2) and kd stored by it, the key-log2 form
-# pays here too: state stage 0.239 -> 0.225 ms, scan stage 0.336 -> 0.327, end to end 0.575 -> 0.549.
+# pays: state stage 0.239 -> 0.225 ms, scan stage 0.336 -> 0.327, end to end 0.575 -> 0.549.
 SCAN_CHUNK_BF16_Q128 = SCAN_CHUNK_BF16 | dict(scan_unroll=True, scan_hints=(3, None), scan_factored=3)
 FAST_BF16_Q128 = SSDConfig(fused=True, state_tiles=(64, 128), state_hints=(2, None), state_form=2,
                            state_key_log2=True, **SCAN_CHUNK_BF16_Q128)

@@ -44,7 +44,6 @@ from .state_passing import launch_state_passing
 __all__ = ["SPECS", "SegmentCarry", "chunk_state_segments_kernel", "launch_chunk_state_segments",
            "segment_layout", "segments_plan"]
 
-LOG2E = 1.4426950408889634
 ZERO = ct.PaddingMode.ZERO
 
 
@@ -194,6 +193,6 @@ SPECS: list[KernelSpec] = [
     KernelSpec("ssd.long_bf16.chunk_state_segments",
                hinted(chunk_state_segments_kernel, *LONG_BF16.state_hints),
                _example_args(torch.bfloat16, 256, l=2100, p=64, n=128, segments=LONG_BF16.segments,
-                             tiles=LONG_BF16.state_tiles, form=STATE_KD * LONG_BF16.state_key_log2
-                             | LONG_BF16.state_form)),
+                             tiles=LONG_BF16.state_tiles,
+                             form=(STATE_KD if LONG_BF16.state_key_log2 else 0) | LONG_BF16.state_form)),
 ]
