@@ -298,6 +298,9 @@ VARIANTS: dict[str, SSDConfig] = {
         state_tiles=(64, 64, tk), state_hints=(occ, None))))
        for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16))
        for occ, tk in ((3, 128), (4, 64), (2, 128))},
+    # attempt 25 (2026-12-04 late): the key-log2 scan with kd from the stage at occupancy 4 and 2
+    **{f"s25 b8 scan occ{so}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_hints=(so, None))))
+       for so in (2, 4)},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

@@ -350,7 +350,7 @@ def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None), 
 def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                          max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                          factored=False, cb_hints=(None, None), whole_chunk=False, cb_dtype=torch.float32,
-                         carry=None, unroll=False, head_loop=1, kd_ready=False):
+                         carry=None, unroll=False, head_loop=1, kd_ready=False, CB=None):
     """Both launches: :data:`chunk_cb_kernel`, then :data:`chunk_scan_cb_kernel`; no argument checks.
     Arguments as :func:`~mamba2_tutorial.kernels.chunk_scan.launch_chunk_scan`; ``factored`` only when every
     dt_out is >= 0; ``whole_chunk`` launches :data:`chunk_scan_cb_chunk_kernel` (one block per chunk);
@@ -362,7 +362,8 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
     :data:`KEY_LOG2` (3, only with ``whole_chunk``):
     ``dt_out`` holds the key-log2 form kd (see ``_key_tile``) when ``kd_ready`` (the fused state stage stored
     it, ``SSDConfig.state_key_log2``), else :data:`key_log2_kernel` computes it from dt_out and dA_cumsum
-    first (a third launch)."""
+    first (a third launch). ``CB``: C Bᵀ already computed by :func:`launch_chunk_cb` with this plan's tiles
+    (e.g. on a side stream while the state stage runs); :data:`chunk_cb_kernel` is then not launched."""
     if (carry is not None or unroll or head_loop != 1 or factored >= 2) and not whole_chunk:
         raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop and "
                          "factored 2 or 3 need the whole-chunk scan "
@@ -373,7 +374,8 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
     device = x.device
     plan = chunk_scan_cb_plan(b, l, h, p, g, n, Q, x.dtype, max_heads_per_block, tiles)
     t = plan.tiles
-    CB = launch_chunk_cb(C, B, Q, t["TM"], t["TK"], backend, poison, cb_hints, cb_dtype)
+    if CB is None:
+        CB = launch_chunk_cb(C, B, Q, t["TM"], t["TK"], backend, poison, cb_hints, cb_dtype)
     if factored == KEY_LOG2 and not kd_ready:
         dt_out = launch_key_log2(dt_out, dA_cumsum, backend, poison)
     if out is None:
