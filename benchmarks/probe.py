@@ -301,6 +301,17 @@ VARIANTS: dict[str, SSDConfig] = {
     # attempt 25 (2026-12-04 late): the key-log2 scan with kd from the stage at occupancy 4 and 2
     **{f"s25 b8 scan occ{so}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_hints=(so, None))))
        for so in (2, 4)},
+    # ... row groups: the whole-chunk scan key-major inside groups of RG row tiles, each x tile loaded once
+    # per group (6 x tile loads per 256-row chunk with RG 2, 4 with RG 4, against 10). sm_90 cubins with
+    # the benchmark's inputs (no D, no z): RG 2 at occupancy 2 128 registers and a 16-byte stack, with 8
+    # worker warps 80 and none; RG 4 at occupancy 1 with 8 worker warps 168 and none, at 2 80 and 8 bytes;
+    # RG 2 at occupancy 3 168 and 88 bytes
+    **{f"s25 {name} rg{rg} occ{occ}{f' nww{w}' if w else ''}": SSDConfig(**(vars(cfg) | dict(
+        scan_row_group=rg, scan_unroll=False, scan_factored=3,
+        scan_hints=(occ, None, w) if w else (occ, None))))
+       for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128))
+       for rg, occ, w in ((2, 2, 0), (2, 2, 8), (4, 1, 8), (4, 2, 8), (2, 3, 0))
+       if not (name == "g8" and rg == 4)},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

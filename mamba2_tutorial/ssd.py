@@ -130,7 +130,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
                             heads_2d=cfg.scan_2d, shared=cfg.scan_shared, cb=cfg.scan_cb,
                             whole_chunk=cfg.scan_chunk,
                             cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
-                            unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop, kd_ready=key_log2)
+                            unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop, kd_ready=key_log2,
+                            row_group=cfg.scan_row_group if form == 3 else 1)
     return (out, final_states) if return_final_states else out
 
 
@@ -192,7 +193,7 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                  shared=cfg.scan_shared, cb=cfg.scan_cb, whole_chunk=cfg.scan_chunk,
                                  cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
                                  unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop,
-                                 kd_ready=cfg.state_key_log2)
+                                 kd_ready=cfg.state_key_log2, row_group=cfg.scan_row_group)
     stages["chunk_scan"] = stage3
 
     def chain():

@@ -100,6 +100,13 @@ VARIANTS = {
     "state-form-4+multi-tile": SSDConfig(fused=True, state_tiles=(32, 64, 32), state_form=4),
     "state-form-6-kd+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3,
                                             segments=3, state_form=6, state_key_log2=True),
+    # row groups (attempt 25): the whole-chunk scan key-major inside groups of 2 or 4 row tiles (each x tile
+    # loaded once per group); 32 x 32 tiles give 2 row tiles per 64-row chunk, 16 x 16 give 4
+    "row-group-2+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3,
+                                        scan_heads=1, scan_tiles=(32, 32, 32), scan_row_group=2, segments=3,
+                                        state_form=6, state_key_log2=True, scan_cb_bf16=True),
+    "row-group-4-kd-kernel": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3,
+                                       scan_heads=1, scan_tiles=(16, 16, 32), scan_row_group=4),
     "cb-chunk-head-loop-2-hb2-unroll+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
                                                             scan_head_loop=2, scan_heads=2, scan_unroll=True,
                                                             segments=3),
@@ -171,7 +178,7 @@ def test_factored_decay_is_not_used_when_dt_can_be_negative_cpu():
     _check(shape, torch.float32, VARIANTS["key-log2"], 3, "cpu", "cpu",
            dt_limit=(-float("inf"), float("inf")), negative_dt=True)
     # ... and the configs whose state stage stores kd (attempt 24): it stores dt then, its forms stay exact
-    for name in ("fast-16bit-cb", "state-form-6-kd+segments-3"):
+    for name in ("fast-16bit-cb", "state-form-6-kd+segments-3", "row-group-2+segments-3"):
         _check(shape, torch.float32, VARIANTS[name], 3, "cpu", "cpu",
                dt_limit=(-float("inf"), float("inf")), negative_dt=True)
 
@@ -203,6 +210,23 @@ def test_ssd_stages_follow_the_config_cpu():
     for stages in (three, fused):
         assert relative_error(stages["chain"](), y) < 1e-6
         assert relative_error(stages["chunk_scan"](), y) < 1e-6
+
+
+def test_bad_row_groups_are_rejected_cpu():
+    with pytest.raises(ValueError, match="scan_row_group"):
+        SSDConfig(scan_row_group=2)  # needs the whole-chunk scan in the key-log2 form
+    with pytest.raises(ValueError, match="scan_row_group"):
+        SSDConfig(scan_cb=True, scan_chunk=True, scan_factored=3, scan_heads=1, scan_row_group=3)
+    with pytest.raises(ValueError, match="scan_row_group"):
+        SSDConfig(scan_cb=True, scan_chunk=True, scan_factored=3, scan_heads=2, scan_row_group=2)
+    # what only the launch knows: the tiles and the chunk size (a 64-row bf16 chunk has one 64-row tile;
+    # 32-row keys under 64-row rows)
+    shape = SSDShape(1, 150, 2, 32, 1, 40, 64, "ragged")
+    inputs = make_inputs(shape, seed=1, dtype=torch.bfloat16)
+    base = dict(scan_cb=True, scan_chunk=True, scan_factored=3, scan_heads=1, scan_row_group=2)
+    for tiles in (None, (64, 32, 32)):
+        with pytest.raises(ValueError, match="row tiles per chunk"):
+            ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=SSDConfig(**base, scan_tiles=tiles))
 
 
 def test_bad_tiles_are_rejected():
@@ -312,11 +336,21 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              ("key-log2-state+segments-3", torch.bfloat16, 256),
              # the state stages' FORM (attempt 24)
              ("state-form-2-kd", torch.bfloat16, 256), ("state-form-6-kd+segments-3", torch.bfloat16, 128),
-             ("state-form-4+multi-tile", torch.bfloat16, 256)]
+             ("state-form-4+multi-tile", torch.bfloat16, 256),
+             # row groups (attempt 25): at chunk size 256 the default 64 x 64 tiles, 4 row tiles per chunk
+             ("row-group-2-occ2", torch.bfloat16, 256), ("row-group-4-nww8", torch.bfloat16, 256),
+             ("row-group-2+segments-3", torch.bfloat16, 128)]
 
 
 # GPU-only variants: chunk-size-specific settings the CPU tests (chunk size 64) cannot take
-GPU_VARIANTS = {"fused-tk-256": SSDConfig(fused=True, state_tiles=(64, 128, 256))}  # one mma step per chunk
+GPU_VARIANTS = {
+    "fused-tk-256": SSDConfig(fused=True, state_tiles=(64, 128, 256)),  # one mma step per chunk
+    # the row-group scans of benchmarks/probe.py (sm_90 cubins: RG 2 at occupancy 2, 128 registers and a
+    # 16-byte stack; RG 4 with 8 worker warps at occupancy 1, 168 registers, no stack)
+    "row-group-2-occ2": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_row_group=2, scan_hints=(2, None)))),
+    "row-group-4-nww8": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_row_group=4,
+                                                                 scan_hints=(1, None, 8)))),
+}
 
 
 @pytest.mark.gpu

@@ -385,7 +385,7 @@ def chunk_scan_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtyp
 def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                       max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                       factored=False, heads_2d=False, shared=False, cb=False, whole_chunk=False,
-                      cb_bf16=False, carry=None, unroll=False, head_loop=1, kd_ready=False):
+                      cb_bf16=False, carry=None, unroll=False, head_loop=1, kd_ready=False, row_group=1):
     """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks.
 
     ``tiles`` (TM, TK, TP) and ``max_heads_per_block`` override the default tiles, ``hints`` = (occupancy,
@@ -397,7 +397,8 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
     ``whole_chunk``: one block per chunk; ``cb_bf16``: C Bᵀ stored in bfloat16; ``carry``: the
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry` of a segmented state stage, whole-chunk scan
     only; ``unroll``: the whole-chunk scan unrolled for full chunks; ``kd_ready``: with ``factored`` 3 (the
-    key-log2 form), dt_out already holds kd)."""
+    key-log2 form), dt_out already holds kd; ``row_group``: the whole-chunk scan's row tiles per key-major
+    group)."""
     if cb:
         from .chunk_scan_cb import launch_chunk_scan_cb
 
@@ -405,10 +406,11 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
                                     max_heads_per_block, tiles, hints, latency, factored,
                                     whole_chunk=whole_chunk,
                                     cb_dtype=torch.bfloat16 if cb_bf16 else torch.float32, carry=carry,
-                                    unroll=unroll, head_loop=head_loop, kd_ready=kd_ready)
-    if carry is not None or unroll or head_loop != 1 or factored >= 2:
-        raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop and "
-                         "factored 2 or 3 need the whole-chunk scan "
+                                    unroll=unroll, head_loop=head_loop, kd_ready=kd_ready,
+                                    row_group=row_group)
+    if carry is not None or unroll or head_loop != 1 or factored >= 2 or row_group != 1:
+        raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop, row "
+                         "groups and factored 2 or 3 need the whole-chunk scan "
                          "(SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]

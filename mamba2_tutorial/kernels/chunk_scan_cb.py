@@ -208,6 +208,63 @@ def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g
         _store_head(accs[j], x, z, D, out, b, m_tile, hb * HB + j, i_p, TM, TP, D_MODE, HAS_Z)
 
 
+def _key_log2_step(acc, a_m, x_k, kd, CB, b, c, g, i_m, kt, TM, TK, lat, MASK):
+    """acc += P @ x_k with P = CB[m, k] ∘ exp2(a_m - kd_k) (∘ [k <= m] on a diagonal tile, MASK): one key
+    step of the key-log2 form (``_key_tile`` with FACTORED = KEY_LOG2, one head) on an x tile and a kd
+    vector the caller loaded, so that a row group shares them. Inlined by cuTile."""
+    CB_mk = ct.load(CB, (b, c, g, i_m, kt), shape=(1, 1, 1, TM, TK), latency=lat).reshape((TM, TK))
+    P = CB_mk.astype(ct.float32) * ct.exp2(a_m[:, None] - kd[None, :], flush_to_zero=True)
+    if MASK:  # a diagonal tile (TM == TK, i_m == kt): the causal mask is the same in every one
+        rows = ct.arange(TM, dtype=ct.int32)
+        P = ct.where(rows[:, None] >= rows[None, :], P, 0.0)
+    return ct.mma(P.astype(x_k.dtype), x_k, acc)
+
+
+def _row_group(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, h, i_g, i_p,
+               Q, TM, TP, NS, D_MODE, HAS_Z, lat, RG, S_cTs, carries):
+    """Row tiles i_g·RG .. i_g·RG + RG - 1 of a full chunk c of head h, key-major inside the group: each x
+    tile (and kd vector) is loaded once for the group's RG row tiles instead of once per row tile, which
+    keep RG (TM, TP) float32 accumulators live (``SSDConfig.scan_row_group``; the key-log2 form, TM == TK,
+    one head per block). Key tiles before the group need no mask (a loop); the group's own RG key tiles
+    form a static lower triangle whose diagonal tiles are masked. Inlined by cuTile."""
+    accs = ()
+    a_ms = ()
+    for j in ct.static_iter(range(RG)):
+        i_m = i_g * RG + j
+        C_m = ct.load(C, (b, c * (Q // TM) + i_m, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO)
+        C_m = C_m.reshape((TM, NS)).astype(x.dtype)
+        acc, a_m = inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, h, i_m, i_p, TM, TP, NS, 1,
+                                     S_cTs, carries)
+        accs = accs + acc
+        a_ms = a_ms + a_m
+    # key tiles before the group: every row of the group sees all of their keys
+    for kt in range(i_g * RG):
+        x_k = ct.load(x, (b, c * (Q // TM) + kt, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO,
+                      latency=lat).reshape((TM, TP))
+        kd = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TM)).reshape((TM,))
+        new_accs = ()
+        for j in ct.static_iter(range(RG)):
+            new_accs = new_accs + (_key_log2_step(accs[j], a_ms[j], x_k, kd, CB, b, c, g, i_g * RG + j, kt,
+                                                  TM, TM, lat, False),)
+        accs = new_accs
+    # the group's own key tiles: row j sees key tiles kk <= j, the diagonal one masked
+    for kk in ct.static_iter(range(RG)):
+        kt = i_g * RG + kk
+        x_k = ct.load(x, (b, c * (Q // TM) + kt, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO,
+                      latency=lat).reshape((TM, TP))
+        kd = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TM)).reshape((TM,))
+        new_accs = ()
+        for j in ct.static_iter(range(RG)):
+            if j >= kk:
+                new_accs = new_accs + (_key_log2_step(accs[j], a_ms[j], x_k, kd, CB, b, c, g, i_g * RG + j,
+                                                      kt, TM, TM, lat, j == kk),)
+            else:
+                new_accs = new_accs + (accs[j],)
+        accs = new_accs
+    for j in ct.static_iter(range(RG)):
+        _store_head(accs[j], x, z, D, out, b, c * (Q // TM) + i_g * RG + j, h, i_p, TM, TP, D_MODE, HAS_Z)
+
+
 @ct.kernel
 def chunk_scan_cb_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D,   # inputs
                          out,                                                      # output
@@ -259,7 +316,8 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
                                TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                                D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], LAT: ct.Constant[int],
                                FACTORED: ct.Constant[int], HAS_CARRY: ct.Constant[bool],
-                               UNROLL: ct.Constant[bool], HL: ct.Constant[int]):
+                               UNROLL: ct.Constant[bool], HL: ct.Constant[int],
+                               RG: ct.Constant[int]):
     """chunk_scan_cb_kernel's results, one block per (head block, p tile, batch·chunk) walking ALL the chunk's
     row tiles in a loop (grid (h / HB, cdiv(p, TP), b · nchunks)): Q/TM · (Q/TM + 1) / 2 key-tile steps per
     block instead of 1 to Q/TM, and the entering state S_c loaded once per chunk instead of once per row tile
@@ -273,28 +331,39 @@ def chunk_scan_cb_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states
 
     UNROLL: a chunk that lies wholly inside the sequence takes its Q/TM row tiles and their key tiles as one
     unrolled body (``ct.static_iter``: no loops); the ragged last chunk keeps the loops. Faster at chunk size
-    128, slower at 256 (attempt 19 of docs/perf-notes.md)."""
+    128, slower at 256 (attempt 19 of docs/perf-notes.md).
+
+    RG > 1 (``SSDConfig.scan_row_group``; the key-log2 form, TM == TK, HB == 1, not with UNROLL): a chunk that
+    lies wholly inside the sequence walks its row tiles in groups of RG, key-major inside each group
+    (``_row_group``): each x tile is loaded once per group instead of once per row tile (at Q 256, TM 64:
+    6 x tile loads per chunk with RG 2, 4 with RG 4, against 10), for RG live accumulators (attempt 25 of
+    docs/perf-notes.md). The ragged last chunk keeps the row-tile loop."""
     i_p = ct.bid(1)
     pid_bc = ct.bid(2)
     nchunks = dA_cumsum.shape[2]
     b = pid_bc // nchunks
     c = pid_bc % nchunks
     lat = LAT if LAT > 0 else None
+    if RG > 1:
+        ct.static_assert(FACTORED == KEY_LOG2 and TM == TK and HB == 1 and HL == 1 and not UNROLL
+                         and (Q // TM) % RG == 0,
+                         "RG > 1 needs the key-log2 form (FACTORED 3), TM == TK, HB 1, HL 1, no UNROLL and "
+                         "RG dividing Q / TM")
     if HL == 1:
         _chunk_heads(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, carry, seg_prefix, out,
                      heads_per_group, chunks_per_segment, ct.bid(0), i_p, b, c, Q, TM, TK, TP, NS, HB, D_MODE,
-                     HAS_Z, lat, FACTORED, HAS_CARRY, UNROLL)
+                     HAS_Z, lat, FACTORED, HAS_CARRY, UNROLL, RG)
     else:
         for jl in range(HL):
             hb = ct.bid(0) * HL + jl
             _chunk_heads(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, carry, seg_prefix, out,
                          heads_per_group, chunks_per_segment, hb, i_p, b, c, Q, TM, TK, TP, NS, HB, D_MODE,
-                         HAS_Z, lat, FACTORED, HAS_CARRY, UNROLL)
+                         HAS_Z, lat, FACTORED, HAS_CARRY, UNROLL, RG)
 
 
 def _chunk_heads(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, carry, seg_prefix, out,
                  heads_per_group, chunks_per_segment, hb, i_p, b, c, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z,
-                 lat, FACTORED, HAS_CARRY, UNROLL):
+                 lat, FACTORED, HAS_CARRY, UNROLL, RG=1):
     """Chunk c of head block hb (heads hb·HB .. hb·HB + HB - 1): all its row tiles. Inlined by cuTile."""
     g = (hb * HB) // heads_per_group
     seqlen = x.shape[1]
@@ -305,7 +374,11 @@ def _chunk_heads(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, carry, se
         if HAS_CARRY:
             carries = carries + (segment_carry_T(x, carry, seg_prefix, b, c, hb * HB + j, i_p, TP, NS,
                                                  chunks_per_segment),)
-    if UNROLL and (c + 1) * Q <= seqlen:
+    if RG > 1 and (c + 1) * Q <= seqlen:
+        for i_g in range(Q // (TM * RG)):
+            _row_group(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_g, i_p,
+                       Q, TM, TP, NS, D_MODE, HAS_Z, lat, RG, S_cTs, carries)
+    elif UNROLL and (c + 1) * Q <= seqlen:
         for i_m in ct.static_iter(range(Q // TM)):
             m_tile = c * (Q // TM) + i_m
             _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile,
@@ -350,7 +423,7 @@ def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, hints=(None, None), 
 def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, out=None, poison=False,
                          max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                          factored=False, cb_hints=(None, None), whole_chunk=False, cb_dtype=torch.float32,
-                         carry=None, unroll=False, head_loop=1, kd_ready=False, CB=None):
+                         carry=None, unroll=False, head_loop=1, kd_ready=False, CB=None, row_group=1):
     """Both launches: :data:`chunk_cb_kernel`, then :data:`chunk_scan_cb_kernel`; no argument checks.
     Arguments as :func:`~mamba2_tutorial.kernels.chunk_scan.launch_chunk_scan`; ``factored`` only when every
     dt_out is >= 0; ``whole_chunk`` launches :data:`chunk_scan_cb_chunk_kernel` (one block per chunk);
@@ -363,10 +436,12 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
     ``dt_out`` holds the key-log2 form kd (see ``_key_tile``) when ``kd_ready`` (the fused state stage stored
     it, ``SSDConfig.state_key_log2``), else :data:`key_log2_kernel` computes it from dt_out and dA_cumsum
     first (a third launch). ``CB``: C Bᵀ already computed by :func:`launch_chunk_cb` with this plan's tiles
-    (e.g. on a side stream while the state stage runs); :data:`chunk_cb_kernel` is then not launched."""
-    if (carry is not None or unroll or head_loop != 1 or factored >= 2) and not whole_chunk:
-        raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop and "
-                         "factored 2 or 3 need the whole-chunk scan "
+    (e.g. on a side stream while the state stage runs); :data:`chunk_cb_kernel` is then not launched.
+    ``row_group`` (only with ``whole_chunk`` and ``factored`` 3): row tiles per key-major group (the
+    kernel's RG)."""
+    if (carry is not None or unroll or head_loop != 1 or factored >= 2 or row_group != 1) and not whole_chunk:
+        raise ValueError("a segment carry (the segmented state stage), an unrolled scan, a head loop, row "
+                         "groups and factored 2 or 3 need the whole-chunk scan "
                          "(SSDConfig(scan_cb=True, scan_chunk=True))")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
@@ -385,31 +460,39 @@ def launch_chunk_scan_cb(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, ba
             chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
             h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode, z is not None, latency,
             int(factored))
+    if row_group != 1 and (factored != KEY_LOG2 or t["TM"] != t["TK"] or (Q // t["TM"]) % row_group
+                           or t["HB"] != 1 or head_loop != 1 or unroll):
+        raise ValueError(
+            f"scan_row_group = {row_group} needs the key-log2 form (factored 3), equal row and key tiles, "
+            f"one head per block, no head loop or unroll, and must divide the row tiles per chunk; got "
+            f"factored {factored}, TM {t['TM']}, TK {t['TK']}, HB {t['HB']}, head_loop {head_loop}, "
+            f"unroll {unroll}, {Q // t['TM']} row tiles per chunk (chunk size {Q})")
     if whole_chunk:
         if plan.grid[0] % head_loop:
             raise ValueError(f"scan_head_loop = {head_loop} must divide the head blocks h / HB = "
                              f"{plan.grid[0]}")
         grid = (plan.grid[0] // head_loop, cdiv(p, t["TP"]), plan.grid[2])
-        launch(chunk_scan_cb_chunk_kernel, grid, chunk_kernel_args(args, carry, device, unroll, head_loop),
-               backend, hints)
+        launch(chunk_scan_cb_chunk_kernel, grid,
+               chunk_kernel_args(args, carry, device, unroll, head_loop, row_group), backend, hints)
     else:
         launch(chunk_scan_cb_kernel, plan.grid, args, backend, hints)
     return out
 
 
-def chunk_kernel_args(args, carry, device, unroll=False, head_loop=1):
+def chunk_kernel_args(args, carry, device, unroll=False, head_loop=1, row_group=1):
     """chunk_scan_cb_kernel's arguments -> chunk_scan_cb_chunk_kernel's: the segment carry (or placeholders)
-    after D, chunks_per_segment after heads_per_group, HAS_CARRY and UNROLL last."""
+    after D, chunks_per_segment after heads_per_group, HAS_CARRY, UNROLL, HL and RG last."""
     if carry is None:
         x = args[0]
         tensors, cps = (placeholder(device, x.dtype, 5), placeholder(device, torch.float32, 3)), 1
     else:
         tensors, cps = (carry.carry, carry.seg_prefix), carry.chunks_per_segment
-    return args[:8] + tensors + args[8:10] + (cps,) + args[10:] + (carry is not None, bool(unroll), head_loop)
+    return args[:8] + tensors + args[8:10] + (cps,) + args[10:] + (carry is not None, bool(unroll), head_loop,
+                                                                   row_group)
 
 
 def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch.bfloat16, factored=False,
-                  cb_dtype=torch.float32, whole_chunk=False, segments=0, unroll=False):
+                  cb_dtype=torch.float32, whole_chunk=False, segments=0, unroll=False, row_group=1):
     def make():
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(b, l, h, p, generator=gen).to(dtype)
@@ -433,7 +516,7 @@ def _example_args(Q=256, b=2, l=300, h=8, p=64, g=1, n=128, heads=1, dtype=torch
                 carry = SegmentCarry(torch.randn(b, cdiv(nchunks, cps), h, p, n, generator=gen).to(dtype),
                                      -torch.rand(b, h, nchunks, generator=gen), cps)
             grid = (plan.grid[0], cdiv(p, t["TP"]), plan.grid[2])
-            return grid, chunk_kernel_args(args, carry, "cpu", unroll)
+            return grid, chunk_kernel_args(args, carry, "cpu", unroll, 1, row_group)
         return plan.grid, args
 
     return make
@@ -487,6 +570,10 @@ SPECS: list[KernelSpec] = [
                _example_args(Q=128, g=2, heads=FAST_BF16_Q128.scan_heads, cb_dtype=torch.bfloat16,
                              whole_chunk=True, unroll=FAST_BF16_Q128.scan_unroll,
                              factored=FAST_BF16_Q128.scan_factored)),
+    # ... key-major in groups of 2 row tiles (attempt 25; not shipped: SSDConfig.scan_row_group)
+    KernelSpec("ssd.chunk_scan_cb_chunk_row_group2_bf16_q256", hinted(chunk_scan_cb_chunk_kernel, 2),
+               _example_args(heads=1, cb_dtype=torch.bfloat16, whole_chunk=True, factored=KEY_LOG2,
+                             row_group=2)),
     # ... for few (batch, head) pairs and long sequences: the chunk scan adding the segment carry, occupancy 3
     KernelSpec("ssd.long_bf16.chunk_scan", hinted(chunk_scan_cb_chunk_kernel, *LONG_BF16.scan_hints),
                _example_args(l=2100, heads=LONG_BF16.scan_heads, cb_dtype=torch.bfloat16, whole_chunk=True,

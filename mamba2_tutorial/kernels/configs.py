@@ -71,6 +71,12 @@ class SSDConfig:
                   vector computed once per chunk behind a layout anchor, not re-derived in the layout of the
                   x·w product) and ``chunk_state.STATE_ACC`` (4: the chunk's mma accumulates into the
                   decayed state); the same results up to float32 rounding (attempt 24 of docs/perf-notes.md)
+    scan_row_group with scan_cb, scan_chunk and scan_factored=3: the whole-chunk scan walks a full chunk's
+                  row tiles in groups of this many, key-major inside a group (each x tile loaded once per
+                  group: at chunk size 256 6 x tile loads per chunk with 2, 4 with 4, against 10), keeping
+                  that many accumulators live; needs one head per block (scan_heads=1), equal row and key
+                  tiles, no scan_unroll or scan_head_loop, and must divide the row tiles per chunk;
+                  1: row tile by row tile (attempt 25 of docs/perf-notes.md)
     """
 
     fused: bool = False
@@ -94,6 +100,7 @@ class SSDConfig:
     scan_head_loop: int = 1
     state_key_log2: bool = False
     state_form: int = 0
+    scan_row_group: int = 1
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints"):
@@ -131,6 +138,14 @@ class SSDConfig:
         if self.scan_head_loop != 1 and not (self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.scan_head_loop needs the whole-chunk scan (scan_cb=True, "
                              f"scan_chunk=True); got {self}")
+        if type(self.scan_row_group) is not int or self.scan_row_group not in (1, 2, 4):
+            raise ValueError(f"SSDConfig.scan_row_group must be 1, 2 or 4, got {self.scan_row_group!r}")
+        if self.scan_row_group > 1 and not (self.scan_cb and self.scan_chunk and self.scan_factored == 3
+                                            and self.scan_heads == 1 and not self.scan_unroll
+                                            and self.scan_head_loop == 1):
+            raise ValueError("SSDConfig.scan_row_group > 1 needs the whole-chunk scan in the key-log2 form "
+                             "(scan_cb=True, scan_chunk=True, scan_factored=3) with scan_heads=1 and neither "
+                             f"scan_unroll nor scan_head_loop; got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
                              "whole-chunk scan (scan_cb=True, scan_chunk=True), whose blocks add the segment "
