@@ -312,6 +312,10 @@ VARIANTS: dict[str, SSDConfig] = {
        for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128))
        for rg, occ, w in ((2, 2, 0), (2, 2, 8), (4, 1, 8), (4, 2, 8), (2, 3, 0))
        if not (name == "g8" and rg == 4)},
+    # ... C Bᵀ launched first, on a side stream (SSDConfig.scan_cb_early): its blocks may fill the state
+    # stage's last wave (640 blocks for 264 slots at b8)
+    **{f"s25 {name} cb early": SSDConfig(**(vars(cfg) | dict(scan_cb_early=True)))
+       for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128))},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }
@@ -351,7 +355,11 @@ def main(argv=None) -> int:
     ap.add_argument("--compile-s", type=float, default=90.0, help="give up on variants not compiled by then")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args(argv)
-    names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
+    only = {n.strip() for n in args.only.split(",") if n.strip()}
+    unknown = only - set(VARIANTS)
+    if unknown:
+        ap.error(f"unknown variants: {sorted(unknown)}")
+    names = [n for n in VARIANTS if not only or n in only]
     shapes = args.shapes.split(",")
     t_start = time.perf_counter()
 

@@ -18,10 +18,13 @@ rounds the state to before its mma, so storing it narrower costs no accuracy and
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .kernels._host import LaunchPlan, cdiv, check_chunk_size, check_kernel_dtype, resolve_backend, strided_ok
 from .kernels.chunk_scan import chunk_scan_fwd, chunk_scan_plan, launch_chunk_scan
+from .kernels.chunk_scan_cb import chunk_scan_cb_plan, launch_chunk_cb
 from .kernels.chunk_state import (
     chunk_state_fwd,
     chunk_state_plan,
@@ -79,6 +82,33 @@ def _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limi
     return dims
 
 
+@functools.lru_cache(maxsize=8)
+def _side_stream(device: torch.device):
+    """One side CUDA stream per device, reused by every call (creating a stream costs host time)."""
+    return torch.cuda.Stream(device)
+
+
+def _cb_early(x, C, B, chunk_size, cfg, where, poison):
+    """C Bᵀ launched before the state stage (``SSDConfig.scan_cb_early``): ``(CB, side stream or None)``.
+
+    On the GPU it runs on a side stream forked from the current one, so that its blocks can fill the SMs the
+    state stage leaves idle; the caller makes the current stream wait for the side stream before the scan.
+    On the CPU executor the launches run one after another anyway: it is simply launched first."""
+    b, l, h, p = x.shape
+    g, n = C.shape[2], C.shape[3]
+    t = chunk_scan_cb_plan(b, l, h, p, g, n, chunk_size, x.dtype, cfg.scan_heads, cfg.scan_tiles).tiles
+    cb_dtype = torch.bfloat16 if cfg.scan_cb_bf16 and x.dtype != torch.float32 else torch.float32
+    if where != "gpu":
+        return launch_chunk_cb(C, B, chunk_size, t["TM"], t["TK"], where, poison, cb_dtype=cb_dtype), None
+    main = torch.cuda.current_stream(x.device)
+    side = _side_stream(x.device)
+    side.wait_stream(main)  # C and B are ready on the main stream
+    with torch.cuda.stream(side):
+        CB = launch_chunk_cb(C, B, chunk_size, t["TM"], t["TK"], where, poison, cb_dtype=cb_dtype)
+    CB.record_stream(main)  # the allocator must not hand CB's memory out again before the scan has read it
+    return CB, side
+
+
 def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None,
                 dt_softplus=False, dt_limit=(0.0, float("inf")), return_final_states=False, backend="auto",
                 _poison=False, _config=None):
@@ -108,6 +138,9 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     # the key-log2 form: kd = dA_cs·log2(e) - log2(dt), stored by the state stage in place of dt_out, or
     # computed by the scan's own small kernel
     key_log2 = form == 3 and cfg.state_key_log2
+    CB = side = None
+    if cfg.scan_cb_early:  # C Bᵀ first (on the GPU on a side stream, overlapping the state stage)
+        CB, side = _cb_early(x, C, B, chunk_size, cfg, where, _poison)
     if cfg.segments > 1:  # kernels 1 and 2 fused, by segments; the scan adds each segment's carry
         dt_out, dA_cumsum, chunk_init_states, final_states, carry = launch_chunk_state_segments(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, cfg.segments,
@@ -124,6 +157,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
         chunk_init_states, final_states = launch_state_passing(
             states, dA_cumsum, initial_states, where, _poison, out_dtype=x.dtype, tiles=cfg.state_tiles,
             hints=cfg.passing_hints)
+    if side is not None:
+        torch.cuda.current_stream(x.device).wait_stream(side)
     out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison,
                             max_heads_per_block=cfg.scan_heads, tiles=cfg.scan_tiles, hints=cfg.scan_hints,
                             latency=cfg.scan_latency, factored=form,
@@ -131,7 +166,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
                             whole_chunk=cfg.scan_chunk,
                             cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
                             unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop, kd_ready=key_log2,
-                            row_group=cfg.scan_row_group if form == 3 else 1)
+                            row_group=cfg.scan_row_group if form == 3 else 1, CB=CB)
     return (out, final_states) if return_final_states else out
 
 

@@ -107,6 +107,10 @@ VARIANTS = {
                                         state_form=6, state_key_log2=True, scan_cb_bf16=True),
     "row-group-4-kd-kernel": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3,
                                        scan_heads=1, scan_tiles=(16, 16, 32), scan_row_group=4),
+    # C Bᵀ launched before the state stage (attempt 25; on the GPU on a side stream)
+    "cb-early+segments-2": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3, segments=2,
+                                     state_key_log2=True, scan_cb_early=True, scan_cb_bf16=True),
+    "cb-early-unfused": SSDConfig(scan_cb=True, scan_cb_early=True),
     "cb-chunk-head-loop-2-hb2-unroll+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True,
                                                             scan_head_loop=2, scan_heads=2, scan_unroll=True,
                                                             segments=3),
@@ -229,6 +233,19 @@ def test_bad_row_groups_are_rejected_cpu():
             ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=SSDConfig(**base, scan_tiles=tiles))
 
 
+def test_cb_early_gives_the_same_results_cpu():
+    # on the CPU executor scan_cb_early only moves the C Bᵀ launch before the state stage: same bits
+    shape = SSDShape(2, 150, 4, 32, 2, 40, 64, "ragged")
+    inputs = make_inputs(shape, seed=5, dtype=torch.bfloat16, z=True, initial_states=True)
+    for cfg in (VARIANTS["key-log2"], FAST_16BIT_CB):
+        early = SSDConfig(**(vars(cfg) | dict(scan_cb_early=True)))
+        a = ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=cfg, return_final_states=True)
+        b = ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=early, return_final_states=True)
+        assert all(torch.equal(u, v) for u, v in zip(a, b))
+    with pytest.raises(ValueError, match="scan_cb_early"):
+        SSDConfig(scan_cb_early=True)
+
+
 def test_bad_tiles_are_rejected():
     with pytest.raises(ValueError, match="TK"):
         chunk_scan_tiles(256, 64, 128, 4, torch.bfloat16, None, (64, 128, 64))
@@ -339,7 +356,9 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              ("state-form-4+multi-tile", torch.bfloat16, 256),
              # row groups (attempt 25): at chunk size 256 the default 64 x 64 tiles, 4 row tiles per chunk
              ("row-group-2-occ2", torch.bfloat16, 256), ("row-group-4-nww8", torch.bfloat16, 256),
-             ("row-group-2+segments-3", torch.bfloat16, 128)]
+             ("row-group-2+segments-3", torch.bfloat16, 128),
+             # C Bᵀ on a side stream (attempt 25)
+             ("cb-early-b8", torch.bfloat16, 256), ("cb-early+segments-2", torch.bfloat16, 128)]
 
 
 # GPU-only variants: chunk-size-specific settings the CPU tests (chunk size 64) cannot take
@@ -350,7 +369,32 @@ GPU_VARIANTS = {
     "row-group-2-occ2": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_row_group=2, scan_hints=(2, None)))),
     "row-group-4-nww8": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_row_group=4,
                                                                  scan_hints=(1, None, 8)))),
+    "cb-early-b8": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_cb_early=True))),
 }
+
+
+@pytest.mark.gpu
+def test_cb_early_side_stream_in_a_cuda_graph_gpu():
+    # the side stream of scan_cb_early must join a CUDA-graph capture (fork and join on the capturing
+    # stream) and give the same results as the one-stream launches, replay after replay
+    from mamba2_tutorial.timing import capture_graph
+
+    shape = SSDShape(2, 1000 + 131, 8, 64, 1, 128, 256, "ragged")
+    inputs = make_inputs(shape, seed=3, dtype=torch.bfloat16, device="cuda")
+    one = ssd_forward(**inputs, chunk_size=256, backend="gpu", _config=FAST_16BIT_CB)
+    cfg = GPU_VARIANTS["cb-early-b8"]
+    assert torch.equal(ssd_forward(**inputs, chunk_size=256, backend="gpu", _config=cfg), one)
+    box = {}
+
+    def call():
+        box["y"] = ssd_forward(**inputs, chunk_size=256, backend="gpu", _config=cfg)
+
+    replay = capture_graph(call)
+    for _ in range(3):
+        box["y"].fill_(float("nan"))
+        replay()
+        torch.cuda.synchronize()
+        assert torch.equal(box["y"], one)
 
 
 @pytest.mark.gpu

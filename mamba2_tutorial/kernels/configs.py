@@ -77,6 +77,9 @@ class SSDConfig:
                   that many accumulators live; needs one head per block (scan_heads=1), equal row and key
                   tiles, no scan_unroll or scan_head_loop, and must divide the row tiles per chunk;
                   1: row tile by row tile (attempt 25 of docs/perf-notes.md)
+    scan_cb_early with scan_cb: C Bᵀ is launched before the state stage instead of just before the scan; on
+                  the GPU on a side CUDA stream, so that its blocks can run on the SMs the state stage's
+                  last wave leaves idle (attempt 25)
     """
 
     fused: bool = False
@@ -101,6 +104,7 @@ class SSDConfig:
     state_key_log2: bool = False
     state_form: int = 0
     scan_row_group: int = 1
+    scan_cb_early: bool = False
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints"):
@@ -146,6 +150,8 @@ class SSDConfig:
             raise ValueError("SSDConfig.scan_row_group > 1 needs the whole-chunk scan in the key-log2 form "
                              "(scan_cb=True, scan_chunk=True, scan_factored=3) with scan_heads=1 and neither "
                              f"scan_unroll nor scan_head_loop; got {self}")
+        if self.scan_cb_early and not self.scan_cb:
+            raise ValueError(f"SSDConfig.scan_cb_early needs the C Bᵀ scans (scan_cb=True); got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
                              "whole-chunk scan (scan_cb=True, scan_chunk=True), whose blocks add the segment "
