@@ -197,6 +197,22 @@ def test_chunk_scan_gpu_heads_per_block(dtype):
         assert err <= TOL[dtype], (hb, err)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_gate_silu_at_extreme_z_gpu(dtype):
+    # silu(z) = z / (1 + exp(-z)) with the approximate division: exp(-z) overflows to inf for z < -88.7 (the
+    # quotient must be -0, not NaN) and the denominator passes 2^126, where div.approx returns 0
+    dtype = DTYPES[dtype]
+    inputs, Q = _inputs((2, 700, 8, 64, 1, 128, 256), dtype, seed=6, D="h", z=True, dt_bias=True)
+    extremes = torch.tensor([-1e4, -150.0, -88.5, -87.0, -20.0, 0.0, 3.0, 88.5, 150.0, 1e3], device="cuda")
+    z = inputs["z"].float()
+    z.view(-1)[: z.numel() // 2] = extremes.repeat(z.numel() // 2 // extremes.numel() + 1)[: z.numel() // 2]
+    inputs["z"] = z.to(dtype)
+    out = ssd_forward(**inputs, chunk_size=Q, backend="gpu", _poison=True)
+    assert torch.isfinite(out).all()
+    r_out = ref.ssd_chunked(**_f64(inputs), chunk_size=Q)
+    assert relative_error(out, r_out) <= TOL[dtype]
+
+
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_cpu_executor_matches_gpu(dtype):
     dtype = DTYPES[dtype]

@@ -75,6 +75,14 @@ ZERO = ct.PaddingMode.ZERO
 D_NONE, D_PER_HEAD, D_PER_CHANNEL = 0, 1, 2  # D absent, D (h,), D (h, p)
 
 
+def silu(z):
+    """z · sigmoid(z) = z / (1 + exp(-z)) on a float32 tile, with the approximate division
+    (``div.approx.f32``, about 2 ulp): the IEEE division adds a range check and a slow-path call per element
+    (sm_90 SASS of the chunk scan's epilogue with z: 2496 -> 2088 instructions). Where exp(-z) overflows to
+    inf the quotient is -0, silu's limit. A plain function, inlined by cuTile."""
+    return ct.truediv(z, 1.0 + ct.exp2(-z * LOG2E), rounding_mode=ct.RoundingMode.APPROX)
+
+
 @ct.kernel
 def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # inputs
                       out,                                                     # output
@@ -169,7 +177,7 @@ def chunk_scan_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # i
         if HAS_Z:
             z_m = ct.load(z, (b, m_tile, hb, i_p), shape=(1, TM, HB, TP), padding_mode=ZERO)
             z_m = ct.permute(z_m.reshape((TM, HB, TP)), (1, 0, 2)).astype(ct.float32)
-            acc = acc * (z_m / (1.0 + ct.exp2(-z_m * LOG2E)))        # z · sigmoid(z)
+            acc = acc * silu(z_m)
         y = ct.permute(acc.astype(out.dtype), (1, 0, 2)).reshape((1, TM, HB, TP))
         ct.store(out, (b, m_tile, hb, i_p), y)
 
@@ -188,7 +196,7 @@ def _store_head(acc, x, z, D, out, b, m_tile, h, i_p, TM, TP, D_MODE, HAS_Z):
     if HAS_Z:
         z_m = ct.load(z, (b, m_tile, h, i_p), shape=(1, TM, 1, TP), padding_mode=ZERO)
         z_m = z_m.reshape((TM, TP)).astype(ct.float32)
-        acc = acc * (z_m / (1.0 + ct.exp2(-z_m * LOG2E)))        # z · sigmoid(z)
+        acc = acc * silu(z_m)
     ct.store(out, (b, m_tile, h, i_p), acc.astype(out.dtype).reshape((1, TM, 1, TP)))
 
 
