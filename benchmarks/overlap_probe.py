@@ -93,7 +93,7 @@ def _probe_shape(sname, rep_ms, say, cfg=FAST_16BIT_CB):
         join(sides[:1])
         return scan(st, CB)
 
-    def split(k, stagger=False, cb_on_side=False):
+    def split(k, stagger=False):
         def run():
             out = torch.empty_like(x)
             parts = [(i * b // k, (i + 1) * b // k) for i in range(k)]
