@@ -316,6 +316,11 @@ VARIANTS: dict[str, SSDConfig] = {
     # stage's last wave (640 blocks for 264 slots at b8)
     **{f"s25 {name} cb early": SSDConfig(**(vars(cfg) | dict(scan_cb_early=True)))
        for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128))},
+    # ... the next chunk's raw dt loaded one chunk ahead (state_form | 8, STATE_DT_AHEAD): attempt 20 measured
+    # it slower at occupancy 1 with dt replicated per element; with dt computed once it costs no register
+    # (sm_90 cubins: 128 registers, no stack, as without it)
+    **{f"s25 {name} f{cfg.state_form | 8}": SSDConfig(**(vars(cfg) | dict(state_form=cfg.state_form | 8)))
+       for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128))},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

@@ -100,6 +100,11 @@ VARIANTS = {
     "state-form-4+multi-tile": SSDConfig(fused=True, state_tiles=(32, 64, 32), state_form=4),
     "state-form-6-kd+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3,
                                             segments=3, state_form=6, state_key_log2=True),
+    # the next chunk's dt loaded one chunk ahead (STATE_DT_AHEAD, attempt 25), fused and by segments
+    "state-form-14-kd": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3, state_form=14,
+                                  state_key_log2=True, state_tiles=(64, 128, 32)),
+    "state-form-8+segments-3+multi-tile": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3,
+                                                    state_form=8, state_tiles=(32, 64)),
     # row groups (attempt 25): the whole-chunk scan key-major inside groups of 2 or 4 row tiles (each x tile
     # loaded once per group); 32 x 32 tiles give 2 row tiles per 64-row chunk, 16 x 16 give 4
     "row-group-2+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3,
@@ -357,6 +362,9 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              # row groups (attempt 25): at chunk size 256 the default 64 x 64 tiles, 4 row tiles per chunk
              ("row-group-2-occ2", torch.bfloat16, 256), ("row-group-4-nww8", torch.bfloat16, 256),
              ("row-group-2+segments-3", torch.bfloat16, 128),
+             # dt one chunk ahead (attempt 25)
+             ("state-form-14-kd", torch.bfloat16, 256),
+             ("state-form-8+segments-3+multi-tile", torch.bfloat16, 128),
              # C Bᵀ on a side stream (attempt 25)
              ("cb-early-b8", torch.bfloat16, 256), ("cb-early+segments-2", torch.bfloat16, 128)]
 

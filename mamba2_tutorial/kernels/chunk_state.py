@@ -53,8 +53,8 @@ from ._host import (
 from .configs import FAST_16BIT, FAST_16BIT_CB, FAST_16BIT_Q128, FAST_BF16_Q128, LONG_FP16
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "STATE_ACC", "STATE_DT_ONCE", "STATE_KD", "chunk_local_state", "computed_once",
-           "key_log2",
+__all__ = ["SPECS", "STATE_ACC", "STATE_DT_AHEAD", "STATE_DT_ONCE", "STATE_KD", "chunk_local_state",
+           "computed_once", "key_log2", "load_dt_raw",
            "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_heads_kernel",
            "chunk_state_passing_kernel",
            "chunk_state_passing_plan", "chunk_state_plan", "chunk_state_tiles", "launch_chunk_state",
@@ -170,12 +170,20 @@ def chunk_state_kernel(x, B, dt, A, dt_bias,                 # inputs
 STATE_KD = 1
 #: ... dt passes through :func:`computed_once` (attempt 24 of docs/perf-notes.md) ...
 STATE_DT_ONCE = 2
-#: ... the chunk's mma accumulates into the decayed state instead of a zeroed tile (no separate local tile)
+#: ... the chunk's mma accumulates into the decayed state instead of a zeroed tile (no separate local tile),
 STATE_ACC = 4
+#: ... the walk loads the next chunk's raw dt one chunk ahead (:func:`load_dt_raw`), so that the gather (Q
+#: scalars h elements apart: no TMA) overlaps this chunk's work instead of stalling the next one's start
+STATE_DT_AHEAD = 8
+
+
+def load_dt_raw(dt, b, c, h, Q):
+    """Chunk c's raw dt of head h, (Q,) float32, zero past the sequence end. A plain function."""
+    return ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
 
 
 def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen, dt_min,
-                      dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat, S, FORM=0):
+                      dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat, S, FORM=0, dt_raw=None):
     """One chunk of a walk over chunks (the fused and the segmented state stages): dt preprocessing and the
     in-chunk cumsum (stored to dt_out and dA_cumsum), the chunk's local (TP, TN) state tile exactly as
     chunk_state_kernel builds it, and the state carried over the chunk. Returns (dA_cs_last (1,),
@@ -183,8 +191,10 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
     ``lat`` is a latency hint for the x and B loads (or None). FORM, a compile-time constant, is a sum of
     :data:`STATE_KD` (only when dt >= 0: ``dt_out`` receives each position's :func:`key_log2` form kd
     instead of dt), :data:`STATE_DT_ONCE` and :data:`STATE_ACC`: the same results up to float32 rounding,
-    different code."""
-    dt_raw = ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
+    different code. ``dt_raw``: this chunk's raw dt, loaded by the caller (:data:`STATE_DT_AHEAD`); else
+    loaded here."""
+    if dt_raw is None:
+        dt_raw = load_dt_raw(dt, b, c, h, Q)
     t = c * Q + ct.arange(Q, dtype=ct.int32)
     dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
     if FORM & STATE_DT_ONCE:
@@ -251,11 +261,21 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
     else:
         S = ct.zeros((TP, TN), dtype=ct.float32)
 
+    if FORM & STATE_DT_AHEAD:
+        dt_next = load_dt_raw(dt, b, 0, h, Q)
     for c in range(nchunks):
         S_out = S.astype(chunk_init_states.dtype)
         ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_out.reshape((1, 1, 1, TP, TN)))
-        _, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen,
-                                 dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat, S, FORM)
+        if FORM & STATE_DT_AHEAD:  # this chunk's dt was loaded one chunk ago; start the next one's gather
+            dt_raw = dt_next
+            dt_next = load_dt_raw(dt, b, min(c + 1, nchunks - 1), h, Q)
+            _, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n,
+                                     seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat, S,
+                                     FORM, dt_raw)
+        else:
+            _, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n,
+                                     seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat, S,
+                                     FORM)
 
     ct.store(final_states, (b, h, i_p, i_n), S.reshape((1, 1, TP, TN)))
 

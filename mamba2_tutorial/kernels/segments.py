@@ -36,7 +36,13 @@ import cuda.tile as ct
 import torch
 
 from ._host import LaunchPlan, allocate, cdiv, hinted, launch, placeholder
-from .chunk_state import STATE_KD, chunk_local_state, chunk_state_passing_tiles
+from .chunk_state import (
+    STATE_DT_AHEAD,
+    STATE_KD,
+    chunk_local_state,
+    chunk_state_passing_tiles,
+    load_dt_raw,
+)
 from .configs import LONG_BF16
 from .spec import KernelSpec
 from .state_passing import launch_state_passing
@@ -84,13 +90,23 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
     S = ct.zeros((TP, TN), dtype=ct.float32)          # the segment starts from zero: stage 2 adds the carry
     log_decay = ct.zeros((1,), dtype=ct.float32)      # sum of dA_cs[Q-1] over the segment's chunks so far
     c0 = s * chunks_per_segment
-    for c in range(c0, min(c0 + chunks_per_segment, nchunks)):
+    c_end = min(c0 + chunks_per_segment, nchunks)
+    if FORM & STATE_DT_AHEAD:
+        dt_next = load_dt_raw(dt, b, min(c0, nchunks - 1), h, Q)
+    for c in range(c0, c_end):
         ct.store(chunk_init_states, (b, c, h, i_p, i_n),
                  S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
         ct.store(seg_prefix, (b, h, c), log_decay.reshape((1, 1, 1)))
-        dA_cs_last, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
-                                          i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
-                                          DT_SOFTPLUS, lat, S, FORM)
+        if FORM & STATE_DT_AHEAD:  # this chunk's dt was loaded one chunk ago; start the next one's gather
+            dt_raw = dt_next
+            dt_next = load_dt_raw(dt, b, min(c + 1, c_end - 1), h, Q)
+            dA_cs_last, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
+                                              i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
+                                              DT_SOFTPLUS, lat, S, FORM, dt_raw)
+        else:
+            dA_cs_last, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
+                                              i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
+                                              DT_SOFTPLUS, lat, S, FORM)
         log_decay = log_decay + dA_cs_last
 
     ct.store(seg_states, (b, s, h, i_p, i_n), S.reshape((1, 1, 1, TP, TN)))
