@@ -319,8 +319,13 @@ VARIANTS: dict[str, SSDConfig] = {
     # ... the next chunk's raw dt loaded one chunk ahead (state_form | 8, STATE_DT_AHEAD): attempt 20 measured
     # it slower at occupancy 1 with dt replicated per element; with dt computed once it costs no register
     # (sm_90 cubins: 128 registers, no stack, as without it)
-    **{f"s25 {name} f{cfg.state_form | 8}": SSDConfig(**(vars(cfg) | dict(state_form=cfg.state_form | 8)))
-       for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128))},
+    # ... or loaded as a box of 16 neighbouring heads (| 16, STATE_DT_BOX): a TMA load that the producer warp
+    # issues with x and B (sm_90 cubin at b8: 5 UTMALDG, the two LDG.U16 gathers gone, 128 registers, no
+    # stack; with | 8 as well an 8-byte stack)
+    **{f"s25 {name} f{cfg.state_form | bits}": SSDConfig(**(vars(cfg)
+                                                            | dict(state_form=cfg.state_form | bits)))
+       for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128))
+       for bits in (8, 16, 24)},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

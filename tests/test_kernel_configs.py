@@ -105,6 +105,11 @@ VARIANTS = {
                                   state_key_log2=True, state_tiles=(64, 128, 32)),
     "state-form-8+segments-3+multi-tile": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3,
                                                     state_form=8, state_tiles=(32, 64)),
+    # ... and dt as a box of 16 neighbouring heads (STATE_DT_BOX; here h = 4: the box runs past the heads)
+    "state-form-22-kd": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3, state_form=22,
+                                  state_key_log2=True),
+    "state-form-30+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=3,
+                                          state_form=30),
     # row groups (attempt 25): the whole-chunk scan key-major inside groups of 2 or 4 row tiles (each x tile
     # loaded once per group); 32 x 32 tiles give 2 row tiles per 64-row chunk, 16 x 16 give 4
     "row-group-2+segments-3": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, scan_factored=3,
@@ -365,6 +370,7 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              # dt one chunk ahead (attempt 25)
              ("state-form-14-kd", torch.bfloat16, 256),
              ("state-form-8+segments-3+multi-tile", torch.bfloat16, 128),
+             ("state-form-22-kd", torch.bfloat16, 256), ("state-form-30+segments-3", torch.float32, 128),
              # C Bᵀ on a side stream (attempt 25)
              ("cb-early-b8", torch.bfloat16, 256), ("cb-early+segments-2", torch.bfloat16, 128)]
 

@@ -53,7 +53,8 @@ from ._host import (
 from .configs import FAST_16BIT, FAST_16BIT_CB, FAST_16BIT_Q128, FAST_BF16_Q128, LONG_FP16
 from .spec import KernelSpec
 
-__all__ = ["SPECS", "STATE_ACC", "STATE_DT_AHEAD", "STATE_DT_ONCE", "STATE_KD", "chunk_local_state",
+__all__ = ["DT_BOX", "SPECS", "STATE_ACC", "STATE_DT_AHEAD", "STATE_DT_BOX", "STATE_DT_ONCE", "STATE_KD",
+           "chunk_local_state",
            "computed_once", "key_log2", "load_dt_raw",
            "chunk_state_fwd", "chunk_state_kernel", "chunk_state_passing_heads_kernel",
            "chunk_state_passing_kernel",
@@ -175,10 +176,20 @@ STATE_ACC = 4
 #: ... the walk loads the next chunk's raw dt one chunk ahead (:func:`load_dt_raw`), so that the gather (Q
 #: scalars h elements apart: no TMA) overlaps this chunk's work instead of stalling the next one's start
 STATE_DT_AHEAD = 8
+#: ... dt is loaded as a (Q, DT_BOX) box of DT_BOX neighbouring heads (contiguous along h: a TMA load the
+#: producer warp can issue ahead, instead of Q scalar loads h elements apart) and this head's column taken
+STATE_DT_BOX = 16
+#: heads per dt box (:data:`STATE_DT_BOX`): 16 bf16 = 32 bytes, above TMA's 16-byte minimum row
+DT_BOX = 16
 
 
-def load_dt_raw(dt, b, c, h, Q):
-    """Chunk c's raw dt of head h, (Q,) float32, zero past the sequence end. A plain function."""
+def load_dt_raw(dt, b, c, h, Q, BOX=False):
+    """Chunk c's raw dt of head h, (Q,) float32, zero past the sequence end: Q scalars h elements apart, or
+    (BOX, :data:`STATE_DT_BOX`) the column of head h in a (Q, DT_BOX) box of neighbouring heads. A plain
+    function."""
+    if BOX:
+        box = ct.load(dt, (b, c, h // DT_BOX), shape=(1, Q, DT_BOX), padding_mode=ZERO).reshape((Q, DT_BOX))
+        return ct.extract(box, (0, h % DT_BOX), shape=(Q, 1)).reshape((Q,)).astype(ct.float32)
     return ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
 
 
@@ -194,7 +205,7 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
     different code. ``dt_raw``: this chunk's raw dt, loaded by the caller (:data:`STATE_DT_AHEAD`); else
     loaded here."""
     if dt_raw is None:
-        dt_raw = load_dt_raw(dt, b, c, h, Q)
+        dt_raw = load_dt_raw(dt, b, c, h, Q, FORM & STATE_DT_BOX)
     t = c * Q + ct.arange(Q, dtype=ct.int32)
     dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
     if FORM & STATE_DT_ONCE:
@@ -262,13 +273,13 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
         S = ct.zeros((TP, TN), dtype=ct.float32)
 
     if FORM & STATE_DT_AHEAD:
-        dt_next = load_dt_raw(dt, b, 0, h, Q)
+        dt_next = load_dt_raw(dt, b, 0, h, Q, FORM & STATE_DT_BOX)
     for c in range(nchunks):
         S_out = S.astype(chunk_init_states.dtype)
         ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_out.reshape((1, 1, 1, TP, TN)))
         if FORM & STATE_DT_AHEAD:  # this chunk's dt was loaded one chunk ago; start the next one's gather
             dt_raw = dt_next
-            dt_next = load_dt_raw(dt, b, min(c + 1, nchunks - 1), h, Q)
+            dt_next = load_dt_raw(dt, b, min(c + 1, nchunks - 1), h, Q, FORM & STATE_DT_BOX)
             _, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n,
                                      seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, lat, S,
                                      FORM, dt_raw)

@@ -70,8 +70,9 @@ class SSDConfig:
     state_form    with fused and state_heads 1: a sum of ``chunk_state.STATE_DT_ONCE`` (2: the stage's dt
                   vector computed once per chunk behind a layout anchor, not re-derived in the layout of the
                   x·w product), ``chunk_state.STATE_ACC`` (4: the chunk's mma accumulates into the
-                  decayed state) and ``chunk_state.STATE_DT_AHEAD`` (8: the next chunk's raw dt loaded one
-                  chunk ahead, attempt 25); the same results up to float32 rounding (attempt 24 of
+                  decayed state), ``chunk_state.STATE_DT_AHEAD`` (8: the next chunk's raw dt loaded one
+                  chunk ahead) and ``chunk_state.STATE_DT_BOX`` (16: dt loaded as a box of 16 neighbouring
+                  heads, a TMA load, attempt 25); the same results up to float32 rounding (attempt 24 of
                   docs/perf-notes.md)
     scan_row_group with scan_cb, scan_chunk and scan_factored=3: the whole-chunk scan walks a full chunk's
                   row tiles in groups of this many, key-major inside a group (each x tile loaded once per
@@ -133,9 +134,10 @@ class SSDConfig:
             raise ValueError("SSDConfig.state_key_log2 (the state stage stores the key-log2 form) needs "
                              "scan_factored=3 and the fused state stage (fused=True, state_heads=1); "
                              f"got {self}")
-        if type(self.state_form) is not int or self.state_form & ~14:
+        if type(self.state_form) is not int or self.state_form & ~30:
             raise ValueError(f"SSDConfig.state_form must be an int made of the bits 2 (STATE_DT_ONCE), 4 "
-                             f"(STATE_ACC) and 8 (STATE_DT_AHEAD), got {self.state_form!r}")
+                             f"(STATE_ACC), 8 (STATE_DT_AHEAD) and 16 (STATE_DT_BOX), got "
+                             f"{self.state_form!r}")
         if self.state_form and not (self.fused and self.state_heads == 1):
             raise ValueError("SSDConfig.state_form needs the fused state stage (fused=True, state_heads=1); "
                              f"got {self}")

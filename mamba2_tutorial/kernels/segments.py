@@ -38,6 +38,7 @@ import torch
 from ._host import LaunchPlan, allocate, cdiv, hinted, launch, placeholder
 from .chunk_state import (
     STATE_DT_AHEAD,
+    STATE_DT_BOX,
     STATE_KD,
     chunk_local_state,
     chunk_state_passing_tiles,
@@ -92,14 +93,14 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
     c0 = s * chunks_per_segment
     c_end = min(c0 + chunks_per_segment, nchunks)
     if FORM & STATE_DT_AHEAD:
-        dt_next = load_dt_raw(dt, b, min(c0, nchunks - 1), h, Q)
+        dt_next = load_dt_raw(dt, b, min(c0, nchunks - 1), h, Q, FORM & STATE_DT_BOX)
     for c in range(c0, c_end):
         ct.store(chunk_init_states, (b, c, h, i_p, i_n),
                  S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
         ct.store(seg_prefix, (b, h, c), log_decay.reshape((1, 1, 1)))
         if FORM & STATE_DT_AHEAD:  # this chunk's dt was loaded one chunk ago; start the next one's gather
             dt_raw = dt_next
-            dt_next = load_dt_raw(dt, b, min(c + 1, c_end - 1), h, Q)
+            dt_next = load_dt_raw(dt, b, min(c + 1, c_end - 1), h, Q, FORM & STATE_DT_BOX)
             dA_cs_last, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p,
                                               i_n, seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS,
                                               DT_SOFTPLUS, lat, S, FORM, dt_raw)
