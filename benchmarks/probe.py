@@ -326,6 +326,11 @@ VARIANTS: dict[str, SSDConfig] = {
                                                             | dict(state_form=cfg.state_form | bits)))
        for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128))
        for bits in (8, 16, 24)},
+    # ... the batch in parts on their own streams (SSDConfig.batch_streams), staggered or not, with C Bᵀ early
+    **{f"s25 b8 batch{k}{' stagger' if st else ''}{' cb early' if early else ''}": SSDConfig(
+        **(vars(FAST_16BIT_CB) | dict(batch_streams=k, batch_stagger=st, scan_cb_early=early)))
+       for k, st, early in ((2, False, False), (2, True, False), (4, False, False), (4, True, False),
+                            (2, True, True))},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

@@ -256,6 +256,29 @@ def test_cb_early_gives_the_same_results_cpu():
         SSDConfig(scan_cb_early=True)
 
 
+@pytest.mark.parametrize("base", ["fast-16bit-cb", "long-bf16", "key-log2-unfused"])
+def test_batch_parts_give_the_same_results_cpu(base):
+    # batch_streams cuts the batch into parts (on the GPU each on its own stream); every kernel treats batch
+    # elements independently, so the results are the same bits, also with more parts than batch elements
+    shape = SSDShape(3, 150, 4, 32, 2, 40, 64, "ragged")
+    inputs = make_inputs(shape, seed=5, dtype=torch.bfloat16, z=True, initial_states=True, dt_bias=True)
+    cfg = VARIANTS[base]
+    a = ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=cfg, return_final_states=True)
+    for k, stagger in ((2, False), (3, True), (5, False)):
+        parts = SSDConfig(**(vars(cfg) | dict(batch_streams=k, batch_stagger=stagger)))
+        b = ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=parts, return_final_states=True,
+                        _poison=True)
+        assert all(torch.equal(u, v) for u, v in zip(a, b)), (k, stagger)
+
+
+def test_bad_batch_streams_are_rejected():
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="batch_streams"):
+            SSDConfig(batch_streams=bad)
+    with pytest.raises(ValueError, match="batch_stagger"):
+        SSDConfig(batch_stagger=True)
+
+
 def test_bad_tiles_are_rejected():
     with pytest.raises(ValueError, match="TK"):
         chunk_scan_tiles(256, 64, 128, 4, torch.bfloat16, None, (64, 128, 64))
@@ -372,7 +395,9 @@ GPU_CASES = [("fused+factored+sp-tiles", torch.bfloat16, 256), ("heads-2d", torc
              ("state-form-8+segments-3+multi-tile", torch.bfloat16, 128),
              ("state-form-22-kd", torch.bfloat16, 256), ("state-form-30+segments-3", torch.float32, 128),
              # C Bᵀ on a side stream (attempt 25)
-             ("cb-early-b8", torch.bfloat16, 256), ("cb-early+segments-2", torch.bfloat16, 128)]
+             ("cb-early-b8", torch.bfloat16, 256), ("cb-early+segments-2", torch.bfloat16, 128),
+             # the batch in parts on their own streams (attempt 25)
+             ("batch-2-b8", torch.bfloat16, 256), ("batch-2-stagger-cb-early", torch.bfloat16, 256)]
 
 
 # GPU-only variants: chunk-size-specific settings the CPU tests (chunk size 64) cannot take
@@ -384,31 +409,35 @@ GPU_VARIANTS = {
     "row-group-4-nww8": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_row_group=4,
                                                                  scan_hints=(1, None, 8)))),
     "cb-early-b8": SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_cb_early=True))),
+    "batch-2-b8": SSDConfig(**(vars(FAST_16BIT_CB) | dict(batch_streams=2))),
+    "batch-2-stagger-cb-early": SSDConfig(**(vars(FAST_16BIT_CB) | dict(batch_streams=2, batch_stagger=True,
+                                                                         scan_cb_early=True))),
 }
 
 
 @pytest.mark.gpu
-def test_cb_early_side_stream_in_a_cuda_graph_gpu():
-    # the side stream of scan_cb_early must join a CUDA-graph capture (fork and join on the capturing
-    # stream) and give the same results as the one-stream launches, replay after replay
+def test_side_streams_in_a_cuda_graph_gpu():
+    # the side streams of scan_cb_early and batch_streams must join a CUDA-graph capture (fork and join on
+    # the capturing stream) and give the same results as the one-stream launches, replay after replay
     from mamba2_tutorial.timing import capture_graph
 
     shape = SSDShape(2, 1000 + 131, 8, 64, 1, 128, 256, "ragged")
     inputs = make_inputs(shape, seed=3, dtype=torch.bfloat16, device="cuda")
     one = ssd_forward(**inputs, chunk_size=256, backend="gpu", _config=FAST_16BIT_CB)
-    cfg = GPU_VARIANTS["cb-early-b8"]
-    assert torch.equal(ssd_forward(**inputs, chunk_size=256, backend="gpu", _config=cfg), one)
-    box = {}
+    for name in ("cb-early-b8", "batch-2-stagger-cb-early"):  # one side stream; two more, with events
+        cfg = GPU_VARIANTS[name]
+        assert torch.equal(ssd_forward(**inputs, chunk_size=256, backend="gpu", _config=cfg), one), name
+        box = {}
 
-    def call():
-        box["y"] = ssd_forward(**inputs, chunk_size=256, backend="gpu", _config=cfg)
+        def call(cfg=cfg, box=box):
+            box["y"] = ssd_forward(**inputs, chunk_size=256, backend="gpu", _config=cfg)
 
-    replay = capture_graph(call)
-    for _ in range(3):
-        box["y"].fill_(float("nan"))
-        replay()
-        torch.cuda.synchronize()
-        assert torch.equal(box["y"], one)
+        replay = capture_graph(call)
+        for _ in range(3):
+            box["y"].fill_(float("nan"))
+            replay()
+            torch.cuda.synchronize()
+            assert torch.equal(box["y"], one), name
 
 
 @pytest.mark.gpu

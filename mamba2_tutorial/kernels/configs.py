@@ -83,6 +83,11 @@ class SSDConfig:
     scan_cb_early with scan_cb: C Bᵀ is launched before the state stage instead of just before the scan; on
                   the GPU on a side CUDA stream, so that its blocks can run on the SMs the state stage's
                   last wave leaves idle (attempt 25)
+    batch_streams the batch cut into this many parts, each part's launches on its own side CUDA stream, so
+                  that one part's scan can fill the SMs another part's state stage leaves idle (attempt 25);
+                  1: one stream. On the CPU executor the parts run one after another (same results)
+    batch_stagger with batch_streams > 1: each part's state stage waits for the previous part's, so that
+                  the scans of the earlier parts overlap the later parts' state stages
     """
 
     fused: bool = False
@@ -108,6 +113,8 @@ class SSDConfig:
     state_form: int = 0
     scan_row_group: int = 1
     scan_cb_early: bool = False
+    batch_streams: int = 1
+    batch_stagger: bool = False
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints"):
@@ -154,6 +161,10 @@ class SSDConfig:
             raise ValueError("SSDConfig.scan_row_group > 1 needs the whole-chunk scan in the key-log2 form "
                              "(scan_cb=True, scan_chunk=True, scan_factored=3) with scan_heads=1 and neither "
                              f"scan_unroll nor scan_head_loop; got {self}")
+        if type(self.batch_streams) is not int or self.batch_streams < 1:
+            raise ValueError(f"SSDConfig.batch_streams must be an int >= 1, got {self.batch_streams!r}")
+        if self.batch_stagger and self.batch_streams < 2:
+            raise ValueError(f"SSDConfig.batch_stagger needs batch_streams >= 2; got {self}")
         if self.scan_cb_early and not self.scan_cb:
             raise ValueError(f"SSDConfig.scan_cb_early needs the C Bᵀ scans (scan_cb=True); got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
