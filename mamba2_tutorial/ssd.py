@@ -170,18 +170,19 @@ def _part_streams(device: torch.device, k: int):
 
 
 def _by_batch_parts(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus, dt_limit, where,
-                    cfg, _poison):
+                    cfg, _poison, need_final=True):
     """``SSDConfig.batch_streams``: the batch cut into k parts, each part's launches on its own side CUDA
     stream (forked from the current stream and joined back), so that one part's scan can run on the SMs
     another part's state stage leaves idle. With ``batch_stagger`` each part's state stage waits for the
     previous part's. On the CPU executor the parts run one after another. Same results as one part: every
-    kernel treats batch elements independently."""
+    kernel treats batch elements independently. ``need_final``: gather the parts' final states (else
+    None)."""
     b, l, h, p = x.shape
     n = B.shape[3]
     k = min(cfg.batch_streams, b)
     parts = [(i * b // k, (i + 1) * b // k) for i in range(k)]
     out = allocate((b, l, h, p), x.dtype, x.device, _poison)
-    final_states = allocate((b, h, p, n), torch.float32, x.device, _poison)
+    final_states = allocate((b, h, p, n), torch.float32, x.device, _poison) if need_final else None
 
     def part(lo, hi, after_state=None):
         def cut(t):
@@ -189,7 +190,8 @@ def _by_batch_parts(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, d
         _, final = _launches(cut(x), cut(dt), A, cut(B), cut(C), chunk_size, D, cut(z), dt_bias,
                              cut(initial_states), dt_softplus, dt_limit, where, cfg, _poison, out=out[lo:hi],
                              after_state=after_state)
-        final_states[lo:hi].copy_(final)
+        if need_final:
+            final_states[lo:hi].copy_(final)
 
     if where != "gpu":
         for lo, hi in parts:
@@ -236,7 +238,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     args = (x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus, dt_limit, where, cfg,
             _poison)
     if min(cfg.batch_streams, b) > 1:
-        out, final_states = _by_batch_parts(*args)
+        out, final_states = _by_batch_parts(*args, need_final=return_final_states)
     else:
         out, final_states = _launches(*args)
     return (out, final_states) if return_final_states else out
