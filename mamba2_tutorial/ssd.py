@@ -256,6 +256,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
     two launches, C Bᵀ then the scan). Also ``"chain"`` (all stages, returns y) and
     ``"meta"`` (element sizes of the chunk states and the entering states; ``"fused"``: True when the config
     fuses the first two kernels), the keyword arguments of ``roofline.kernel_costs`` for these stages.
+    The stream levers (``scan_cb_early``, ``batch_streams``) act in ``"chain"`` only: each stage is timed
+    alone, on one stream, for the whole batch.
     """
     b, l, h, p, g, n = _validate(x, dt, A, B, C, chunk_size, None, None, None, None, (0.0, float("inf")))
     where = resolve_backend(backend, x)
