@@ -117,6 +117,12 @@ def launch_key_log2(dt_out, dA_cumsum, backend, poison=False):
     return kd
 
 
+def _key_log2_P(CB_mk, a_m, kd):
+    """P = C Bᵀ ∘ exp2(a_m - kd_k) for a (TM, TK) float32 tile of C Bᵀ, the rows' a_m (TM,) and the keys' kd
+    (TK,): the key-log2 form of decay · dt (``FACTORED = KEY_LOG2``). Inlined by cuTile."""
+    return CB_mk * ct.exp2(a_m[:, None] - kd[None, :], flush_to_zero=True)
+
+
 def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
               Q, TM, TK, TP, HB, lat, MASK, FACTORED):
     """One key tile kt of the intra-chunk sum for the block's HB heads: acc_j += P_j @ x_kt, with
@@ -144,7 +150,7 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
         x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO, latency=lat)
         if FACTORED == KEY_LOG2:  # dt_out holds kd_k = a_k - log2(dt_k): exp2(a_m - kd_k) = decay · dt_k
             kd = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
-            P = CB_mk * ct.exp2(a_ms[j][:, None] - kd[None, :], flush_to_zero=True)
+            P = _key_log2_P(CB_mk, a_ms[j], kd)
         else:
             a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
             dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
@@ -213,7 +219,7 @@ def _key_log2_step(acc, a_m, x_k, kd, CB, b, c, g, i_m, kt, TM, TK, lat, MASK):
     step of the key-log2 form (``_key_tile`` with FACTORED = KEY_LOG2, one head) on an x tile and a kd
     vector the caller loaded, so that a row group shares them. Inlined by cuTile."""
     CB_mk = ct.load(CB, (b, c, g, i_m, kt), shape=(1, 1, 1, TM, TK), latency=lat).reshape((TM, TK))
-    P = CB_mk.astype(ct.float32) * ct.exp2(a_m[:, None] - kd[None, :], flush_to_zero=True)
+    P = _key_log2_P(CB_mk.astype(ct.float32), a_m, kd)
     if MASK:  # a diagonal tile (TM == TK, i_m == kt): the causal mask is the same in every one
         rows = ct.arange(TM, dtype=ct.int32)
         P = ct.where(rows[:, None] >= rows[None, :], P, 0.0)
