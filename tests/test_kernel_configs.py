@@ -568,7 +568,7 @@ def test_head_loop_and_bf16_factors_are_checked():
     for bad in (dict(), dict(fused=True, state_heads=2), dict(fused=True, scan_factored=1)):
         with pytest.raises(ValueError, match="state_key_log2"):  # kd from the fused stage (one head a block)
             SSDConfig(scan_cb=True, scan_chunk=True, **(dict(scan_factored=3) | bad), state_key_log2=True)
-    for bad in (1, 8, 2.0, True):
+    for bad in (1, 32, 33, 2.0, True):
         with pytest.raises(ValueError, match="state_form must be an int made of the bits 2"):
             SSDConfig(fused=True, state_form=bad)
     for bad in (dict(), dict(fused=True, state_heads=2)):
