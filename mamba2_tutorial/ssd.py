@@ -18,6 +18,7 @@ rounds the state to before its mma, so storing it narrower costs no accuracy and
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import torch
@@ -117,11 +118,84 @@ def _cb_early(x, C, B, chunk_size, cfg, where, poison):
     return CB, side
 
 
-def _launches(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus, dt_limit, where, cfg,
-              _poison, out=None, after_state=None):
-    """The kernel launches of one forward on checked arguments: ``(out, final_states)``. ``out``: the output
-    buffer (else allocated); ``after_state``: called right after the state stage's launches (the batch
-    parts' staggering)."""
+@functools.lru_cache(maxsize=8)
+def _part_streams(device: torch.device, k: int):
+    """k side CUDA streams per device for the batch parts (``SSDConfig.batch_streams``), reused."""
+    return tuple(torch.cuda.Stream(device) for _ in range(k))
+
+
+def _by_batch_parts(x, dt, A, B, C, chunk_size, where, cfg, return_final_states, _poison, **options):
+    """``SSDConfig.batch_streams``: the batch cut into k parts, each part's forward (``ssd_forward`` with one
+    part) on its own side CUDA stream, forked from the current stream and joined back, so that one part's
+    scan can run on the SMs another part's state stage leaves idle. With ``batch_stagger`` each part's state
+    stage waits for the previous part's. On the CPU executor the parts run one after another. Same results
+    as one part: every kernel treats batch elements independently. ``options``: D, z, dt_bias,
+    initial_states, dt_softplus, dt_limit."""
+    b, l, h, p = x.shape
+    n = B.shape[3]
+    k = min(cfg.batch_streams, b)
+    parts = [(i * b // k, (i + 1) * b // k) for i in range(k)]
+    one = dataclasses.replace(cfg, batch_streams=1, batch_stagger=False)
+    out = allocate((b, l, h, p), x.dtype, x.device, _poison)
+    final_states = allocate((b, h, p, n), torch.float32, x.device, _poison) if return_final_states else None
+    per_batch = ("z", "initial_states")  # the optional inputs with a batch dimension
+
+    def part(lo, hi, after_state=None):
+        opts = {key: (v[lo:hi] if key in per_batch and v is not None else v) for key, v in options.items()}
+        res = ssd_forward(x[lo:hi], dt[lo:hi], A, B[lo:hi], C[lo:hi], chunk_size, **opts, backend=where,
+                          return_final_states=return_final_states, _poison=_poison, _config=one,
+                          _out=out[lo:hi], _after_state=after_state)
+        if return_final_states:
+            final_states[lo:hi].copy_(res[1])
+
+    if where != "gpu":
+        for lo, hi in parts:
+            part(lo, hi)
+    else:
+        main = torch.cuda.current_stream(x.device)
+        streams = _part_streams(x.device, k)
+        for s in streams:
+            s.wait_stream(main)  # the inputs are ready on the current stream
+        done = None  # the previous part's state stage (batch_stagger)
+        for (lo, hi), s in zip(parts, streams):
+            with torch.cuda.stream(s):
+                if cfg.batch_stagger and done is not None:
+                    s.wait_event(done)
+                mark = torch.cuda.Event() if cfg.batch_stagger else None
+                part(lo, hi, None if mark is None else (lambda m=mark, st=s: m.record(st)))
+                done = mark
+        for s in streams:
+            main.wait_stream(s)  # out and final_states are complete on the current stream
+    return (out, final_states) if return_final_states else out
+
+
+def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None,
+                dt_softplus=False, dt_limit=(0.0, float("inf")), return_final_states=False, backend="auto",
+                _poison=False, _config=None, _out=None, _after_state=None):
+    """Mamba-2 SSD forward with the three cuTile kernels: ``out`` or ``(out, final_states)``.
+
+    Arguments and results as ``mamba_chunk_scan_combined``: out (b, l, h, p) in x's dtype; final_states
+    (b, h, p, n) float32. x, B, C (and z) must share one dtype: float32, float16 or bfloat16 (mma operands;
+    every product accumulates in float32). ``chunk_size`` (Q) must be a power of two; the sequence length l is
+    arbitrary (the last chunk may be ragged). All arguments are checked before any kernel runs.
+
+    ``_poison`` (tests only) fills every intermediate and output with NaN before the kernels run, so that an
+    element no block wrote shows up in the result. ``_config`` (tuning) overrides the
+    :func:`~mamba2_tutorial.kernels.configs.ssd_config` chosen for this size: tiles, hints, and whether
+    kernels 1 and 2 run fused as one. ``_out`` and ``_after_state`` serve the batch parts
+    (``SSDConfig.batch_streams``): the output buffer to write, and a call made right after the state stage.
+    """
+    b, l, h, p, g, n = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
+    where = resolve_backend(backend, x)
+    cfg = _config if _config is not None else ssd_config(b, l, h, p, g, n, chunk_size, x.dtype)
+    if min(cfg.batch_streams, b) > 1:  # the batch in parts, each on its own CUDA stream
+        return _by_batch_parts(x, dt, A, B, C, chunk_size, where, cfg, return_final_states, _poison, D=D, z=z,
+                               dt_bias=dt_bias, initial_states=initial_states, dt_softplus=dt_softplus,
+                               dt_limit=dt_limit)
+
+    x, dt, A, B, C, D, z, dt_bias, initial_states = (
+        strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
+
     # the states entering each chunk are stored in x's dtype: kernel 3 rounds them to it for its mma anyway
     carry = None
     # the scan's decay form; the factored forms need dt >= 0 (a monotone cumsum), which dt_limit guarantees
@@ -148,11 +222,11 @@ def _launches(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_soft
         chunk_init_states, final_states = launch_state_passing(
             states, dA_cumsum, initial_states, where, _poison, out_dtype=x.dtype, tiles=cfg.state_tiles,
             hints=cfg.passing_hints)
-    if after_state is not None:
-        after_state()
+    if _after_state is not None:
+        _after_state()
     if side is not None:
         torch.cuda.current_stream(x.device).wait_stream(side)
-    out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, out=out,
+    out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, out=_out,
                             poison=_poison, max_heads_per_block=cfg.scan_heads, tiles=cfg.scan_tiles,
                             hints=cfg.scan_hints, latency=cfg.scan_latency, factored=form,
                             heads_2d=cfg.scan_2d, shared=cfg.scan_shared, cb=cfg.scan_cb,
@@ -160,89 +234,7 @@ def _launches(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_soft
                             cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
                             unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop, kd_ready=key_log2,
                             row_group=cfg.scan_row_group if form == 3 else 1, CB=CB)
-    return out, final_states
-
-
-@functools.lru_cache(maxsize=8)
-def _part_streams(device: torch.device, k: int):
-    """k side CUDA streams per device for the batch parts (``SSDConfig.batch_streams``), reused."""
-    return tuple(torch.cuda.Stream(device) for _ in range(k))
-
-
-def _by_batch_parts(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus, dt_limit, where,
-                    cfg, _poison, need_final=True):
-    """``SSDConfig.batch_streams``: the batch cut into k parts, each part's launches on its own side CUDA
-    stream (forked from the current stream and joined back), so that one part's scan can run on the SMs
-    another part's state stage leaves idle. With ``batch_stagger`` each part's state stage waits for the
-    previous part's. On the CPU executor the parts run one after another. Same results as one part: every
-    kernel treats batch elements independently. ``need_final``: gather the parts' final states (else
-    None)."""
-    b, l, h, p = x.shape
-    n = B.shape[3]
-    k = min(cfg.batch_streams, b)
-    parts = [(i * b // k, (i + 1) * b // k) for i in range(k)]
-    out = allocate((b, l, h, p), x.dtype, x.device, _poison)
-    final_states = allocate((b, h, p, n), torch.float32, x.device, _poison) if need_final else None
-
-    def part(lo, hi, after_state=None):
-        def cut(t):
-            return None if t is None else t[lo:hi]
-        _, final = _launches(cut(x), cut(dt), A, cut(B), cut(C), chunk_size, D, cut(z), dt_bias,
-                             cut(initial_states), dt_softplus, dt_limit, where, cfg, _poison, out=out[lo:hi],
-                             after_state=after_state)
-        if need_final:
-            final_states[lo:hi].copy_(final)
-
-    if where != "gpu":
-        for lo, hi in parts:
-            part(lo, hi)
-        return out, final_states
-    main = torch.cuda.current_stream(x.device)
-    streams = _part_streams(x.device, k)
-    for s in streams:
-        s.wait_stream(main)  # the inputs are ready on the current stream
-    done = None  # the previous part's state stage (batch_stagger)
-    for (lo, hi), s in zip(parts, streams):
-        with torch.cuda.stream(s):
-            if cfg.batch_stagger and done is not None:
-                s.wait_event(done)
-            mark = torch.cuda.Event() if cfg.batch_stagger else None
-            part(lo, hi, None if mark is None else (lambda m=mark, st=s: m.record(st)))
-            done = mark
-    for s in streams:
-        main.wait_stream(s)  # out and final_states are complete on the current stream
-    return out, final_states
-
-
-def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None,
-                dt_softplus=False, dt_limit=(0.0, float("inf")), return_final_states=False, backend="auto",
-                _poison=False, _config=None):
-    """Mamba-2 SSD forward with the three cuTile kernels: ``out`` or ``(out, final_states)``.
-
-    Arguments and results as ``mamba_chunk_scan_combined``: out (b, l, h, p) in x's dtype; final_states
-    (b, h, p, n) float32. x, B, C (and z) must share one dtype: float32, float16 or bfloat16 (mma operands;
-    every product accumulates in float32). ``chunk_size`` (Q) must be a power of two; the sequence length l is
-    arbitrary (the last chunk may be ragged). All arguments are checked before any kernel runs.
-
-    ``_poison`` (tests only) fills every intermediate and output with NaN before the kernels run, so that an
-    element no block wrote shows up in the result. ``_config`` (tuning) overrides the
-    :func:`~mamba2_tutorial.kernels.configs.ssd_config` chosen for this size: tiles, hints, and whether
-    kernels 1 and 2 run fused as one.
-    """
-    b, l, h, p, g, n = _validate(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
-    where = resolve_backend(backend, x)
-    cfg = _config if _config is not None else ssd_config(b, l, h, p, g, n, chunk_size, x.dtype)
-
-    x, dt, A, B, C, D, z, dt_bias, initial_states = (
-        strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
-    args = (x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus, dt_limit, where, cfg,
-            _poison)
-    if min(cfg.batch_streams, b) > 1:
-        out, final_states = _by_batch_parts(*args, need_final=return_final_states)
-    else:
-        out, final_states = _launches(*args)
     return (out, final_states) if return_final_states else out
-
 
 
 def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig | None = None) -> dict:
