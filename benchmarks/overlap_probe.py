@@ -3,11 +3,13 @@
     python benchmarks/overlap_probe.py [--shapes b8-l4096-h80] [--out DIR]
 
 The fused state stage at b8-l4096-h80 runs 640 blocks at two per SM: 2.4 waves, the last 42% full. C Bᵀ
-(``chunk_cb_kernel``) does not depend on the state stage, and the batch's halves do not depend on each other,
-so other work could fill the idle SMs of that last wave. Each variant below computes the same forward (checked
-against the float64 reference before it is timed) with the launches of ``ssd_forward`` spread over streams
-differently; times are medians of CUDA events on the calling stream (``timing.time_cuda``, L2 flushed), which
-waits for every side stream at the end of each call. A sweep, not a test: results go to docs/perf-notes.md.
+(``chunk_cb_kernel``) does not depend on the state stage, and the batch's parts do not depend on each other,
+so other work could fill the idle SMs of that last wave (``SSDConfig.scan_cb_early``, ``batch_streams``,
+``batch_stagger``). Side by side: each stage alone, C Bᵀ alone, C Bᵀ first on one stream, ``ssd_forward``
+with each stream lever, and the state stage reading dt stored head-major. Every forward is checked against
+the float64 reference before it is timed; times are medians of CUDA events on the calling stream
+(``timing.time_cuda``, L2 flushed), which waits for every side stream at the end of each call. A sweep, not a
+test: results go to docs/perf-notes.md.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 
 import torch
 
-from mamba2_tutorial.kernels.configs import FAST_16BIT_CB
+from mamba2_tutorial.kernels.configs import FAST_16BIT_CB, SSDConfig
 
 
 def _probe_shape(sname, rep_ms, say, cfg=FAST_16BIT_CB):
@@ -48,35 +50,28 @@ def _probe_shape(sname, rep_ms, say, cfg=FAST_16BIT_CB):
     t = chunk_scan_cb_plan(b, l, h, p, g, n, Q, x.dtype, cfg.scan_heads, cfg.scan_tiles).tiles
     lim = (0.0, float("inf"))
 
-    def cb(lo=0, hi=b):
-        return launch_chunk_cb(C[lo:hi], B[lo:hi], Q, t["TM"], t["TK"], "gpu", cb_dtype=torch.bfloat16)
+    def cb():
+        return launch_chunk_cb(C, B, Q, t["TM"], t["TK"], "gpu", cb_dtype=torch.bfloat16)
 
     # dt stored head-major, (b, h, l), seen as a (b, l, h) view: the stage's (Q,) dt loads become
     # contiguous instead of a gather with stride h
     dt_hmajor = dt.transpose(1, 2).contiguous().transpose(1, 2)
 
-    def state(lo=0, hi=b, dt=dt):
-        return launch_chunk_state_passing(x[lo:hi], dt[lo:hi], A, B[lo:hi], Q, None, False, lim, None,
-                                          "gpu", tiles=cfg.state_tiles, hints=cfg.state_hints,
-                                          key_log2=True, form=cfg.state_form)
+    def state(dt=dt):
+        return launch_chunk_state_passing(x, dt, A, B, Q, None, False, lim, None, "gpu",
+                                          tiles=cfg.state_tiles, hints=cfg.state_hints, key_log2=True,
+                                          form=cfg.state_form)
 
-    def scan(st, CB, lo=0, hi=b, out=None):
+    def scan(st, CB):
         dt_out, dA_cs, init, _ = st
-        return launch_chunk_scan_cb(x[lo:hi], dt_out, dA_cs, C[lo:hi], B[lo:hi], init, None, None, "gpu",
-                                    out=out, max_heads_per_block=cfg.scan_heads, tiles=cfg.scan_tiles,
+        return launch_chunk_scan_cb(x, dt_out, dA_cs, C, B, init, None, None, "gpu",
+                                    max_heads_per_block=cfg.scan_heads, tiles=cfg.scan_tiles,
                                     hints=cfg.scan_hints, factored=3, whole_chunk=True,
                                     cb_dtype=torch.bfloat16, kd_ready=True, CB=CB)
 
-    main_s = torch.cuda.current_stream()
-    sides = [torch.cuda.Stream() for _ in range(4)]
-
-    def fork(streams):
-        for s in streams:
-            s.wait_stream(main_s)
-
-    def join(streams):
-        for s in streams:
-            main_s.wait_stream(s)
+    def with_config(**levers):  # ssd_forward with the shipped config plus attempt 25's stream levers
+        lever_cfg = SSDConfig(**(vars(cfg) | levers))
+        return lambda: ssd_forward(x, dt, A, B, C, Q, backend="gpu", _config=lever_cfg)
 
     def shipped():
         return ssd_forward(x, dt, A, B, C, Q, backend="gpu", _config=cfg)
@@ -84,33 +79,6 @@ def _probe_shape(sname, rep_ms, say, cfg=FAST_16BIT_CB):
     def cb_first():
         CB = cb()
         return scan(state(), CB)
-
-    def cb_side():
-        fork(sides[:1])
-        with torch.cuda.stream(sides[0]):
-            CB = cb()
-        st = state()
-        join(sides[:1])
-        return scan(st, CB)
-
-    def split(k, stagger=False):
-        def run():
-            out = torch.empty_like(x)
-            parts = [(i * b // k, (i + 1) * b // k) for i in range(k)]
-            fork(sides[:k])
-            prev = None
-            for (lo, hi), s in zip(parts, sides):
-                with torch.cuda.stream(s):
-                    if stagger and prev is not None:
-                        s.wait_event(prev)
-                    st = state(lo, hi)
-                    if stagger:
-                        prev = torch.cuda.Event()
-                        prev.record(s)
-                    scan(st, None, lo, hi, out[lo:hi])
-            join(sides[:k])
-            return out
-        return run
 
     def alone_cb():
         return cb()
@@ -142,11 +110,12 @@ def _probe_shape(sname, rep_ms, say, cfg=FAST_16BIT_CB):
         "C B^T alone": alone_cb,
         "scan alone (C B^T given)": alone_scan,
         "C B^T first, one stream": cb_first,
-        "C B^T on a side stream": cb_side,
-        "batch halves on 2 streams": split(2),
-        "batch halves staggered": split(2, stagger=True),
-        "batch quarters on 4 streams": split(4),
-        "batch quarters staggered": split(4, stagger=True),
+        "C B^T on a side stream": with_config(scan_cb_early=True),
+        "batch halves on 2 streams": with_config(batch_streams=2),
+        "batch halves staggered": with_config(batch_streams=2, batch_stagger=True),
+        "batch quarters on 4 streams": with_config(batch_streams=4),
+        "batch quarters staggered": with_config(batch_streams=4, batch_stagger=True),
+        "halves staggered, C B^T early": with_config(batch_streams=2, batch_stagger=True, scan_cb_early=True),
     }
     for name, fn in variants.items():
         try:
