@@ -10,8 +10,10 @@ information from CPU torch tensors and plain Python values, through cuTile's pub
 The mapping follows ``ct.launch``:
 
 - a torch tensor -> ``ArrayConstraint`` (dtype, ndim, int32 shape/strides unless the parameter is annotated
-  ``ct.IndexedWithInt64``; unit strides, 16-divisible shapes/strides and 16-byte base alignment are recorded
-  as the JIT does);
+  ``ct.IndexedWithInt64``; what ct.launch's C code specializes on: unit strides, strides that are a multiple
+  of 16 bytes, sizes that are a multiple of 16 or equal to 1, 16-byte base alignment, whether elements may
+  overlap; see :func:`array_constraint`). ``tests/test_signature_parity.py`` checks it against cuTile's own
+  derivation, run on the CPU through :mod:`mamba2_tutorial.driverless`;
 - a Python ``int`` -> int32 runtime scalar (int64 under ``ct.ScalarInt64``); ``float`` -> float32;
   ``bool`` -> bool;
 - a parameter annotated ``ct.Constant`` -> its plain value, embedded into the compiled code;
@@ -21,7 +23,7 @@ The mapping follows ``ct.launch``:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["TORCH_TO_CT_DTYPE", "array_constraint", "ct_dtype", "kernel_signature"]
 
@@ -61,21 +63,48 @@ def ct_dtype(torch_dtype):
         raise TypeError(f"torch dtype {torch_dtype} has no cuTile equivalent") from None
 
 
-def array_constraint(tensor, annotation=None, *, name: str = "array"):
-    """``ArrayConstraint`` describing ``tensor`` the way ``ct.launch`` would.
+#: ct.launch specializes strides and shapes of arrays up to this rank (TMA's limit)
+_TMA_MAX_NDIM = 5
 
-    ``annotation`` is the parameter's ``ct.ArrayAnnotation`` (or None): it selects int64 indexing and static
-    shape/stride dimensions.
-    """
+
+class _Facts(NamedTuple):
+    """What ct.launch's C code reads off one array: per dimension, whether the stride is 1, whether it is a
+    multiple of 16 bytes, whether the size is a multiple of 16 or is 1; whether the base pointer is 16-byte
+    aligned; whether no two indices address the same element. The items of a list argument share one
+    constraint: their facts are AND-ed."""
+
+    stride_one: tuple
+    stride_16_bytes: tuple
+    shape_16: tuple
+    shape_one: tuple
+    base_16: bool
+    disjoint: bool
+
+    def __and__(self, other: _Facts) -> _Facts:
+        return _Facts(*(tuple(x and y for x, y in zip(a, b)) if isinstance(a, tuple) else a and b
+                        for a, b in zip(self, other)))
+
+
+def _elements_disjoint(shape: tuple, strides: tuple) -> bool:
+    """Whether no two indices of the array address the same element, by ct.launch's test: sorted by stride,
+    every stride is positive and at least the previous stride times the previous size. A broadcast view
+    (stride 0) or overlapping windows (``as_strided``) fail it and compile as ``may_alias_internally``."""
+    if not shape:
+        return True
+    pairs = sorted(zip(strides, shape))
+    if pairs[0][0] <= 0:
+        return False
+    return all(cur[0] > 0 and cur[0] >= prev[0] * prev[1] for prev, cur in zip(pairs, pairs[1:]))
+
+
+def _facts(tensor, name: str, index_dtype) -> _Facts:
     import cuda.tile as ct
-    from cuda.tile.compilation import ArrayConstraint
 
     ndim = tensor.dim()
     shape = tuple(int(s) for s in tensor.shape)
     strides = tuple(int(s) for s in tensor.stride())
     if any(s < 0 for s in strides):
         raise ValueError(f"{name}: negative strides are not supported by cuTile (strides {strides})")
-    index_dtype = ct.int32 if annotation is None else annotation.index_dtype
     if index_dtype == ct.int32:
         limit = 2**31 - 1
         if any(s > limit for s in shape) or any(s > limit for s in strides):
@@ -83,35 +112,86 @@ def array_constraint(tensor, annotation=None, *, name: str = "array"):
                 f"{name}: shape {shape} / strides {strides} exceed int32; annotate the parameter "
                 "ct.IndexedWithInt64"
             )
+    # strides and sizes are specialized only up to rank 5; a stride of 0 (broadcast) counts as a multiple
+    specialize = ndim <= _TMA_MAX_NDIM
+    nbytes = tensor.element_size()
+    return _Facts(
+        stride_one=tuple(specialize and st == 1 for st in strides),
+        stride_16_bytes=tuple(specialize and (st * nbytes) % 16 == 0 for st in strides),
+        shape_16=tuple(specialize and sz % 16 == 0 for sz in shape),
+        shape_one=tuple(specialize and sz == 1 for sz in shape),
+        base_16=tensor.data_ptr() % 16 == 0,
+        disjoint=_elements_disjoint(shape, strides),
+    )
 
-    def axes(dims):
-        return {d % ndim for d in dims} if ndim else set()
 
-    static_shape = axes(annotation.static_shape_dims) if annotation is not None else set()
-    static_stride = axes(annotation.static_stride_dims) if annotation is not None else set()
-    shape_constant = tuple(shape[d] if d in static_shape else None for d in range(ndim))
+def _static_axes(dims, ndim: int, what: str, name: str) -> list[int]:
+    axes = []
+    for d in dims:
+        if not -ndim <= d < ndim:
+            raise ValueError(f"{name}: {what} contains axis {d}, but the array has rank {ndim}")
+        if d % ndim in axes:
+            raise ValueError(f"{name}: {what} contains duplicate axis {d} (rank {ndim})")
+        axes.append(d % ndim)
+    return axes
+
+
+def array_constraint(tensors, annotation=None, *, name: str = "array"):
+    """``ArrayConstraint`` describing ``tensors`` (one tensor, or the items of a list argument) the way
+    ``ct.launch`` would.
+
+    ``annotation`` is the parameter's ``ct.ArrayAnnotation`` (or None): it selects int64 indexing and static
+    shape/stride dimensions. What the C code records: a unit stride as the constant 1; a stride that is a
+    multiple of 16 bytes as "divisible by" 16 bytes counted in elements (8 for 16-bit types, 4 for float32);
+    a size that is a multiple of 16 as divisible by 16, a size of 1 as the constant 1; a 16-byte aligned
+    base; and whether the elements may overlap. ``tests/test_signature_parity.py`` checks this function
+    against cuTile's own C derivation.
+    """
+    import cuda.tile as ct
+    from cuda.tile.compilation import ArrayConstraint
+
+    tensors = list(tensors) if isinstance(tensors, list | tuple) else [tensors]
+    first = tensors[0]
+    ndim = first.dim()
+    index_dtype = ct.int32 if annotation is None else annotation.index_dtype
+    facts = _facts(first, name, index_dtype)
+    for t in tensors[1:]:
+        if t.dtype != first.dtype or t.dim() != ndim:
+            raise TypeError(f"{name}: the items of a list must share dtype and rank, got {first.dtype} rank "
+                            f"{ndim} and {t.dtype} rank {t.dim()}")
+        facts = facts & _facts(t, name, index_dtype)
+
+    static_shape = _static_axes(annotation.static_shape_dims, ndim, "static_shape_dims", name) \
+        if annotation is not None else []
+    static_stride = _static_axes(annotation.static_stride_dims, ndim, "static_stride_dims", name) \
+        if annotation is not None else []
+    for d in static_shape:
+        sizes = {int(t.shape[d]) for t in tensors}
+        if len(sizes) > 1:
+            raise ValueError(f"{name}: the arrays of the list vary in static shape at axis {d} ({sorted(sizes)})")
+    if static_shape:  # an explicit static_shape_dims list is the sole source of static sizes
+        shape_constant = tuple(int(first.shape[d]) if d in static_shape else None for d in range(ndim))
+    else:  # otherwise every size of 1 is one
+        shape_constant = tuple(1 if one else None for one in facts.shape_one)
     if static_stride:
         # an explicit static_stride_dims list is the sole source of static strides (see ct.ArrayAnnotation)
-        stride_constant = tuple(strides[d] if d in static_stride else None for d in range(ndim))
+        stride_constant = tuple(int(first.stride(d)) if d in static_stride else None for d in range(ndim))
     else:
-        stride_constant = tuple(1 if strides[d] == 1 else None for d in range(ndim))
-    shape_div = tuple(1 if shape_constant[d] is not None or shape[d] % 16 else 16 for d in range(ndim))
-    stride_div = tuple(
-        1 if stride_constant[d] is not None or strides[d] % 16 or strides[d] == 0 else 16 for d in range(ndim)
-    )
-    base_div = 16 if tensor.data_ptr() % 16 == 0 else 1
+        stride_constant = tuple(1 if one else None for one in facts.stride_one)
+    bits = first.element_size() * 8
+    stride_unit = 128 // bits if 128 % bits == 0 else 1
     return ArrayConstraint(
-        ct_dtype(tensor.dtype),
+        ct_dtype(first.dtype),
         ndim,
         index_dtype=index_dtype,
         stride_lower_bound_incl=0,
         alias_groups=(),
-        may_alias_internally=False,
+        may_alias_internally=not facts.disjoint,
         stride_constant=stride_constant,
         shape_constant=shape_constant if any(s is not None for s in shape_constant) else None,
-        stride_divisible_by=stride_div,
-        shape_divisible_by=shape_div,
-        base_addr_divisible_by=base_div,
+        stride_divisible_by=tuple(stride_unit if ok else 1 for ok in facts.stride_16_bytes),
+        shape_divisible_by=tuple(16 if ok and d not in static_shape else 1 for d, ok in enumerate(facts.shape_16)),
+        base_addr_divisible_by=16 if facts.base_16 else 1,
     )
 
 
@@ -145,8 +225,9 @@ def _constraint(value: Any, node, name: str):
     if isinstance(value, list):
         if not value or not all(isinstance(v, torch.Tensor) for v in value):
             raise TypeError(f"kernel parameter {name!r}: a list argument must be a non-empty list of tensors")
-        element = array_constraint(value[0], None if node.list is None else node.list.element, name=name)
-        return ListConstraint(element, alias_groups=(), elements_may_alias=False)
+        element = array_constraint(value, None if node.list is None else node.list.element, name=name)
+        # ct.launch does not check the items for overlap: it always lets them alias
+        return ListConstraint(element, alias_groups=(), elements_may_alias=True)
     if isinstance(value, tuple):
         return TupleConstraint(tuple(_constraint(v, node, f"{name}[{i}]") for i, v in enumerate(value)))
     if isinstance(value, bool):
