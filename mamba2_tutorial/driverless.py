@@ -101,7 +101,7 @@ class _CudaArray:
         get_pointer.restype = ctypes.c_void_p
         get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
         managed = get_pointer(capsule, b"dltensor")
-        # DLManagedTensor starts with DLTensor {void* data; DLDevice {int32 device_type; int32 device_id}; ...}
+        # DLManagedTensor starts with DLTensor {void* data; DLDevice {int32 device_type; int32 id}; ...}
         ctypes.c_int32.from_address(managed + ctypes.sizeof(ctypes.c_void_p)).value = _KDL_CUDA
         return capsule
 
@@ -110,7 +110,7 @@ class _CudaArray:
 
 
 def as_cuda_array(value: Any) -> Any:
-    """``value`` with every CPU torch tensor in it (also inside lists and tuples) presented as a CUDA array."""
+    """``value`` with every CPU torch tensor in it (also in lists and tuples) presented as a CUDA array."""
     import torch
 
     if isinstance(value, torch.Tensor):

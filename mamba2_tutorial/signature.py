@@ -168,7 +168,8 @@ def array_constraint(tensors, annotation=None, *, name: str = "array"):
     for d in static_shape:
         sizes = {int(t.shape[d]) for t in tensors}
         if len(sizes) > 1:
-            raise ValueError(f"{name}: the arrays of the list vary in static shape at axis {d} ({sorted(sizes)})")
+            raise ValueError(f"{name}: the arrays of the list vary in static shape at axis {d} "
+                             f"({sorted(sizes)})")
     if static_shape:  # an explicit static_shape_dims list is the sole source of static sizes
         shape_constant = tuple(int(first.shape[d]) if d in static_shape else None for d in range(ndim))
     else:  # otherwise every size of 1 is one
@@ -190,7 +191,8 @@ def array_constraint(tensors, annotation=None, *, name: str = "array"):
         stride_constant=stride_constant,
         shape_constant=shape_constant if any(s is not None for s in shape_constant) else None,
         stride_divisible_by=tuple(stride_unit if ok else 1 for ok in facts.stride_16_bytes),
-        shape_divisible_by=tuple(16 if ok and d not in static_shape else 1 for d, ok in enumerate(facts.shape_16)),
+        shape_divisible_by=tuple(16 if ok and d not in static_shape else 1
+                                 for d, ok in enumerate(facts.shape_16)),
         base_addr_divisible_by=16 if facts.base_16 else 1,
     )
 

@@ -120,7 +120,8 @@ def cases(seed: int, n: int, device: str = "cpu") -> list[tuple]:
 
 def _describe(value):
     if isinstance(value, torch.Tensor):
-        return f"{str(value.dtype)[6:]}{tuple(value.shape)} strides {value.stride()} base%16={value.data_ptr() % 16}"
+        dtype = str(value.dtype)[6:]
+        return f"{dtype}{tuple(value.shape)} strides {value.stride()} base%16={value.data_ptr() % 16}"
     if isinstance(value, list | tuple):
         return type(value)(_describe(v) for v in value)
     return value

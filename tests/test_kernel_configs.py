@@ -135,7 +135,8 @@ def _f64(inputs):
     return {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
-def _check(shape, dtype, cfg, seed, device, backend, dt_limit=None, negative_dt=False):
+def check_inputs(shape, dtype, seed, device, dt_limit=None, negative_dt=False) -> dict:
+    """The keyword arguments of a checked call: every optional input (D, z, dt_bias, initial states)."""
     inputs = make_inputs(shape, seed=seed, dtype=dtype, device=device, z=True, dt_bias=not negative_dt,
                          initial_states=True)
     if negative_dt:  # dt in [-0.2, 0.3): dA is not monotone inside a chunk, the factored decay would be wrong
@@ -143,6 +144,11 @@ def _check(shape, dtype, cfg, seed, device, backend, dt_limit=None, negative_dt=
         inputs["dt"] = (torch.rand(inputs["dt"].shape, generator=gen) * 0.5 - 0.2).to(device)
     if dt_limit is not None:
         inputs["dt_limit"] = dt_limit
+    return inputs
+
+
+def _check(shape, dtype, cfg, seed, device, backend, dt_limit=None, negative_dt=False):
+    inputs = check_inputs(shape, dtype, seed, device, dt_limit, negative_dt)
     y, final = ssd_forward(**inputs, chunk_size=shape.chunk_size, return_final_states=True, backend=backend,
                            _poison=True, _config=cfg)
     y_ref, final_ref = ref.ssd_chunked(**_f64(inputs), chunk_size=shape.chunk_size, return_final_states=True)
@@ -415,6 +421,13 @@ GPU_VARIANTS = {
 }
 
 
+def gpu_case(name: str, Q: int):
+    """Shape and config of a GPU_CASES case: ragged, b 2, l 1000 + Q/2 + 3, h 8, p 64, g 2, n 128 (also what
+    ``mamba2_tutorial.cubin_cache`` compiles ahead for them)."""
+    shape = SSDShape(2, 1000 + Q // 2 + 3, 8, 64, 2, 128, Q, "ragged")
+    return shape, VARIANTS.get(name) or GPU_VARIANTS[name]
+
+
 @pytest.mark.gpu
 def test_side_streams_in_a_cuda_graph_gpu():
     # the side streams of scan_cb_early and batch_streams must join a CUDA-graph capture (fork and join on
@@ -443,9 +456,9 @@ def test_side_streams_in_a_cuda_graph_gpu():
 @pytest.mark.gpu
 @pytest.mark.parametrize("name,dtype,Q", GPU_CASES, ids=[f"{n}-{str(d)[6:]}-q{q}" for n, d, q in GPU_CASES])
 def test_config_variant_matches_reference_gpu(name, dtype, Q):
-    # ragged: b 2, l 1000 + Q/2 + 3, h 8, p 64, g 2, n 128; every option (D, z, dt_bias, initial states)
-    shape = SSDShape(2, 1000 + Q // 2 + 3, 8, 64, 2, 128, Q, "ragged")
-    _check(shape, dtype, VARIANTS.get(name) or GPU_VARIANTS[name], 0, "cuda", "gpu")
+    # every option (D, z, dt_bias, initial states)
+    shape, cfg = gpu_case(name, Q)
+    _check(shape, dtype, cfg, 0, "cuda", "gpu")
 
 
 def test_heads_2d_with_per_channel_D_cpu():

@@ -131,12 +131,20 @@ def hinted(kernel, occupancy: int | None = None, num_ctas: int | None = None,
     return found
 
 
+#: set by :func:`mamba2_tutorial.cubin_cache.recording_launches`: called with (hinted kernel, grid, args) in
+#: place of every launch, which then runs nothing
+_RECORDER = None
+
+
 def launch(kernel, grid, args, backend: str, hints: tuple = (None, None)) -> None:
     """Launch on a resolved backend: "gpu" goes straight to ``ct.launch`` on the current stream (the least
     host overhead), "cpu" to the CPU tile executor through :func:`mamba2_tutorial.backends.launch`.
 
     ``hints`` = (occupancy, num_ctas[, num_worker_warps]) are compiler hints for the GPU (see :func:`hinted`);
     the CPU executor ignores them."""
+    if _RECORDER is not None:
+        _RECORDER(hinted(kernel, *hints), grid, args)
+        return
     if backend == "gpu":
         import cuda.tile as ct
 

@@ -1,0 +1,21 @@
+# Source from the project root on the GPU machine, first thing in a device call:
+#
+#     source benchmarks/gpu_env.sh && <commands>
+#
+# 1. copies the project to /tmp/mamba2-cutile and moves there (the path the cubin cache was built at:
+#    benchmarks/cubin_cache.sh), keeping $OUT where it was;
+# 2. activates .gpu-bundle (cuda.tile under /tmp/gpu-site, the 13.4 toolchain);
+# 3. unpacks .cubin-cache/cache.db.xz, if it travelled, into /tmp/cutile-cache and points cuTile at it.
+# After the run, `python3 -m mamba2_tutorial.cubin_cache report /tmp/cutile-cache` says what hit and what the
+# GPU machine compiled itself.
+_m2c_root=/tmp/mamba2-cutile
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) && export OUT; fi
+if [ "$(pwd -P)" != "$_m2c_root" ]; then
+    rm -rf "$_m2c_root" && mkdir -p "$_m2c_root" && cp -a . "$_m2c_root"/ && cd "$_m2c_root" || return 1
+fi
+# shellcheck disable=SC1091
+source .gpu-bundle/activate.sh || return 1
+if [ -f .cubin-cache/cache.db.xz ]; then
+    export CUDA_TILE_CACHE_DIR=/tmp/cutile-cache
+    python3 -m mamba2_tutorial.cubin_cache unpack .cubin-cache/cache.db.xz "$CUDA_TILE_CACHE_DIR"
+fi
