@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Attempt 25's GPU measurements in one device call (docs/perf-notes.md, next step 0), about 6-8 minutes on a
-# cold H200 machine. Run from the project root on the GPU machine:
+# cold H200 machine without the cubin pack, less with it. Run from the project root on the GPU machine, with
+# carry [".gpu-bundle", ".cubin-cache/a25"] (built here by `bash benchmarks/cubin_cache.sh a25 --tests
+# --probe "..."`, the probe list below):
 #
 #     bash benchmarks/attempt25_gpu.sh            # writes its logs under $OUT (default ./out)
 #
@@ -11,10 +13,11 @@
 set -u
 OUT=${OUT:-out}
 mkdir -p "$OUT"
-if [ -f .gpu-bundle/activate.sh ]; then
-    # shellcheck disable=SC1091
-    source .gpu-bundle/activate.sh
-fi
+export OUT
+# the project at /tmp/mamba2-cutile, .gpu-bundle activated, the cubin packs that travelled unpacked
+# (benchmarks/cubin_cache.sh built them: carry .cubin-cache/a25 to skip most of tileiras's minutes here)
+# shellcheck disable=SC1091
+source benchmarks/gpu_env.sh
 status=()
 
 python3 benchmarks/overlap_probe.py --out "$OUT" 2>&1 | tee "$OUT/overlap.log"
@@ -36,4 +39,7 @@ timeout 120 python3 -m pytest -o addopts='' -p no:benchmark -q -m gpu tests/test
     2>&1 | tail -5 | tee -a "$OUT/gpu-tests.log"
 status+=("gpu_silu_test=${PIPESTATUS[0]}")
 
+if [ -n "${CUDA_TILE_CACHE_DIR:-}" ]; then
+    python3 -m mamba2_tutorial.cubin_cache report "$CUDA_TILE_CACHE_DIR" | tee "$OUT/cubin-cache.json"
+fi
 echo "exit status: ${status[*]}" | tee "$OUT/status.txt"

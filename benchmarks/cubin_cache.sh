@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Build the cubins a GPU run will need, here, without a GPU (mamba2_tutorial/cubin_cache.py), and leave them
-# packed in .cubin-cache/cache.db.xz (ignored by git; name .cubin-cache in the device call's carry):
+# Build the cubins a GPU run will need, here, without a GPU (mamba2_tutorial/cubin_cache.py), packed in
+# .cubin-cache/NAME/cache.db.xz (ignored by git; name .cubin-cache/NAME in the device call's carry, next to
+# .gpu-bundle: the two must stay under the 64 MiB a call carries):
 #
-#     bash benchmarks/cubin_cache.sh --bench --probe "ship b8,s25 b8 cb early"   # options of `build`
+#     bash benchmarks/cubin_cache.sh NAME [build options]    # e.g. bench --bench; a25 --tests --probe "..."
 #
 # Cache keys hash the kernels' Tile IR, which records the absolute paths of the source files, so the build
 # runs where the GPU run will run: the project copied to /tmp/mamba2-cutile (the working tree: tracked and
 # untracked files that git does not ignore) and cuda.tile installed under /tmp/gpu-site, the version this
 # checkout's Python has (pip downloads the wheel once). On the GPU machine, benchmarks/gpu_env.sh sets up the
-# same two paths.
+# same two paths. A pack is added to unless --fresh is given.
 set -euo pipefail
+if [ $# -lt 1 ] || [[ $1 == -* ]]; then
+    echo "usage: bash benchmarks/cubin_cache.sh NAME [--bench] [--tests] [--probe V1,V2] [--fresh] ..." >&2
+    exit 2
+fi
+NAME=$1
+shift
 ROOT=/tmp/mamba2-cutile
 SITE=/tmp/gpu-site
 PY=${PYTHON:-.venv/bin/python}
@@ -27,9 +34,9 @@ fi
 rm -rf "$ROOT"
 mkdir -p "$ROOT"
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$ROOT" -xf -
-mkdir -p "$ROOT/.cubin-cache"
-if [ -f .cubin-cache/cache.db.xz ]; then cp .cubin-cache/cache.db.xz "$ROOT/.cubin-cache/"; fi
-(cd "$ROOT" && PYTHONPATH="$ROOT:$SITE" "$PY" -m mamba2_tutorial.cubin_cache build --out "$ROOT/.cubin-cache" "$@")
-mkdir -p "$here/.cubin-cache"
-cp "$ROOT/.cubin-cache/cache.db.xz" "$here/.cubin-cache/"
-ls -la "$here/.cubin-cache/cache.db.xz"
+mkdir -p "$ROOT/.cubin-cache/$NAME"
+if [ -f ".cubin-cache/$NAME/cache.db.xz" ]; then cp ".cubin-cache/$NAME/cache.db.xz" "$ROOT/.cubin-cache/$NAME/"; fi
+(cd "$ROOT" && PYTHONPATH="$ROOT:$SITE" "$PY" -m mamba2_tutorial.cubin_cache build --out "$ROOT/.cubin-cache/$NAME" "$@")
+mkdir -p "$here/.cubin-cache/$NAME"
+cp "$ROOT/.cubin-cache/$NAME/cache.db.xz" "$here/.cubin-cache/$NAME/"
+ls -la "$here/.cubin-cache/$NAME/cache.db.xz"

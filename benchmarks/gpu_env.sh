@@ -2,10 +2,11 @@
 #
 #     source benchmarks/gpu_env.sh && <commands>
 #
-# 1. copies the project to /tmp/mamba2-cutile and moves there (the path the cubin cache was built at:
+# 1. copies the project to /tmp/mamba2-cutile and moves there (the path the cubin packs were built at:
 #    benchmarks/cubin_cache.sh), keeping $OUT where it was;
 # 2. activates .gpu-bundle (cuda.tile under /tmp/gpu-site, the 13.4 toolchain);
-# 3. unpacks .cubin-cache/cache.db.xz, if it travelled, into /tmp/cutile-cache and points cuTile at it.
+# 3. unpacks every cubin pack that travelled (.cubin-cache/*/cache.db.xz) into /tmp/cutile-cache and points
+#    cuTile at it.
 # After the run, `python3 -m mamba2_tutorial.cubin_cache report /tmp/cutile-cache` says what hit and what the
 # GPU machine compiled itself.
 _m2c_root=/tmp/mamba2-cutile
@@ -15,7 +16,9 @@ if [ "$(pwd -P)" != "$_m2c_root" ]; then
 fi
 # shellcheck disable=SC1091
 source .gpu-bundle/activate.sh || return 1
-if [ -f .cubin-cache/cache.db.xz ]; then
+_m2c_packs=$(ls .cubin-cache/*/cache.db.xz 2>/dev/null || true)
+if [ -n "$_m2c_packs" ]; then
     export CUDA_TILE_CACHE_DIR=/tmp/cutile-cache
-    python3 -m mamba2_tutorial.cubin_cache unpack .cubin-cache/cache.db.xz "$CUDA_TILE_CACHE_DIR"
+    # shellcheck disable=SC2086
+    python3 -m mamba2_tutorial.cubin_cache unpack "$CUDA_TILE_CACHE_DIR" $_m2c_packs
 fi

@@ -13,14 +13,15 @@ paths of the source files, which the debug information records: the package's ow
   ``benchmarks/cubin_cache.sh`` sets that up here, ``benchmarks/gpu_env.sh`` there;
 - :func:`recording_launches` runs ``ssd_forward`` on CPU tensors of the GPU run's real sizes with every launch
   recorded instead of run (:func:`ssd_launches`), so that the recorded signatures are the GPU run's;
-- the cache travels compressed (``.cubin-cache/cache.db.xz``: cubins compress about 20x) and
+- the cache travels compressed (``.cubin-cache/<name>/cache.db.xz``: cubins compress 10-20x; one pack per
+  device call, since the travelling tree is limited to 64 MiB and ``.gpu-bundle`` takes 59 MB of it) and
   :func:`report` says afterwards which lookups hit and what the GPU had to compile anyway.
 
 A cubin that misses costs only the compile it would have cost anyway; one that hits is the same bytes
 tileiras would have produced there (same compiler, same input).
 
-    python -m mamba2_tutorial.cubin_cache build --bench --probe "ship b8,s25 b8 cb early" --out .cubin-cache
-    python -m mamba2_tutorial.cubin_cache report /tmp/cutile-cache
+    bash benchmarks/cubin_cache.sh bench --bench          # here: .cubin-cache/bench/cache.db.xz
+    python -m mamba2_tutorial.cubin_cache report /tmp/cutile-cache    # there, after the run
 """
 
 from __future__ import annotations
@@ -77,6 +78,12 @@ class Launch:
     @property
     def name(self) -> str:
         return self.kernel._annotated_function.pyfunc.__name__
+
+    def __str__(self) -> str:
+        o = self.kernel._compiler_options
+        hints = "".join(f" {k} {v}" for k, v in (("occupancy", o.occupancy), ("num_ctas", o.num_ctas),
+                                                  ("num_worker_warps", o.num_worker_warps)) if v is not None)
+        return f"{self.name}{hints} [{self.signature.with_mangled_symbol(self.name).symbol[-40:]}]"
 
 
 @contextmanager
@@ -180,8 +187,8 @@ def _compile_into(cache_dir: str, launch: Launch, arch: str) -> tuple[str, float
     try:
         export_kernel(launch.kernel, [launch.signature], io.BytesIO(), gpu_code=arch, output_format="cubin")
     except Exception as exc:  # noqa: BLE001 - reported: the GPU would have failed to compile it too
-        return launch.name, time.perf_counter() - start, f"{type(exc).__name__}: {str(exc)[:300]}"
-    return launch.name, time.perf_counter() - start, None
+        return str(launch), time.perf_counter() - start, f"{type(exc).__name__}: {str(exc)[:300]}"
+    return str(launch), time.perf_counter() - start, None
 
 
 _WORK: list[Launch] = []  # the launches of build(), inherited by its forked workers
@@ -193,10 +200,14 @@ def _compile_one(args) -> tuple[str, float, str | None]:
 
 
 def build(launches: Sequence[Launch], out_dir: str | os.PathLike, *, arch: str = "sm_90", jobs: int = 2,
-          fresh: bool = False, fixed_paths: bool = True, progress=print) -> dict:
+          fresh: bool = False, seed: Sequence[str | os.PathLike] = (), fixed_paths: bool = True,
+          progress=print) -> dict:
     """Compile every distinct launch into a cuTile cache and pack it as ``out_dir/cache.db.xz`` (added to
     the one already there unless ``fresh``). Returns counts; compile failures are listed, not raised.
-    ``fixed_paths=False`` skips :func:`check_paths` (a cache for this machine's own paths: the tests)."""
+
+    ``seed``: other packs whose cubins are reused where they fit; the pack then keeps only what this build's
+    launches use (a smaller pack cut out of a larger one, without compiling again). ``fixed_paths=False``
+    skips :func:`check_paths` (a cache for this machine's own paths: the tests)."""
     import multiprocessing as mp
 
     if fixed_paths:
@@ -207,9 +218,11 @@ def build(launches: Sequence[Launch], out_dir: str | os.PathLike, *, arch: str =
     work = unique(launches)
     with tempfile.TemporaryDirectory(prefix="cubin-cache-") as tmp:
         db = Path(tmp) / "cache.db"
-        if packed.exists() and not fresh:
-            db.write_bytes(lzma.decompress(packed.read_bytes()))
+        sources = ([packed] if packed.exists() and not fresh else []) + [Path(p) for p in seed]
+        if sources:
+            unpack(sources, tmp)
         before = _count(tmp)
+        t0 = time.time()
         _WORK[:] = work
         tasks = [(i, tmp, arch) for i in range(len(work))]
         failures = {}
@@ -227,6 +240,12 @@ def build(launches: Sequence[Launch], out_dir: str | os.PathLike, *, arch: str =
                 progress(f"[{done}/{len(tasks)}] {name} {secs:.1f} s" + (f" FAILED {err}" if err else ""))
                 if err:
                     failures[name] = err
+        if seed:  # keep only what this build looked up or compiled
+            with sqlite3.connect(db) as conn:
+                conn.execute("DELETE FROM cache WHERE atime < ?", (t0,))
+                conn.commit()
+            with sqlite3.connect(db) as conn:
+                conn.execute("VACUUM")
         entries = _count(tmp)
         packed.write_bytes(lzma.compress(db.read_bytes(), preset=9))
     return {"launches": len(launches), "distinct": len(work), "new_entries": entries - before,
@@ -245,11 +264,27 @@ def _count(cache_dir: str) -> int:
             return 0
 
 
-def unpack(packed: str | os.PathLike, cache_dir: str | os.PathLike) -> int:
-    """Unpack a packed cache into ``cache_dir`` (replacing its cache.db), note the time; returns entries."""
+def unpack(packed: str | os.PathLike | Sequence[str | os.PathLike], cache_dir: str | os.PathLike) -> int:
+    """Unpack one or more packed caches into ``cache_dir`` (its cache.db replaced by their union) and note
+    the time, for :func:`report`; returns the number of entries."""
+    packs = [packed] if isinstance(packed, str | os.PathLike) else list(packed)
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    (cache_dir / "cache.db").write_bytes(lzma.decompress(Path(packed).read_bytes()))
+    db = cache_dir / "cache.db"
+    db.unlink(missing_ok=True)
+    for i, pack in enumerate(packs):
+        data = lzma.decompress(Path(pack).read_bytes())
+        if i == 0:
+            db.write_bytes(data)
+            continue
+        with tempfile.TemporaryDirectory(prefix="cubin-pack-") as tmp:
+            part = Path(tmp) / "part.db"
+            part.write_bytes(data)
+            with sqlite3.connect(db) as conn:
+                conn.execute("ATTACH DATABASE ? AS part", (str(part),))
+                conn.execute("INSERT OR IGNORE INTO cache SELECT * FROM part.cache")
+                conn.commit()
+                conn.execute("DETACH DATABASE part")
     (cache_dir / UNPACKED_AT).write_text(repr(time.time()))
     return _count(str(cache_dir))
 
@@ -302,9 +337,21 @@ def _launches_for(args) -> list[Launch]:
         if unknown:
             raise SystemExit(f"unknown probe variants: {unknown}")
         for name in names:
-            for shape in args.probe_shapes.split(","):
+            shapes = args.probe_shapes.split(",") if args.probe_shapes else [_probe_shape(name)]
+            for shape in shapes:
                 launches += ssd_launches(shape, config=probe.VARIANTS[name])
     return launches
+
+
+#: the benchmark shape a probe variant's name points at ("s25 b1 rg2 occ2" -> b1-l32768-h80)
+_PROBE_SHAPES = {"b8": "b8-l4096-h80", "b1": "b1-l32768-h80", "b4": "b4-l2048-h24", "g8": "b2-l8192-h128-g8"}
+
+
+def _probe_shape(variant: str) -> str:
+    for token in variant.split():
+        if token in _PROBE_SHAPES:
+            return _PROBE_SHAPES[token]
+    raise SystemExit(f"probe variant {variant!r} names no shape (b8, b1, b4, g8): pass --probe-shapes")
 
 
 def _probe_module():
@@ -325,14 +372,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--bench", action="store_true", help="the benchmark's shapes and sweep, shipped configs")
     b.add_argument("--tests", action="store_true", help="the GPU cases of tests/test_kernel_configs.py")
     b.add_argument("--probe", default="", help="comma-separated variants of benchmarks/probe.py")
-    b.add_argument("--probe-shapes", default="b8-l4096-h80", help="shapes for --probe (comma-separated)")
+    b.add_argument("--probe-shapes", default="",
+                   help="shapes for every --probe variant (comma-separated; default: the one its name names)")
     b.add_argument("--arch", default="sm_90")
     b.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     b.add_argument("--fresh", action="store_true", help="start from an empty cache")
+    b.add_argument("--seed", nargs="*", default=[], help="packs to reuse cubins from (the pack keeps only "
+                   "what this build uses)")
     b.add_argument("--out", default=str(Path(PROJECT_ROOT) / ".cubin-cache"))
-    u = sub.add_parser("unpack", help="unpack a packed cache into a cache directory (on the GPU machine)")
-    u.add_argument("packed")
+    u = sub.add_parser("unpack", help="unpack packed caches into one cache directory (on the GPU machine)")
     u.add_argument("cache_dir")
+    u.add_argument("packed", nargs="+")
     r = sub.add_parser("report", help="hits and misses of an unpacked cache after a GPU run")
     r.add_argument("cache_dir")
     args = ap.parse_args(argv)
@@ -340,11 +390,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_paths()
         launches = _launches_for(args)
         print(f"recorded {len(launches)} launches, {len(unique(launches))} distinct", flush=True)
-        summary = build(launches, args.out, arch=args.arch, jobs=args.jobs, fresh=args.fresh)
+        summary = build(launches, args.out, arch=args.arch, jobs=args.jobs, fresh=args.fresh, seed=args.seed)
         print(json.dumps(summary, indent=1))
         return 1 if summary["failures"] else 0
     if args.command == "unpack":
-        print(f"cubin cache: {unpack(args.packed, args.cache_dir)} entries in {args.cache_dir}")
+        entries = unpack(args.packed, args.cache_dir)
+        print(f"cubin cache: {entries} entries from {len(args.packed)} pack(s) in {args.cache_dir}")
         return 0
     print(json.dumps(report(args.cache_dir), indent=1))
     return 0

@@ -106,11 +106,20 @@ def test_report_counts_hits_unused_and_compiles(tmp_path):
                          (key, old, json.dumps({"compilation_timestamp": old, "kernel_names": [key]})))
     packed = tmp_path / "cache.db.xz"
     packed.write_bytes(lzma.compress(db.read_bytes()))
-    assert unpack(packed, tmp_path / "unpacked") == 2
+    other = tmp_path / "other.db"  # a second pack: one entry shared, one new (merged on unpack)
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE cache (key TEXT PRIMARY KEY, blob BLOB NOT NULL,"
+                     " blob_size INTEGER NOT NULL, atime REAL NOT NULL, metadata TEXT)")
+        for key in ("hit", "also"):
+            conn.execute("INSERT INTO cache VALUES (?, x'01', 1, ?, ?)",
+                         (key, old, json.dumps({"compilation_timestamp": old, "kernel_names": [key]})))
+    packed2 = tmp_path / "other.db.xz"
+    packed2.write_bytes(lzma.compress(other.read_bytes()))
+    assert unpack([packed, packed2], tmp_path / "unpacked") == 3
     now = time.time() + 1
     with sqlite3.connect(tmp_path / "unpacked" / "cache.db") as conn:
         conn.execute("UPDATE cache SET atime = ? WHERE key = 'hit'", (now,))
         conn.execute("INSERT INTO cache VALUES ('new', x'00', 1, ?, ?)",
                      (now, json.dumps({"compilation_timestamp": now, "kernel_names": ["scan_kernel"]})))
-    assert report(tmp_path / "unpacked") == {"hits": 1, "unused": 1, "compiled_here": 1,
+    assert report(tmp_path / "unpacked") == {"hits": 1, "unused": 2, "compiled_here": 1,
                                              "compiled": {"scan_kernel": 1}}
