@@ -11,9 +11,6 @@
 # 3. the GPU tests of the new code paths (config variants, CUDA-graph capture, silu at extreme z).
 # A step that fails does not stop the next one; each step's exit status is printed at the end.
 set -u
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export OUT
 # the project at /tmp/mamba2-cutile, .gpu-bundle activated, the cubin packs that travelled unpacked
 # (benchmarks/cubin_cache.sh built them: carry .cubin-cache/a25 to skip most of tileiras's minutes here)
 # shellcheck disable=SC1091

@@ -6,9 +6,6 @@
 #
 #     bash benchmarks/attempt25_gpu_b1g8.sh            # writes its logs under $OUT (default ./out)
 set -u
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-export OUT
 # shellcheck disable=SC1091
 source benchmarks/gpu_env.sh
 status=()

@@ -91,30 +91,30 @@ def test_cuTiles_jit_lookups_hit_the_built_cache(tmp_path):
     assert result["hits"] == summary["distinct"], result
 
 
-def test_report_counts_hits_unused_and_compiles(tmp_path):
+def _pack(path, rows, t):
+    """A packed cache holding ``rows`` (key, blob), compiled and last used at time ``t``."""
     import lzma
     import sqlite3
-    import time
 
-    db = tmp_path / "cache.db"
-    old = time.time() - 100
+    db = path.with_suffix("")
     with sqlite3.connect(db) as conn:
         conn.execute("CREATE TABLE cache (key TEXT PRIMARY KEY, blob BLOB NOT NULL,"
                      " blob_size INTEGER NOT NULL, atime REAL NOT NULL, metadata TEXT)")
-        for key in ("hit", "unused"):
-            conn.execute("INSERT INTO cache VALUES (?, x'00', 1, ?, ?)",
-                         (key, old, json.dumps({"compilation_timestamp": old, "kernel_names": [key]})))
-    packed = tmp_path / "cache.db.xz"
-    packed.write_bytes(lzma.compress(db.read_bytes()))
-    other = tmp_path / "other.db"  # a second pack: one entry shared, one new (merged on unpack)
-    with sqlite3.connect(other) as conn:
-        conn.execute("CREATE TABLE cache (key TEXT PRIMARY KEY, blob BLOB NOT NULL,"
-                     " blob_size INTEGER NOT NULL, atime REAL NOT NULL, metadata TEXT)")
-        for key in ("hit", "also"):
-            conn.execute("INSERT INTO cache VALUES (?, x'01', 1, ?, ?)",
-                         (key, old, json.dumps({"compilation_timestamp": old, "kernel_names": [key]})))
-    packed2 = tmp_path / "other.db.xz"
-    packed2.write_bytes(lzma.compress(other.read_bytes()))
+        for key, blob in rows:
+            conn.execute("INSERT INTO cache VALUES (?, ?, 1, ?, ?)",
+                         (key, blob, t, json.dumps({"compilation_timestamp": t, "kernel_names": [key]})))
+    path.write_bytes(lzma.compress(db.read_bytes()))
+    return path
+
+
+def test_report_counts_hits_unused_and_compiles(tmp_path):
+    import sqlite3
+    import time
+
+    old = time.time() - 100
+    packed = _pack(tmp_path / "cache.db.xz", [("hit", b"0"), ("unused", b"0")], old)
+    # a second pack: one entry shared, one new (merged on unpack)
+    packed2 = _pack(tmp_path / "other.db.xz", [("hit", b"1"), ("also", b"1")], old)
     assert unpack([packed, packed2], tmp_path / "unpacked") == 3
     now = time.time() + 1
     with sqlite3.connect(tmp_path / "unpacked" / "cache.db") as conn:
