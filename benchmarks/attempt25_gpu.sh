@@ -24,12 +24,13 @@ B8="ship b8,s25 b8 cb early,s25 b8 rg2 occ2,s25 b8 rg2 occ2 nww8,s25 b8 rg4 occ1
 B8="$B8,s25 b8 rg2 occ3,s25 b8 scan occ2,s25 b8 scan occ4,s25 b8 f14,s25 b8 f22,s25 b8 f30"
 B8="$B8,s24 b8 t64x64 occ3 tk128,s24 b8 t64x64 occ4 tk64,s25 b8 batch2,s25 b8 batch2 stagger"
 B8="$B8,s25 b8 batch4 stagger,s25 b8 batch2 stagger cb early"
+B8="$B8,s26 b8 tail t64x64 occ3 tk128,s26 b8 tail t64x64 occ4 tk64,s26 b8 tail t64x32 occ4 tk64,s26 b8 tail same"
 python3 benchmarks/probe.py --shapes b8-l4096-h80 --only "$B8" --out "$OUT/probe-b8" 2>&1 \
     | tee "$OUT/probe-b8.log"
 status+=("probe_b8=${PIPESTATUS[0]}")
 
 timeout 240 python3 -m pytest -o addopts='' -p no:benchmark -q -m gpu -n 8 tests/test_kernel_configs.py \
-    -k "row-group or cb-early or side_streams or state-form-14 or state-form-8 or state-form-22 or state-form-30 or batch" \
+    -k "row-group or cb-early or side_streams or state-form-14 or state-form-8 or state-form-22 or state-form-30 or batch or tail" \
     2>&1 | tail -15 | tee "$OUT/gpu-tests.log"
 status+=("gpu_config_tests=${PIPESTATUS[0]}")
 timeout 120 python3 -m pytest -o addopts='' -p no:benchmark -q -m gpu tests/test_kernels_gpu.py -k silu \

@@ -331,6 +331,15 @@ VARIANTS: dict[str, SSDConfig] = {
         **(vars(FAST_16BIT_CB) | dict(batch_streams=k, batch_stagger=st, scan_cb_early=early)))
        for k, st, early in ((2, False, False), (2, True, False), (4, False, False), (4, True, False),
                             (2, True, True))},
+    # attempt 26 (2026-12-04 night): the fused stage's last wave launched apart (SSDConfig.state_tail):
+    # at b8 the first 64 heads (512 blocks, two waves of 264 slots at occupancy 2) as shipped, the last 16
+    # heads with smaller state tiles at a higher occupancy (two 64 x 64 tiles: 256 blocks; four 64 x 32
+    # tiles: 512), or as shipped ("same": the cost of the second launch alone)
+    **{f"s26 b8 tail {label}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_tail=tail)))
+       for label, tail in (("t64x64 occ3 tk128", ((64, 64, 128), (3, None))),
+                           ("t64x64 occ4 tk64", ((64, 64, 64), (4, None))),
+                           ("t64x32 occ4 tk64", ((64, 32, 64), (4, None))),
+                           ("same", ((64, 128, 128), (2, None))))},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

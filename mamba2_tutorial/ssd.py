@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import torch
 
@@ -119,6 +120,71 @@ def _cb_early(x, C, B, chunk_size, cfg, where, poison):
 
 
 @functools.lru_cache(maxsize=8)
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def tail_heads(b, h, g, tiles_per_head, cfg, device, dt_itemsize) -> int | None:
+    """``SSDConfig.state_tail``: the first head whose fused-stage blocks would run in the last, partial wave
+    (blocks are dispatched state tile first, then batch, then head), or None when the blocks fill whole waves,
+    or fewer than one wave. Slots: ``state_tail[2]``, else the GPU's SMs (132, an H200's, on the CPU) times
+    the fused stage's occupancy hint. The split is rounded down to a multiple of 16 bytes of dt (so that the
+    tail's views keep dt's alignment) and, with several groups, of the heads per group."""
+    from .kernels.configs import SMS
+
+    tail = cfg.state_tail
+    if len(tail) > 2:
+        slots = tail[2]
+    else:
+        sms = _sm_count(device) if device.type == "cuda" else SMS
+        slots = sms * (cfg.state_hints[0] or 1)
+    per_head = b * tiles_per_head
+    full = (h * per_head) // slots * slots
+    if full == 0 or full == h * per_head:
+        return None
+    step = 16 // dt_itemsize
+    if g > 1:
+        step = step * (h // g) // math.gcd(step, h // g)
+    h0 = full // per_head // step * step
+    return h0 if 0 < h0 < h else None
+
+
+def _fused_with_tail(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, poison,
+                     cfg, key_log2):
+    """The fused state stage in two launches (``SSDConfig.state_tail``): the heads that fill whole waves
+    with the configured tiles and hints, the rest with the tail's, both writing into views of the same
+    outputs. One launch when :func:`tail_heads` finds no partial wave."""
+    from .kernels.chunk_state import chunk_state_passing_plan
+
+    b, l, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    Q = chunk_size
+    common = dict(latency=cfg.state_latency, key_log2=key_log2, form=cfg.state_form)
+    tiles_per_head = chunk_state_passing_plan(b, l, h, p, n, Q, x.dtype, cfg.state_tiles).grid[0]
+    h0 = tail_heads(b, h, g, tiles_per_head, cfg, x.device, dt.element_size())
+    if h0 is None:
+        return launch_chunk_state_passing(x, dt, A, B, Q, dt_bias, dt_softplus, dt_limit, initial_states,
+                                          where, poison, tiles=cfg.state_tiles, hints=cfg.state_hints,
+                                          **common)
+    nchunks = cdiv(l, Q)
+    outs = (allocate((b, h, nchunks, Q), torch.float32, x.device, poison),
+            allocate((b, h, nchunks, Q), torch.float32, x.device, poison),
+            allocate((b, nchunks, h, p, n), x.dtype, x.device, poison),
+            allocate((b, h, p, n), torch.float32, x.device, poison))
+    hpg = h // g
+    for lo, hi, tiles, hints in ((0, h0, cfg.state_tiles, cfg.state_hints),
+                                 (h0, h, cfg.state_tail[0], cfg.state_tail[1])):
+        heads = slice(lo, hi)
+        launch_chunk_state_passing(
+            x[:, :, heads], dt[:, :, heads], A[heads], B if g == 1 else B[:, :, lo // hpg:hi // hpg], Q,
+            None if dt_bias is None else dt_bias[heads], dt_softplus, dt_limit,
+            None if initial_states is None else initial_states[:, heads], where, poison, tiles=tiles,
+            hints=hints, outs=(outs[0][:, heads], outs[1][:, heads], outs[2][:, :, heads], outs[3][:, heads]),
+            **common)
+    return outs
+
+
+@functools.lru_cache(maxsize=8)
 def _part_streams(device: torch.device, k: int):
     """k side CUDA streams per device for the batch parts (``SSDConfig.batch_streams``), reused."""
     return tuple(torch.cuda.Stream(device) for _ in range(k))
@@ -211,6 +277,10 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, cfg.segments,
             _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency,
             key_log2=key_log2, form=cfg.state_form)
+    elif cfg.fused and cfg.state_tail is not None:  # the fused stage as whole waves, then its tail
+        dt_out, dA_cumsum, chunk_init_states, final_states = _fused_with_tail(
+            x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison, cfg,
+            key_log2)
     elif cfg.fused:  # kernels 1 and 2 as one launch: the float32 chunk states stay on chip
         dt_out, dA_cumsum, chunk_init_states, final_states = launch_chunk_state_passing(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison,

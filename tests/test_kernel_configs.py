@@ -421,11 +421,81 @@ GPU_VARIANTS = {
 }
 
 
+def test_state_tail_splits_the_last_wave_and_changes_no_bit_cpu():
+    # SSDConfig.state_tail: the heads of the fused stage's last, partial wave launched apart with smaller
+    # tiles; b 2, h 12, g 3 (4 heads per group), slots 5: 24 blocks, 20 fill whole waves -> the split at head
+    # 10, rounded down to 8 (16 bytes of bf16 dt, and whole groups); every option, NaN-poisoned buffers
+    from mamba2_tutorial.kernels import _host
+
+    shape = SSDShape(2, 300, 12, 48, 3, 80, 64, "ragged")
+    tail = SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_tail=((32, 64), (3, None), 5))))
+    for seed in (0, 1):
+        y, final = _check(shape, torch.bfloat16, tail, seed, "cpu", "cpu")
+        inputs = check_inputs(shape, torch.bfloat16, seed, "cpu")
+        y1, final1 = ssd_forward(**inputs, chunk_size=64, return_final_states=True, backend="cpu",
+                                 _config=FAST_16BIT_CB)
+        assert torch.equal(y, y1) and torch.equal(final, final1)
+    launched = []  # (occupancy, heads of the x view, state tiles) of each fused-stage launch
+
+    def record(kernel, grid, args):
+        if kernel._annotated_function.pyfunc.__name__ == "chunk_state_passing_kernel":
+            launched.append((kernel._compiler_options.occupancy, args[0].shape[2], grid[0]))
+
+    saved, _host._RECORDER = _host._RECORDER, record
+    try:
+        ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=tail)
+    finally:
+        _host._RECORDER = saved
+    # heads 0-7 as configured (one 64 x 128 tile per head), heads 8-11 with 32 x 64 tiles (2 x 2 per head)
+    assert launched == [(2, 8, 1), (3, 4, 4)]
+
+
+def test_tail_heads_finds_the_last_partial_wave():
+    from mamba2_tutorial.ssd import tail_heads
+
+    cpu = torch.device("cpu")
+    cfg = SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_tail=((64, 64, 128), (3, None)))))
+    # b8-l4096-h80 on an H200: 640 blocks, 264 slots (132 SMs x occupancy 2): 528 fill two waves, i.e. 66
+    # heads; rounded down to 8 heads (16 bytes of bf16 dt)
+    assert tail_heads(8, 80, 1, 1, cfg, cpu, 2) == 64
+    assert tail_heads(8, 80, 1, 1, cfg, cpu, 4) == 64  # float32 dt: multiples of 4 heads
+    assert tail_heads(8, 80, 8, 1, cfg, cpu, 4) == 60  # 8 groups of 10 heads: multiples of lcm(4, 10) = 20
+    assert tail_heads(1, 80, 1, 1, cfg, cpu, 2) is None  # 80 blocks: less than one wave
+    assert tail_heads(8, 66, 1, 1, cfg, cpu, 2) is None  # 528 blocks: exactly two waves
+    slots = SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_tail=((64, 64), (3, None), 100))))
+    assert tail_heads(8, 80, 1, 1, slots, cpu, 2) == 72  # 600 of 640 blocks in whole waves: 75 heads -> 72
+    slots = SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_tail=((64, 64), (3, None), 500))))
+    assert tail_heads(8, 80, 1, 2, slots, cpu, 2) == 56  # two tiles per head: 1000 of 1280 -> 62 -> 56
+
+
+def test_state_tail_rejects_what_it_cannot_split():
+    for bad in (((64, 64),), ((64, 64), (3, None), 0), [(64, 64), (3, None)]):
+        with pytest.raises(ValueError, match="state_tail"):
+            SSDConfig(fused=True, state_tail=bad)
+    with pytest.raises(ValueError, match="state_tail needs the fused state stage"):
+        SSDConfig(fused=False, state_tail=((64, 64), (3, None)))
+    with pytest.raises(ValueError, match="state_tail needs the fused state stage"):
+        SSDConfig(**(vars(LONG_BF16) | dict(state_tail=((64, 64), (3, None)))))
+
+
 def gpu_case(name: str, Q: int):
     """Shape and config of a GPU_CASES case: ragged, b 2, l 1000 + Q/2 + 3, h 8, p 64, g 2, n 128 (also what
     ``mamba2_tutorial.cubin_cache`` compiles ahead for them)."""
     shape = SSDShape(2, 1000 + Q // 2 + 3, 8, 64, 2, 128, Q, "ragged")
     return shape, VARIANTS.get(name) or GPU_VARIANTS[name]
+
+
+@pytest.mark.gpu
+def test_state_tail_gpu():
+    # the fused stage's last wave launched apart with two 64 x 64 tiles per head at occupancy 3 (attempt 26):
+    # b 2, h 24, 48 blocks; 20 slots: 40 fill whole waves, heads 0-15, then heads 16-23 as the tail
+    shape = SSDShape(2, 1000 + 131, 24, 64, 1, 128, 256, "ragged")
+    tail = SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_tail=((64, 64, 128), (3, None), 20))))
+    y, final = _check(shape, torch.bfloat16, tail, 0, "cuda", "gpu")
+    inputs = check_inputs(shape, torch.bfloat16, 0, "cuda")
+    y1, final1 = ssd_forward(**inputs, chunk_size=256, return_final_states=True, backend="gpu",
+                             _config=FAST_16BIT_CB)
+    assert relative_error(final, final1) < 1e-5 and relative_error(y, y1) < 4e-3
 
 
 @pytest.mark.gpu

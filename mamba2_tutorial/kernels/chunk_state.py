@@ -452,11 +452,12 @@ def chunk_state_passing_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dty
 
 def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
                                backend, poison=False, out_dtype=None, tiles=None, hints=(None, None),
-                               latency=0, heads=1, key_log2=False, form=0):
+                               latency=0, heads=1, key_log2=False, form=0, outs=None):
     """Allocate the outputs, launch :data:`chunk_state_passing_kernel`; no argument checks.
 
     Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states)``: chunk_init_states in ``out_dtype``
-    (default x's dtype), final_states float32. ``heads`` > 1 launches
+    (default x's dtype), final_states float32; ``outs``, if given, are those four buffers (views of larger
+    ones, say) and nothing is allocated. ``heads`` > 1 launches
     :data:`chunk_state_passing_heads_kernel` (``heads`` heads of one group per block; one state tile).
     ``key_log2`` (only when dt >= 0): dt_out holds the key-log2 form kd instead of dt
     (``chunk_local_state``); ``form``: :data:`STATE_DT_ONCE` and/or :data:`STATE_ACC` (not with ``heads``
@@ -466,10 +467,12 @@ def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt
     Q = chunk_size
     nchunks = -(-l // Q)
     device = x.device
-    dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
-    dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
-    chunk_init_states = allocate((b, nchunks, h, p, n), out_dtype or x.dtype, device, poison)
-    final_states = allocate((b, h, p, n), torch.float32, device, poison)
+    if outs is None:
+        outs = (allocate((b, h, nchunks, Q), torch.float32, device, poison),
+                allocate((b, h, nchunks, Q), torch.float32, device, poison),
+                allocate((b, nchunks, h, p, n), out_dtype or x.dtype, device, poison),
+                allocate((b, h, p, n), torch.float32, device, poison))
+    dt_out, dA_cumsum, chunk_init_states, final_states = outs
     plan = chunk_state_passing_plan(b, l, h, p, n, Q, x.dtype, tiles)
     has_bias, has_init = dt_bias is not None, initial_states is not None
     args = (x, B, dt, A, dt_bias if has_bias else placeholder(device, torch.float32, 1),

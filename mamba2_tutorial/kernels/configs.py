@@ -88,6 +88,13 @@ class SSDConfig:
                   1: one stream. On the CPU executor the parts run one after another (same results)
     batch_stagger with batch_streams > 1: each part's state stage waits for the previous part's, so that
                   the scans of the earlier parts overlap the later parts' state stages
+    state_tail    with fused (no segments, one head per block): (tiles, hints[, slots]) for the heads whose
+                  blocks would run in the fused stage's last, partial wave. ``slots`` (default: the GPU's
+                  SMs times state_hints' occupancy) is how many blocks run at once; the first heads, as many
+                  as fill whole waves, are launched as configured, the rest by a second launch on views of
+                  the same tensors with these state tiles and hints: smaller tiles (two 64 x 64 per head,
+                  say) give the tail more, shorter blocks, filling the last wave's idle SMs. None: one launch
+                  (attempt 26 of docs/perf-notes.md)
     """
 
     fused: bool = False
@@ -115,6 +122,7 @@ class SSDConfig:
     scan_cb_early: bool = False
     batch_streams: int = 1
     batch_stagger: bool = False
+    state_tail: tuple | None = None
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints"):
@@ -167,6 +175,17 @@ class SSDConfig:
             raise ValueError(f"SSDConfig.batch_stagger needs batch_streams >= 2; got {self}")
         if self.scan_cb_early and not self.scan_cb:
             raise ValueError(f"SSDConfig.scan_cb_early needs the C Bᵀ scans (scan_cb=True); got {self}")
+        if self.state_tail is not None:
+            tail = self.state_tail
+            if not (isinstance(tail, tuple) and len(tail) in (2, 3) and isinstance(tail[1], tuple)
+                    and (tail[0] is None or isinstance(tail[0], tuple))):
+                raise ValueError("SSDConfig.state_tail must be (state_tiles, state_hints) or (state_tiles, "
+                                 f"state_hints, slots), got {tail!r}")
+            if len(tail) == 3 and (type(tail[2]) is not int or tail[2] < 1):
+                raise ValueError(f"SSDConfig.state_tail's slots must be an int >= 1, got {tail[2]!r}")
+            if not (self.fused and self.segments == 1 and self.state_heads == 1):
+                raise ValueError("SSDConfig.state_tail needs the fused state stage without segments, one "
+                                 f"head per block (fused=True, segments=1, state_heads=1); got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
                              "whole-chunk scan (scan_cb=True, scan_chunk=True), whose blocks add the segment "
