@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Attempt 25's GPU measurements in one device call (docs/perf-notes.md, next step 0), about 6-8 minutes on a
 # cold H200 machine without the cubin pack, less with it. Run from the project root on the GPU machine, with
-# carry [".gpu-bundle", ".cubin-cache/a25"] (built here by `bash benchmarks/cubin_cache.sh a25 --tests
+# carry [".gpu-bundle", ".cubin-cache/a25"] (built here by `bash benchmarks/cubin_cache.sh a25 --tests "..."
 # --probe "..."`, the probe list below):
 #
 #     bash benchmarks/attempt25_gpu.sh            # writes its logs under $OUT (default ./out)

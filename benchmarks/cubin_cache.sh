@@ -40,3 +40,11 @@ if [ -f ".cubin-cache/$NAME/cache.db.xz" ]; then cp ".cubin-cache/$NAME/cache.db
 mkdir -p "$here/.cubin-cache/$NAME"
 cp "$ROOT/.cubin-cache/$NAME/cache.db.xz" "$here/.cubin-cache/$NAME/"
 ls -la "$here/.cubin-cache/$NAME/cache.db.xz"
+# what a device call carrying the bundle and every pack sends: the working tree, .gpu-bundle, .cubin-cache
+total=$( (git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null;
+          find .gpu-bundle .cubin-cache -type f -exec stat -c %s {} + 2>/dev/null) | awk '{s += $1} END {print s}')
+limit=$((64 * 1024 * 1024))
+echo "the working tree, .gpu-bundle and every pack: $((total / 1024)) KiB of the $((limit / 1024)) KiB a call carries"
+if [ "$total" -gt "$limit" ]; then
+    echo "too much for one call: carry only the packs that call needs (.cubin-cache/NAME)" >&2
+fi

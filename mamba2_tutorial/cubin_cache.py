@@ -126,9 +126,10 @@ def ssd_launches(shape, *, config=None, dtype=None, stages: bool = True) -> list
     return seen
 
 
-def config_test_launches(root: str | os.PathLike = PROJECT_ROOT) -> list[Launch]:
+def config_test_launches(root: str | os.PathLike = PROJECT_ROOT, only: Sequence[str] = ()) -> list[Launch]:
     """The launches of ``tests/test_kernel_configs.py``'s GPU cases (``GPU_CASES``: ``gpu_case`` gives each
-    one's shape and config, ``check_inputs`` its arguments), recorded on the CPU."""
+    one's shape and config, ``check_inputs`` its arguments), recorded on the CPU; ``only``: the cases whose
+    name contains one of these strings (as ``pytest -k "a or b"`` picks them), all when empty."""
     import importlib.util
 
     from .ssd import ssd_forward
@@ -139,6 +140,8 @@ def config_test_launches(root: str | os.PathLike = PROJECT_ROOT) -> list[Launch]
     spec.loader.exec_module(tests)
     launches: list[Launch] = []
     for name, dtype, Q in tests.GPU_CASES:
+        if only and not any(part in name for part in only):
+            continue
         shape, cfg = tests.gpu_case(name, Q)
         inputs = tests.check_inputs(shape, dtype, 0, "cpu")
         with recording_launches() as seen:
@@ -328,8 +331,8 @@ def _launches_for(args) -> list[Launch]:
         o = OVERHEAD_SHAPE
         launches += ssd_launches(SSDShape(o["batch"], o["seqlen"], o["nheads"], o["headdim"], o["ngroups"],
                                           o["dstate"], o["chunk_size"]))
-    if args.tests:
-        launches += config_test_launches()
+    if args.tests is not None:
+        launches += config_test_launches(only=[t.strip() for t in args.tests.split(",") if t.strip()])
     if args.probe:
         probe = _probe_module()
         names = [n.strip() for n in args.probe.split(",") if n.strip()]
@@ -370,7 +373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="record launches on the CPU, compile their cubins into a packed cache")
     b.add_argument("--bench", action="store_true", help="the benchmark's shapes and sweep, shipped configs")
-    b.add_argument("--tests", action="store_true", help="the GPU cases of tests/test_kernel_configs.py")
+    b.add_argument("--tests", nargs="?", const="", default=None, metavar="SUBSTRINGS",
+                   help="the GPU cases of tests/test_kernel_configs.py (those whose names contain one of "
+                        "these comma-separated strings, if given)")
     b.add_argument("--probe", default="", help="comma-separated variants of benchmarks/probe.py")
     b.add_argument("--probe-shapes", default="",
                    help="shapes for every --probe variant (comma-separated; default: the one its name names)")
