@@ -339,6 +339,9 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}
     elif cfg.fused:
         def fused():
+            if cfg.state_tail is not None:  # whole waves, then the last wave's heads (state_tail)
+                return _fused_with_tail(x, dt, A, B, chunk_size, None, False, lim, None, where, False, cfg,
+                                        cfg.state_key_log2)
             return launch_chunk_state_passing(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                               tiles=cfg.state_tiles, hints=cfg.state_hints,
                                               latency=cfg.state_latency, heads=cfg.state_heads,

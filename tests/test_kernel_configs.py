@@ -448,6 +448,15 @@ def test_state_tail_splits_the_last_wave_and_changes_no_bit_cpu():
         _host._RECORDER = saved
     # heads 0-7 as configured (one 64 x 128 tile per head), heads 8-11 with 32 x 64 tiles (2 x 2 per head)
     assert launched == [(2, 8, 1), (3, 4, 4)]
+    # the benchmark's per-stage timing launches the stage the same way
+    launched.clear()
+    _host._RECORDER = record
+    try:
+        ssd_stages(**{k: inputs[k] for k in ("x", "dt", "A", "B", "C")}, chunk_size=64, backend="cpu",
+                   config=tail)["chunk_state_passing"]()
+    finally:
+        _host._RECORDER = saved
+    assert launched[-2:] == [(2, 8, 1), (3, 4, 4)]
 
 
 def test_tail_heads_finds_the_last_partial_wave():
