@@ -335,7 +335,9 @@ VARIANTS: dict[str, SSDConfig] = {
     # at b8 the first 64 heads (512 blocks, two waves of 264 slots at occupancy 2) as shipped, the last 16
     # heads with smaller state tiles at a higher occupancy (two 64 x 64 tiles: 256 blocks; four 64 x 32
     # tiles: 512), or as shipped ("same": the cost of the second launch alone)
-    **{f"s26 b8 tail {label}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_tail=tail)))
+    # ... and the segmented stage at b1 (640 blocks too: 80 heads x 8 segments), the same way
+    **{f"s26 {name} tail {label}": SSDConfig(**(vars(cfg) | dict(state_tail=tail)))
+       for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16))
        for label, tail in (("t64x64 occ3 tk128", ((64, 64, 128), (3, None))),
                            ("t64x64 occ4 tk64", ((64, 64, 64), (4, None))),
                            ("t64x32 occ4 tk64", ((64, 32, 64), (4, None))),

@@ -126,10 +126,11 @@ def _sm_count(device: torch.device) -> int:
 
 def tail_heads(b, h, g, tiles_per_head, cfg, device, dt_itemsize) -> int | None:
     """``SSDConfig.state_tail``: the first head whose fused-stage blocks would run in the last, partial wave
-    (blocks are dispatched state tile first, then batch, then head), or None when the blocks fill whole waves,
-    or fewer than one wave. Slots: ``state_tail[2]``, else the GPU's SMs (132, an H200's, on the CPU) times
-    the fused stage's occupancy hint. The split is rounded down to a multiple of 16 bytes of dt (so that the
-    tail's views keep dt's alignment) and, with several groups, of the heads per group."""
+    (blocks are dispatched state tile first, then batch (and segment), then head; ``tiles_per_head`` counts
+    a head's blocks per batch row), or None when the blocks fill whole waves, or fewer than one wave.
+    Slots: ``state_tail[2]``, else the GPU's SMs (132, an H200's, on the CPU) times the fused stage's
+    occupancy hint. The split is rounded down to a multiple of 16 bytes of dt (so that the tail's views keep
+    dt's alignment) and, with several groups, of the heads per group."""
     from .kernels.configs import SMS
 
     tail = cfg.state_tail
@@ -147,6 +148,20 @@ def tail_heads(b, h, g, tiles_per_head, cfg, device, dt_itemsize) -> int | None:
         step = step * (h // g) // math.gcd(step, h // g)
     h0 = full // per_head // step * step
     return h0 if 0 < h0 < h else None
+
+
+def _segments_tail(x, B, dt, chunk_size, cfg):
+    """``SSDConfig.state_tail`` for the segmented stage: ``(h0, tiles, hints)`` for
+    ``launch_chunk_state_segments``, or None (no tail config, or no partial last wave)."""
+    if cfg.state_tail is None:
+        return None
+    from .kernels.segments import segments_plan
+
+    b, l, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    plan = segments_plan(b, l, h, p, n, chunk_size, x.dtype, cfg.segments, cfg.state_tiles)
+    h0 = tail_heads(b, h, g, plan.grid[0] * plan.tiles["nseg"], cfg, x.device, dt.element_size())
+    return None if h0 is None else (h0, *cfg.state_tail[:2])
 
 
 def _fused_with_tail(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, poison,
@@ -276,7 +291,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
         dt_out, dA_cumsum, chunk_init_states, final_states, carry = launch_chunk_state_segments(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, cfg.segments,
             _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency,
-            key_log2=key_log2, form=cfg.state_form)
+            key_log2=key_log2, form=cfg.state_form, tail=_segments_tail(x, B, dt, chunk_size, cfg))
     elif cfg.fused and cfg.state_tail is not None:  # the fused stage as whole waves, then its tail
         dt_out, dA_cumsum, chunk_init_states, final_states = _fused_with_tail(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison, cfg,
@@ -333,7 +348,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
             return launch_chunk_state_segments(x, dt, A, B, chunk_size, None, False, lim, None, where,
                                                cfg.segments, tiles=cfg.state_tiles, hints=cfg.state_hints,
                                                latency=cfg.state_latency, key_log2=cfg.state_key_log2,
-                                               form=cfg.state_form)
+                                               form=cfg.state_form,
+                                               tail=_segments_tail(x, B, dt, chunk_size, cfg))
         dt_out, dA_cumsum, init, _, carry = fused()
         stages["chunk_state_passing"] = fused
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}

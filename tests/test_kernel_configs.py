@@ -459,6 +459,37 @@ def test_state_tail_splits_the_last_wave_and_changes_no_bit_cpu():
     assert launched[-2:] == [(2, 8, 1), (3, 4, 4)]
 
 
+def test_state_tail_with_segments_changes_no_bit_cpu():
+    # the segmented stage (LONG_BF16's, 3 segments here) with its last wave's heads apart: b 2, h 12, g 3,
+    # 3 segments of 2 chunks (300 rows, chunk size 64 -> 5 chunks); 72 blocks, slots 20: 60 in whole waves,
+    # 10 heads -> 8 (16 bytes of bf16 dt, whole groups)
+    from mamba2_tutorial.kernels import _host
+
+    shape = SSDShape(2, 300, 12, 48, 3, 80, 64, "ragged")
+    base = SSDConfig(**(vars(LONG_BF16) | dict(segments=3, state_tiles=(64, 128), state_form=0,
+                                                state_key_log2=False)))
+    tail = SSDConfig(**(vars(base) | dict(state_tail=((32, 64), (3, None), 20))))
+    launched = []
+
+    def record(kernel, grid, args):
+        if kernel._annotated_function.pyfunc.__name__ == "chunk_state_segments_kernel":
+            launched.append((kernel._compiler_options.occupancy, args[0].shape[2], grid))
+
+    for seed in (0, 1):
+        y, final = _check(shape, torch.bfloat16, tail, seed, "cpu", "cpu")
+        inputs = check_inputs(shape, torch.bfloat16, seed, "cpu")
+        y1, final1 = ssd_forward(**inputs, chunk_size=64, return_final_states=True, backend="cpu",
+                                 _config=base)
+        assert torch.equal(y, y1) and torch.equal(final, final1)
+    saved, _host._RECORDER = _host._RECORDER, record
+    try:
+        ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=tail)
+    finally:
+        _host._RECORDER = saved
+    occupancy = LONG_BF16.state_hints[0]
+    assert launched == [(occupancy, 8, (1, 2 * 3, 8)), (3, 4, (4, 2 * 3, 4))]
+
+
 def test_tail_heads_finds_the_last_partial_wave():
     from mamba2_tutorial.ssd import tail_heads
 
@@ -481,10 +512,10 @@ def test_state_tail_rejects_what_it_cannot_split():
     for bad in (((64, 64),), ((64, 64), (3, None), 0), [(64, 64), (3, None)]):
         with pytest.raises(ValueError, match="state_tail"):
             SSDConfig(fused=True, state_tail=bad)
-    with pytest.raises(ValueError, match="state_tail needs the fused state stage"):
+    with pytest.raises(ValueError, match="state_tail needs the fused"):
         SSDConfig(fused=False, state_tail=((64, 64), (3, None)))
-    with pytest.raises(ValueError, match="state_tail needs the fused state stage"):
-        SSDConfig(**(vars(LONG_BF16) | dict(state_tail=((64, 64), (3, None)))))
+    with pytest.raises(ValueError, match="state_tail needs the fused"):
+        SSDConfig(fused=True, state_heads=2, state_tail=((64, 64), (3, None)))
 
 
 def gpu_case(name: str, Q: int):
@@ -495,15 +526,16 @@ def gpu_case(name: str, Q: int):
 
 
 @pytest.mark.gpu
-def test_state_tail_gpu():
-    # the fused stage's last wave launched apart with two 64 x 64 tiles per head at occupancy 3 (attempt 26):
-    # b 2, h 24, 48 blocks; 20 slots: 40 fill whole waves, heads 0-15, then heads 16-23 as the tail
+@pytest.mark.parametrize("base", ["fast-16bit-cb", "long-bf16"])
+def test_state_tail_gpu(base):
+    # the state stage's last wave launched apart with two 64 x 64 tiles per head at occupancy 3 (attempt 26),
+    # fused or by segments: b 2, h 24, 48 blocks per segment row; 20 slots: heads 0-15, then 16-23 apart
+    cfg = {"fast-16bit-cb": FAST_16BIT_CB, "long-bf16": LONG_BF16}[base]
     shape = SSDShape(2, 1000 + 131, 24, 64, 1, 128, 256, "ragged")
-    tail = SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_tail=((64, 64, 128), (3, None), 20))))
+    tail = SSDConfig(**(vars(cfg) | dict(state_tail=((64, 64, 128), (3, None), 20))))
     y, final = _check(shape, torch.bfloat16, tail, 0, "cuda", "gpu")
     inputs = check_inputs(shape, torch.bfloat16, 0, "cuda")
-    y1, final1 = ssd_forward(**inputs, chunk_size=256, return_final_states=True, backend="gpu",
-                             _config=FAST_16BIT_CB)
+    y1, final1 = ssd_forward(**inputs, chunk_size=256, return_final_states=True, backend="gpu", _config=cfg)
     assert relative_error(final, final1) < 1e-5 and relative_error(y, y1) < 4e-3
 
 

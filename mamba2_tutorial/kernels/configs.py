@@ -88,7 +88,7 @@ class SSDConfig:
                   1: one stream. On the CPU executor the parts run one after another (same results)
     batch_stagger with batch_streams > 1: each part's state stage waits for the previous part's, so that
                   the scans of the earlier parts overlap the later parts' state stages
-    state_tail    with fused (no segments, one head per block): (tiles, hints[, slots]) for the heads whose
+    state_tail    with fused (segmented too; one head per block): (tiles, hints[, slots]) for the heads whose
                   blocks would run in the fused stage's last, partial wave. ``slots`` (default: the GPU's
                   SMs times state_hints' occupancy) is how many blocks run at once; the first heads, as many
                   as fill whole waves, are launched as configured, the rest by a second launch on views of
@@ -183,9 +183,9 @@ class SSDConfig:
                                  f"state_hints, slots), got {tail!r}")
             if len(tail) == 3 and (type(tail[2]) is not int or tail[2] < 1):
                 raise ValueError(f"SSDConfig.state_tail's slots must be an int >= 1, got {tail[2]!r}")
-            if not (self.fused and self.segments == 1 and self.state_heads == 1):
-                raise ValueError("SSDConfig.state_tail needs the fused state stage without segments, one "
-                                 f"head per block (fused=True, segments=1, state_heads=1); got {self}")
+            if not (self.fused and self.state_heads == 1):
+                raise ValueError("SSDConfig.state_tail needs the fused (or segmented) state stage with one "
+                                 f"head per block (fused=True, state_heads=1); got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
                              "whole-chunk scan (scan_cb=True, scan_chunk=True), whose blocks add the segment "

@@ -147,12 +147,14 @@ def segments_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.d
 
 def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
                                 backend, segments, poison=False, out_dtype=None, tiles=None,
-                                hints=(None, None), latency=0, key_log2=False, form=0):
+                                hints=(None, None), latency=0, key_log2=False, form=0, tail=None):
     """Both launches of the segmented state stage (no argument checks): the segments kernel, then
     state_passing over the segments. Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states, carry)``
     with chunk_init_states segment-local (x's dtype unless ``out_dtype``) and ``carry`` a
     :class:`SegmentCarry` for the scan, its states in chunk_init_states' dtype (the scan's mma takes both as
-    they are); final_states float32."""
+    they are); final_states float32. ``tail = (h0, tiles, hints)`` launches the segments kernel for heads
+    h0.. apart, on views, with those tiles and hints (``SSDConfig.state_tail``; h0 a whole number of groups
+    when there are several)."""
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Q = chunk_size
@@ -173,7 +175,20 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
             h // g, t["cps"], float(dt_limit[0]), float(dt_limit[1]),
             Q, t["TK"], t["TP"], t["TN"], has_bias, bool(dt_softplus), latency,
             (STATE_KD if key_log2 else 0) | form)
-    launch(chunk_state_segments_kernel, plan.grid, args, backend, hints)
+    if tail is None:
+        launch(chunk_state_segments_kernel, plan.grid, args, backend, hints)
+    else:  # heads [0, h0) as configured, [h0, h) with the tail's tiles and hints, on views of every array
+        head_dim = {0: 2, 2: 2, 3: 0, 5: 1, 6: 1, 7: 2, 8: 1, 9: 2, 10: 1}  # argument -> its head axis
+        if has_bias:
+            head_dim[4] = 0
+        for lo, hi, part_tiles, part_hints in ((0, tail[0], tiles, hints), (tail[0], h, *tail[1:])):
+            part_plan = segments_plan(b, l, hi - lo, p, n, Q, x.dtype, segments, part_tiles)
+            pt = part_plan.tiles
+            part = [a.narrow(head_dim[i], lo, hi - lo) if i in head_dim else a for i, a in enumerate(args)]
+            if g > 1:  # B's groups of these heads
+                part[1] = B.narrow(2, lo // (h // g), (hi - lo) // (h // g))
+            part[16:19] = [pt["TK"], pt["TP"], pt["TN"]]
+            launch(chunk_state_segments_kernel, part_plan.grid, tuple(part), backend, part_hints)
     # kernel 2 over the segments: seg_decay's last (only) entry per segment is its total decay (Q = 1)
     carry, final_states = launch_state_passing(seg_states, seg_decay, initial_states, backend, poison,
                                                out_dtype=chunk_init_states.dtype)
