@@ -25,6 +25,7 @@ B8="$B8,s25 b8 rg2 occ3,s25 b8 scan occ2,s25 b8 scan occ4,s25 b8 f14,s25 b8 f22,
 B8="$B8,s24 b8 t64x64 occ3 tk128,s24 b8 t64x64 occ4 tk64,s25 b8 batch2,s25 b8 batch2 stagger"
 B8="$B8,s25 b8 batch4 stagger,s25 b8 batch2 stagger cb early"
 B8="$B8,s26 b8 tail t64x64 occ3 tk128,s26 b8 tail t64x64 occ4 tk64,s26 b8 tail t64x32 occ4 tk64,s26 b8 tail same"
+B8="$B8,s26 b8 cb occ2,s26 b8 cb occ4"
 python3 benchmarks/probe.py --shapes b8-l4096-h80 --only "$B8" --out "$OUT/probe-b8" 2>&1 \
     | tee "$OUT/probe-b8.log"
 status+=("probe_b8=${PIPESTATUS[0]}")

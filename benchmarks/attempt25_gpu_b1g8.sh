@@ -14,12 +14,13 @@ status=()
 B1="ship b1,s25 b1 rg2 occ2,s25 b1 rg2 occ2 nww8,s25 b1 rg4 occ1 nww8,s25 b1 rg4 occ2 nww8,s25 b1 rg2 occ3"
 B1="$B1,s25 b1 cb early,s25 b1 f14,s25 b1 f22,s25 b1 f30"
 B1="$B1,s26 b1 tail t64x64 occ3 tk128,s26 b1 tail t64x64 occ4 tk64,s26 b1 tail t64x32 occ4 tk64,s26 b1 tail same"
+B1="$B1,s26 b1 cb occ2,s26 b1 cb occ4"
 python3 benchmarks/probe.py --shapes b1-l32768-h80 --only "$B1" --out "$OUT/probe-b1" 2>&1 \
     | tee "$OUT/probe-b1.log"
 status+=("probe_b1=${PIPESTATUS[0]}")
 
 G8="ship g8,s25 g8 rg2 occ2,s25 g8 rg2 occ2 nww8,s25 g8 rg2 occ3,s25 g8 cb early,s25 g8 f10,s25 g8 f18"
-G8="$G8,s25 g8 f26"
+G8="$G8,s25 g8 f26,s26 g8 cb occ2,s26 g8 cb occ4"
 python3 benchmarks/probe.py --shapes b2-l8192-h128-g8 --only "$G8" --out "$OUT/probe-g8" 2>&1 \
     | tee "$OUT/probe-g8.log"
 status+=("probe_g8=${PIPESTATUS[0]}")

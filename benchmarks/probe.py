@@ -342,6 +342,9 @@ VARIANTS: dict[str, SSDConfig] = {
                            ("t64x64 occ4 tk64", ((64, 64, 64), (4, None))),
                            ("t64x32 occ4 tk64", ((64, 32, 64), (4, None))),
                            ("same", ((64, 128, 128), (2, None))))},
+    # ... and the C Bᵀ kernel's hints (its sm_90 cubin at b8 takes 255 registers without one)
+    **{f"s26 {name} cb occ{occ}": SSDConfig(**(vars(cfg) | dict(scan_cb_hints=(occ, None))))
+       for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128)) for occ in (2, 4)},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

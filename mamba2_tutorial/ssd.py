@@ -109,12 +109,14 @@ def _cb_early(x, C, B, chunk_size, cfg, where, poison):
     t = chunk_scan_cb_plan(b, l, h, p, g, n, chunk_size, x.dtype, cfg.scan_heads, cfg.scan_tiles).tiles
     cb_dtype = torch.bfloat16 if cfg.scan_cb_bf16 and x.dtype != torch.float32 else torch.float32
     if where != "gpu":
-        return launch_chunk_cb(C, B, chunk_size, t["TM"], t["TK"], where, poison, cb_dtype=cb_dtype), None
+        return launch_chunk_cb(C, B, chunk_size, t["TM"], t["TK"], where, poison, cfg.scan_cb_hints,
+                               cb_dtype=cb_dtype), None
     main = torch.cuda.current_stream(x.device)
     side = _side_stream(x.device)
     side.wait_stream(main)  # C and B are ready on the main stream
     with torch.cuda.stream(side):
-        CB = launch_chunk_cb(C, B, chunk_size, t["TM"], t["TK"], where, poison, cb_dtype=cb_dtype)
+        CB = launch_chunk_cb(C, B, chunk_size, t["TM"], t["TK"], where, poison, cfg.scan_cb_hints,
+                             cb_dtype=cb_dtype)
     CB.record_stream(main)  # the allocator must not hand CB's memory out again before the scan has read it
     return CB, side
 
@@ -318,7 +320,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
                             whole_chunk=cfg.scan_chunk,
                             cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
                             unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop, kd_ready=key_log2,
-                            row_group=cfg.scan_row_group if form == 3 else 1, CB=CB)
+                            row_group=cfg.scan_row_group if form == 3 else 1, CB=CB,
+                            cb_hints=cfg.scan_cb_hints)
     return (out, final_states) if return_final_states else out
 
 
@@ -385,7 +388,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                  shared=cfg.scan_shared, cb=cfg.scan_cb, whole_chunk=cfg.scan_chunk,
                                  cb_bf16=cfg.scan_cb_bf16 and x.dtype != torch.float32, carry=carry,
                                  unroll=cfg.scan_unroll, head_loop=cfg.scan_head_loop,
-                                 kd_ready=cfg.state_key_log2, row_group=cfg.scan_row_group)
+                                 kd_ready=cfg.state_key_log2, row_group=cfg.scan_row_group,
+                                 cb_hints=cfg.scan_cb_hints)
     stages["chunk_scan"] = stage3
 
     def chain():

@@ -490,6 +490,32 @@ def test_state_tail_with_segments_changes_no_bit_cpu():
     assert launched == [(occupancy, 8, (1, 2 * 3, 8)), (3, 4, (4, 2 * 3, 4))]
 
 
+def test_scan_cb_hints_reach_the_cb_launch_cpu():
+    # SSDConfig.scan_cb_hints: the C Bᵀ kernel's compiler hints, on the scan's C Bᵀ launch and on the early
+    # one (scan_cb_early); hints change no result
+    from mamba2_tutorial.kernels import _host
+
+    shape = SSDShape(2, 300, 4, 48, 2, 80, 64, "ragged")
+    inputs = check_inputs(shape, torch.bfloat16, 0, "cpu")
+    y1 = ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=FAST_16BIT_CB)
+    for early in (False, True):
+        cfg = SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_cb_hints=(4, None), scan_cb_early=early)))
+        seen = []
+
+        def record(kernel, grid, args, seen=seen):
+            seen.append((kernel._annotated_function.pyfunc.__name__, kernel._compiler_options.occupancy))
+
+        saved, _host._RECORDER = _host._RECORDER, record
+        try:
+            ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=cfg)
+        finally:
+            _host._RECORDER = saved
+        assert ("chunk_cb_kernel", 4) in seen and ("chunk_cb_kernel", None) not in seen
+        assert torch.equal(ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=cfg), y1)
+    with pytest.raises(ValueError, match="scan_cb_hints needs the C Bᵀ scans"):
+        SSDConfig(scan_cb_hints=(2, None))
+
+
 def test_tail_heads_finds_the_last_partial_wave():
     from mamba2_tutorial.ssd import tail_heads
 

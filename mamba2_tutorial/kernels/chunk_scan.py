@@ -394,7 +394,7 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
                       max_heads_per_block=None, tiles=None, hints=(None, None), latency=0,
                       factored=False, heads_2d=False, shared=False, cb=False, whole_chunk=False,
                       cb_bf16=False, carry=None, unroll=False, head_loop=1, kd_ready=False, row_group=1,
-                      CB=None):
+                      CB=None, cb_hints=(None, None)):
     """Allocate the output (unless ``out`` is given), launch :data:`chunk_scan_kernel`; no argument checks.
 
     ``tiles`` (TM, TK, TP) and ``max_heads_per_block`` override the default tiles, ``hints`` = (occupancy,
@@ -407,7 +407,8 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
     :class:`~mamba2_tutorial.kernels.segments.SegmentCarry` of a segmented state stage, whole-chunk scan
     only; ``unroll``: the whole-chunk scan unrolled for full chunks; ``kd_ready``: with ``factored`` 3 (the
     key-log2 form), dt_out already holds kd; ``row_group``: the whole-chunk scan's row tiles per key-major
-    group; ``CB``: C Bᵀ already computed, with ``cb`` only)."""
+    group; ``CB``: C Bᵀ already computed, with ``cb`` only; ``cb_hints``: compiler hints of the C Bᵀ
+    kernel)."""
     if cb:
         from .chunk_scan_cb import launch_chunk_scan_cb
 
@@ -416,7 +417,7 @@ def launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
                                     whole_chunk=whole_chunk,
                                     cb_dtype=torch.bfloat16 if cb_bf16 else torch.float32, carry=carry,
                                     unroll=unroll, head_loop=head_loop, kd_ready=kd_ready,
-                                    row_group=row_group, CB=CB)
+                                    row_group=row_group, CB=CB, cb_hints=cb_hints)
     if CB is not None:
         raise ValueError("a precomputed C Bᵀ (CB) needs the C Bᵀ scans (SSDConfig(scan_cb=True))")
     if carry is not None or unroll or head_loop != 1 or factored >= 2 or row_group != 1:

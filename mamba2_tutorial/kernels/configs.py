@@ -88,6 +88,8 @@ class SSDConfig:
                   1: one stream. On the CPU executor the parts run one after another (same results)
     batch_stagger with batch_streams > 1: each part's state stage waits for the previous part's, so that
                   the scans of the earlier parts overlap the later parts' state stages
+    scan_cb_hints with scan_cb: (occupancy, num_ctas[, num_worker_warps]) of ``chunk_cb_kernel`` (the C Bᵀ
+                  launch; its sm_90 cubin at b8 takes 255 registers with no hint)
     state_tail    with fused (segmented too; one head per block): (tiles, hints[, slots]) for the heads whose
                   blocks would run in the fused stage's last, partial wave. ``slots`` (default: the GPU's
                   SMs times state_hints' occupancy) is how many blocks run at once; the first heads, as many
@@ -123,9 +125,10 @@ class SSDConfig:
     batch_streams: int = 1
     batch_stagger: bool = False
     state_tail: tuple | None = None
+    scan_cb_hints: Hints = (None, None)
 
     def __post_init__(self):
-        for name in ("state_hints", "passing_hints", "scan_hints"):
+        for name in ("state_hints", "passing_hints", "scan_hints", "scan_cb_hints"):
             hints = getattr(self, name)
             if len(hints) > 1 and hints[1] not in (None, 1):
                 raise ValueError(
@@ -173,6 +176,8 @@ class SSDConfig:
             raise ValueError(f"SSDConfig.batch_streams must be an int >= 1, got {self.batch_streams!r}")
         if self.batch_stagger and self.batch_streams < 2:
             raise ValueError(f"SSDConfig.batch_stagger needs batch_streams >= 2; got {self}")
+        if any(v is not None for v in self.scan_cb_hints) and not self.scan_cb:
+            raise ValueError(f"SSDConfig.scan_cb_hints needs the C Bᵀ scans (scan_cb=True); got {self}")
         if self.scan_cb_early and not self.scan_cb:
             raise ValueError(f"SSDConfig.scan_cb_early needs the C Bᵀ scans (scan_cb=True); got {self}")
         if self.state_tail is not None:
