@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Attempt 25's GPU measurements in one device call (docs/perf-notes.md, next step 0), about 6-8 minutes on a
 # cold H200 machine without the cubin pack, less with it. Run from the project root on the GPU machine, with
-# carry [".gpu-bundle", ".cubin-cache/a25"] (built here by `bash benchmarks/cubin_cache.sh a25 --tests "..."
-# --probe "..."`, the probe list below):
+# carry [".gpu-bundle", ".cubin-cache/a25"] (built here: see benchmarks/attempt25_lists.sh, which holds this
+# script's probe variants and tests):
 #
 #     bash benchmarks/attempt25_gpu.sh            # writes its logs under $OUT (default ./out)
 #
@@ -20,18 +20,14 @@ status=()
 python3 benchmarks/overlap_probe.py --out "$OUT" 2>&1 | tee "$OUT/overlap.log"
 status+=("overlap_probe=${PIPESTATUS[0]}")
 
-B8="ship b8,s25 b8 cb early,s25 b8 rg2 occ2,s25 b8 rg2 occ2 nww8,s25 b8 rg4 occ1 nww8,s25 b8 rg4 occ2 nww8"
-B8="$B8,s25 b8 rg2 occ3,s25 b8 scan occ2,s25 b8 scan occ4,s25 b8 f14,s25 b8 f22,s25 b8 f30"
-B8="$B8,s24 b8 t64x64 occ3 tk128,s24 b8 t64x64 occ4 tk64,s25 b8 batch2,s25 b8 batch2 stagger"
-B8="$B8,s25 b8 batch4 stagger,s25 b8 batch2 stagger cb early"
-B8="$B8,s26 b8 tail t64x64 occ3 tk128,s26 b8 tail t64x64 occ4 tk64,s26 b8 tail t64x32 occ4 tk64,s26 b8 tail same"
-B8="$B8,s26 b8 cb occ2,s26 b8 cb occ4"
-python3 benchmarks/probe.py --shapes b8-l4096-h80 --only "$B8" --out "$OUT/probe-b8" 2>&1 \
+# shellcheck disable=SC1091
+source benchmarks/attempt25_lists.sh
+python3 benchmarks/probe.py --shapes b8-l4096-h80 --only "$A25_B8" --out "$OUT/probe-b8" 2>&1 \
     | tee "$OUT/probe-b8.log"
 status+=("probe_b8=${PIPESTATUS[0]}")
 
 timeout 240 python3 -m pytest -o addopts='' -p no:benchmark -q -m gpu -n 8 tests/test_kernel_configs.py \
-    -k "row-group or cb-early or side_streams or state-form-14 or state-form-8 or state-form-22 or state-form-30 or batch or tail" \
+    -k "${A25_TESTS//,/ or }" \
     2>&1 | tail -15 | tee "$OUT/gpu-tests.log"
 status+=("gpu_config_tests=${PIPESTATUS[0]}")
 timeout 120 python3 -m pytest -o addopts='' -p no:benchmark -q -m gpu tests/test_kernels_gpu.py -k silu \

@@ -123,3 +123,26 @@ def test_report_counts_hits_unused_and_compiles(tmp_path):
                      (now, json.dumps({"compilation_timestamp": now, "kernel_names": ["scan_kernel"]})))
     assert report(tmp_path / "unpacked") == {"hits": 1, "unused": 2, "compiled_here": 1,
                                              "compiled": {"scan_kernel": 1}}
+
+
+def test_device_script_lists_name_real_variants_and_tests():
+    # benchmarks/attempt25_lists.sh feeds both the device scripts and the cubin packs: a name that probe.py
+    # no longer has would fail on the GPU machine, after the device time is spent
+    import importlib.util
+    import shutil
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not installed")
+    run = subprocess.run([bash, "-c", "source benchmarks/attempt25_lists.sh && "
+                          "printf '%s\\n%s\\n' \"$A25_B8,$A25_B1,$A25_G8\" \"$A25_TESTS\""],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert run.returncode == 0, run.stderr
+    variants, tests = run.stdout.splitlines()
+    spec = importlib.util.spec_from_file_location("probe", ROOT / "benchmarks" / "probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    names = variants.split(",")
+    assert len(names) > 40 and not [n for n in names if n not in probe.VARIANTS]
+    source = (ROOT / "tests" / "test_kernel_configs.py").read_text()
+    assert not [t for t in tests.split(",") if t not in source]
