@@ -250,10 +250,21 @@ def build(launches: Sequence[Launch], out_dir: str | os.PathLike, *, arch: str =
             with sqlite3.connect(db) as conn:
                 conn.execute("VACUUM")
         entries = _count(tmp)
+        compiled = _compiled_since(db, t0)
         packed.write_bytes(lzma.compress(db.read_bytes(), preset=9))
-    return {"launches": len(launches), "distinct": len(work), "new_entries": entries - before,
+    return {"launches": len(launches), "distinct": len(work), "compiled": compiled,
+            "reused": len(work) - compiled - len(failures), "new_entries": entries - before,
             "entries": entries, "packed_bytes": packed.stat().st_size, "failures": failures,
             "seconds": round(time.perf_counter() - start, 1)}
+
+
+def _compiled_since(db: Path, t0: float) -> int:
+    """Entries of a cache.db that tileiras compiled at or after time ``t0`` (their metadata says when)."""
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT metadata FROM cache").fetchall()
+    return sum(1 for (meta,) in rows if meta and json.loads(meta).get("compilation_timestamp", 0) >= t0)
 
 
 def _count(cache_dir: str) -> int:

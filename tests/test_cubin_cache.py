@@ -62,6 +62,10 @@ def test_cuTiles_jit_lookups_hit_the_built_cache(tmp_path):
     summary = build(ssd_launches(SHAPE), tmp_path / "packed", jobs=1, fresh=True, fixed_paths=False,
                     progress=lambda _line: None)
     assert summary["failures"] == {} and summary["entries"] == summary["distinct"] > 0
+    assert summary["compiled"] == summary["distinct"] and summary["reused"] == 0
+    again = build(ssd_launches(SHAPE), tmp_path / "again", jobs=1, fresh=True, fixed_paths=False,
+                  seed=[tmp_path / "packed" / "cache.db.xz"], progress=lambda _line: None)
+    assert again["compiled"] == 0 and again["reused"] == again["entries"] == summary["distinct"]
     script = textwrap.dedent(f"""
         import json, torch
         from mamba2_tutorial.driverless import as_cuda_array, install_stand_in_driver
