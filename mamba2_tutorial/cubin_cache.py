@@ -62,12 +62,17 @@ UNPACKED_AT = "unpacked_at"
 
 
 class Launch:
-    """One recorded launch: the (hinted) kernel and the signature ``ct.launch`` would compile."""
+    """One recorded launch: the (hinted) kernel, the signature ``ct.launch`` would compile, the grid, and the
+    shape of each tensor argument (None for the others; the tensors themselves are not kept)."""
 
-    __slots__ = ("kernel", "signature")
+    __slots__ = ("kernel", "signature", "grid", "shapes")
 
-    def __init__(self, kernel, signature):
-        self.kernel, self.signature = kernel, signature
+    def __init__(self, kernel, signature, grid=None, shapes=()):
+        self.kernel, self.signature, self.grid, self.shapes = kernel, signature, grid, shapes
+
+    @property
+    def occupancy(self) -> int | None:
+        return self.kernel._compiler_options.occupancy
 
     @property
     def key(self) -> tuple:
@@ -96,7 +101,8 @@ def recording_launches():
     seen: list[Launch] = []
 
     def record(kernel, grid, args):
-        seen.append(Launch(kernel, kernel_signature(kernel, args)))
+        shapes = tuple(tuple(a.shape) if hasattr(a, "shape") else None for a in args)
+        seen.append(Launch(kernel, kernel_signature(kernel, args), tuple(grid), shapes))
 
     saved, _host._RECORDER = _host._RECORDER, record
     try:

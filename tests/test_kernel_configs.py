@@ -421,71 +421,56 @@ GPU_VARIANTS = {
 }
 
 
+def _same_bits(shape, cfg, base):
+    """``cfg`` passes the reference check (every option, NaN-poisoned buffers) and gives ``base``'s results
+    bit for bit, for two seeds; returns the last seed's inputs."""
+    for seed in (0, 1):
+        y, final = _check(shape, torch.bfloat16, cfg, seed, "cpu", "cpu")
+        inputs = check_inputs(shape, torch.bfloat16, seed, "cpu")
+        y1, final1 = ssd_forward(**inputs, chunk_size=shape.chunk_size, return_final_states=True,
+                                 backend="cpu", _config=base)
+        assert torch.equal(y, y1) and torch.equal(final, final1)
+    return inputs
+
+
+def _stage_launches(name, inputs, cfg, stages=False):
+    """(occupancy, heads of the x view, grid) of each launch of kernel ``name`` that ``ssd_forward`` (or, with
+    ``stages``, the benchmark's state stage timed alone: ``ssd_stages(...)["chunk_state_passing"]``) makes."""
+    from mamba2_tutorial.cubin_cache import recording_launches
+
+    with recording_launches() as seen:
+        if stages:
+            xs = {k: inputs[k] for k in ("x", "dt", "A", "B", "C")}
+            ssd_stages(**xs, chunk_size=64, backend="cpu", config=cfg)["chunk_state_passing"]()
+        else:
+            ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=cfg)
+    return [(launch.occupancy, launch.shapes[0][2], launch.grid) for launch in seen if launch.name == name]
+
+
 def test_state_tail_splits_the_last_wave_and_changes_no_bit_cpu():
     # SSDConfig.state_tail: the heads of the fused stage's last, partial wave launched apart with smaller
     # tiles; b 2, h 12, g 3 (4 heads per group), slots 5: 24 blocks, 20 fill whole waves -> the split at head
-    # 10, rounded down to 8 (16 bytes of bf16 dt, and whole groups); every option, NaN-poisoned buffers
-    from mamba2_tutorial.kernels import _host
-
+    # 10, rounded down to 8 (16 bytes of bf16 dt, and whole groups)
     shape = SSDShape(2, 300, 12, 48, 3, 80, 64, "ragged")
     tail = SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_tail=((32, 64), (3, None), 5))))
-    for seed in (0, 1):
-        y, final = _check(shape, torch.bfloat16, tail, seed, "cpu", "cpu")
-        inputs = check_inputs(shape, torch.bfloat16, seed, "cpu")
-        y1, final1 = ssd_forward(**inputs, chunk_size=64, return_final_states=True, backend="cpu",
-                                 _config=FAST_16BIT_CB)
-        assert torch.equal(y, y1) and torch.equal(final, final1)
-    launched = []  # (occupancy, heads of the x view, state tiles) of each fused-stage launch
-
-    def record(kernel, grid, args):
-        if kernel._annotated_function.pyfunc.__name__ == "chunk_state_passing_kernel":
-            launched.append((kernel._compiler_options.occupancy, args[0].shape[2], grid[0]))
-
-    saved, _host._RECORDER = _host._RECORDER, record
-    try:
-        ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=tail)
-    finally:
-        _host._RECORDER = saved
+    inputs = _same_bits(shape, tail, FAST_16BIT_CB)
     # heads 0-7 as configured (one 64 x 128 tile per head), heads 8-11 with 32 x 64 tiles (2 x 2 per head)
-    assert launched == [(2, 8, 1), (3, 4, 4)]
+    expected = [(2, 8, (1, 2, 8)), (3, 4, (4, 2, 4))]
+    assert _stage_launches("chunk_state_passing_kernel", inputs, tail) == expected
     # the benchmark's per-stage timing launches the stage the same way
-    launched.clear()
-    _host._RECORDER = record
-    try:
-        ssd_stages(**{k: inputs[k] for k in ("x", "dt", "A", "B", "C")}, chunk_size=64, backend="cpu",
-                   config=tail)["chunk_state_passing"]()
-    finally:
-        _host._RECORDER = saved
-    assert launched[-2:] == [(2, 8, 1), (3, 4, 4)]
+    assert _stage_launches("chunk_state_passing_kernel", inputs, tail, stages=True)[-2:] == expected
 
 
 def test_state_tail_with_segments_changes_no_bit_cpu():
     # the segmented stage (LONG_BF16's, 3 segments here) with its last wave's heads apart: b 2, h 12, g 3,
     # 3 segments of 2 chunks (300 rows, chunk size 64 -> 5 chunks); 72 blocks, slots 20: 60 in whole waves,
     # 10 heads -> 8 (16 bytes of bf16 dt, whole groups)
-    from mamba2_tutorial.kernels import _host
-
     shape = SSDShape(2, 300, 12, 48, 3, 80, 64, "ragged")
     base = SSDConfig(**(vars(LONG_BF16) | dict(segments=3, state_tiles=(64, 128), state_form=0,
                                                 state_key_log2=False)))
     tail = SSDConfig(**(vars(base) | dict(state_tail=((32, 64), (3, None), 20))))
-    launched = []
-
-    def record(kernel, grid, args):
-        if kernel._annotated_function.pyfunc.__name__ == "chunk_state_segments_kernel":
-            launched.append((kernel._compiler_options.occupancy, args[0].shape[2], grid))
-
-    for seed in (0, 1):
-        y, final = _check(shape, torch.bfloat16, tail, seed, "cpu", "cpu")
-        inputs = check_inputs(shape, torch.bfloat16, seed, "cpu")
-        y1, final1 = ssd_forward(**inputs, chunk_size=64, return_final_states=True, backend="cpu",
-                                 _config=base)
-        assert torch.equal(y, y1) and torch.equal(final, final1)
-    saved, _host._RECORDER = _host._RECORDER, record
-    try:
-        ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=tail)
-    finally:
-        _host._RECORDER = saved
+    inputs = _same_bits(shape, tail, base)
+    launched = _stage_launches("chunk_state_segments_kernel", inputs, tail)
     occupancy = LONG_BF16.state_hints[0]
     assert launched == [(occupancy, 8, (1, 2 * 3, 8)), (3, 4, (4, 2 * 3, 4))]
 
@@ -493,25 +478,12 @@ def test_state_tail_with_segments_changes_no_bit_cpu():
 def test_scan_cb_hints_reach_the_cb_launch_cpu():
     # SSDConfig.scan_cb_hints: the C Bᵀ kernel's compiler hints, on the scan's C Bᵀ launch and on the early
     # one (scan_cb_early); hints change no result
-    from mamba2_tutorial.kernels import _host
-
     shape = SSDShape(2, 300, 4, 48, 2, 80, 64, "ragged")
-    inputs = check_inputs(shape, torch.bfloat16, 0, "cpu")
-    y1 = ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=FAST_16BIT_CB)
     for early in (False, True):
         cfg = SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_cb_hints=(4, None), scan_cb_early=early)))
-        seen = []
-
-        def record(kernel, grid, args, seen=seen):
-            seen.append((kernel._annotated_function.pyfunc.__name__, kernel._compiler_options.occupancy))
-
-        saved, _host._RECORDER = _host._RECORDER, record
-        try:
-            ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=cfg)
-        finally:
-            _host._RECORDER = saved
-        assert ("chunk_cb_kernel", 4) in seen and ("chunk_cb_kernel", None) not in seen
-        assert torch.equal(ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=cfg), y1)
+        inputs = _same_bits(shape, cfg, FAST_16BIT_CB)
+        launched = _stage_launches("chunk_cb_kernel", inputs, cfg)
+        assert [occupancy for occupancy, _heads, _grid in launched] == [4]
     with pytest.raises(ValueError, match="scan_cb_hints needs the C Bᵀ scans"):
         SSDConfig(scan_cb_hints=(2, None))
 
