@@ -345,6 +345,13 @@ VARIANTS: dict[str, SSDConfig] = {
     # ... and the C Bᵀ kernel's hints (its sm_90 cubin at b8 takes 255 registers without one)
     **{f"s26 {name} cb occ{occ}": SSDConfig(**(vars(cfg) | dict(scan_cb_hints=(occ, None))))
        for name, cfg in (("b8", FAST_16BIT_CB), ("b1", LONG_BF16), ("g8", FAST_BF16_Q128)) for occ in (2, 4)},
+    # attempt 27 (2026-12-05): the last wave's chains cut in two segments instead (state_tail_segments): at
+    # b8 the last 16 heads' 128 chains as 256 half-length blocks with the shipped tiles and hints (one wave
+    # of 264 slots), then segment_fixup_kernel (64 registers, no stack) adds segment 0's carry to the
+    # second halves' entering states; alone, and with C Bᵀ on a side stream
+    **{f"s27 b8 split2{label}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(
+        state_tail=(FAST_16BIT_CB.state_tiles, FAST_16BIT_CB.state_hints), state_tail_segments=2) | extra))
+       for label, extra in (("", {}), (" cb early", dict(scan_cb_early=True)))},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }

@@ -134,10 +134,12 @@ def ssd_launches(shape, *, config=None, dtype=None, stages: bool = True) -> list
 
 def config_test_launches(root: str | os.PathLike = PROJECT_ROOT, only: Sequence[str] = ()) -> list[Launch]:
     """The launches of ``tests/test_kernel_configs.py``'s GPU cases (``GPU_CASES``: ``gpu_case`` gives each
-    one's shape and config, ``check_inputs`` its arguments), recorded on the CPU; ``only``: the cases whose
-    name contains one of these strings (as ``pytest -k "a or b"`` picks them), all when empty."""
+    one's shape and config, ``check_inputs`` its arguments) and of its other GPU tests (``extra_gpu_calls``),
+    recorded on the CPU; ``only``: the cases whose name (or test id) contains one of these strings (as
+    ``pytest -k "a or b"`` picks them), all when empty."""
     import importlib.util
 
+    from .inputs import make_inputs
     from .ssd import ssd_forward
 
     path = Path(root) / "tests" / "test_kernel_configs.py"
@@ -153,6 +155,13 @@ def config_test_launches(root: str | os.PathLike = PROJECT_ROOT, only: Sequence[
         with recording_launches() as seen:
             ssd_forward(**inputs, chunk_size=Q, return_final_states=True, backend="cpu", _poison=True,
                         _config=cfg)
+        launches += seen
+    for test_id, shape, cfg, kwargs in tests.extra_gpu_calls():
+        if only and not any(part in test_id for part in only):
+            continue
+        inputs = make_inputs(shape, **kwargs)
+        with recording_launches() as seen:
+            ssd_forward(**inputs, chunk_size=shape.chunk_size, backend="cpu", _config=cfg)
         launches += seen
     return launches
 

@@ -192,12 +192,15 @@ def _fused_with_tail(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, in
     for lo, hi, tiles, hints in ((0, h0, cfg.state_tiles, cfg.state_hints),
                                  (h0, h, cfg.state_tail[0], cfg.state_tail[1])):
         heads = slice(lo, hi)
-        launch_chunk_state_passing(
-            x[:, :, heads], dt[:, :, heads], A[heads], B if g == 1 else B[:, :, lo // hpg:hi // hpg], Q,
-            None if dt_bias is None else dt_bias[heads], dt_softplus, dt_limit,
-            None if initial_states is None else initial_states[:, heads], where, poison, tiles=tiles,
-            hints=hints, outs=(outs[0][:, heads], outs[1][:, heads], outs[2][:, :, heads], outs[3][:, heads]),
-            **common)
+        views = (x[:, :, heads], dt[:, :, heads], A[heads], B if g == 1 else B[:, :, lo // hpg:hi // hpg], Q,
+                 None if dt_bias is None else dt_bias[heads], dt_softplus, dt_limit,
+                 None if initial_states is None else initial_states[:, heads], where)
+        part = (outs[0][:, heads], outs[1][:, heads], outs[2][:, :, heads], outs[3][:, heads])
+        if lo and cfg.state_tail_segments > 1:  # the tail's chains by segments, then fixed up in place
+            launch_chunk_state_segments(*views, cfg.state_tail_segments, poison, tiles=tiles, hints=hints,
+                                        fixup=True, outs=part, **common)
+        else:
+            launch_chunk_state_passing(*views, poison, tiles=tiles, hints=hints, outs=part, **common)
     return outs
 
 

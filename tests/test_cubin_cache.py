@@ -150,3 +150,19 @@ def test_device_script_lists_name_real_variants_and_tests():
     assert len(names) > 40 and not [n for n in names if n not in probe.VARIANTS]
     source = (ROOT / "tests" / "test_kernel_configs.py").read_text()
     assert not [t for t in tests.split(",") if t not in source]
+
+
+def test_packs_cover_the_gpu_tests_beyond_the_config_cases():
+    # the GPU tests of test_kernel_configs.py that are not GPU_CASES (the state tail, the CUDA-graph capture)
+    # are compiled ahead too: their calls come from the tests' own extra_gpu_calls
+    from mamba2_tutorial.cubin_cache import config_test_launches
+
+    tail = config_test_launches(ROOT, only=["test_state_tail_gpu"])
+    names = {launch.name for launch in tail}
+    assert {"chunk_state_passing_kernel", "chunk_state_segments_kernel", "segment_fixup_kernel"} <= names
+    # fused tails of 16 and 8 heads, a segmented stage of 24 heads and its tail of 8
+    heads = sorted({launch.shapes[0][2] for launch in tail if launch.name.startswith("chunk_state")})
+    assert heads == [8, 16, 24]
+    graph = config_test_launches(ROOT, only=["side_streams"])
+    assert "chunk_cb_kernel" in {launch.name for launch in graph}
+    assert not config_test_launches(ROOT, only=["no-such-test"])

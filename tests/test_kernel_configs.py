@@ -475,6 +475,72 @@ def test_state_tail_with_segments_changes_no_bit_cpu():
     assert launched == [(occupancy, 8, (1, 2 * 3, 8)), (3, 4, (4, 2 * 3, 4))]
 
 
+def test_state_tail_segments_fix_the_last_wave_up_cpu():
+    # SSDConfig.state_tail_segments (attempt 27): the last wave's heads (8-11 here, as above) walk their
+    # chains in 2 segments side by side (5 chunks: 3 + 2), then segment_fixup_kernel adds segment 0's carry
+    # to the entering states of segment 1 in place. Not bit for bit (the segment-local state is rounded to
+    # bf16 before the carry is added): the reference check, then the other heads and every dt_out and
+    # dA_cumsum bit for bit
+    from mamba2_tutorial.ssd import _fused_with_tail
+
+    shape = SSDShape(2, 300, 12, 48, 3, 80, 64, "ragged")
+    whole = SSDConfig(**(vars(FAST_16BIT_CB) | dict(state_tail=((64, 128), (2, None), 5))))
+    split = SSDConfig(**(vars(whole) | dict(state_tail_segments=2)))
+    for seed in (0, 1):
+        _check(shape, torch.bfloat16, split, seed, "cpu", "cpu")
+    inputs = check_inputs(shape, torch.bfloat16, 1, "cpu")
+    for init in (None, inputs["initial_states"]):
+        args = (inputs["x"], inputs["dt"], inputs["A"], inputs["B"], 64, inputs["dt_bias"], True,
+                (0.0, float("inf")), init, "cpu", True)
+        dt_out, dA_cs, states, final = _fused_with_tail(*args, split, True)
+        dt_1, dA_1, states_1, final_1 = _fused_with_tail(*args, whole, True)
+        assert torch.equal(dt_out, dt_1) and torch.equal(dA_cs, dA_1)
+        assert torch.equal(states[:, :, :8], states_1[:, :, :8]) and torch.equal(final[:, :8], final_1[:, :8])
+        # without initial states segment 0's local states are the true ones: untouched by the fix-up
+        assert torch.equal(states[:, :3], states_1[:, :3]) == (init is None)
+        assert 0 < relative_error(states, states_1) < 2e-3 and relative_error(final, final_1) < 1e-6
+    # heads 0-7 fused as configured; heads 8-11 by segments (grid: 1 state tile, b · 2 segments, 4 heads),
+    # then the fix-up: 2 x 2 state tiles of 32 x 64, b · (5 chunks + the final state), 4 heads (initial
+    # states: segment 0's chunks are fixed too)
+    assert _stage_launches("chunk_state_passing_kernel", inputs, split) == [(2, 8, (1, 2, 8))]
+    assert _stage_launches("chunk_state_segments_kernel", inputs, split) == [(2, 4, (1, 2 * 2, 4))]
+    assert [grid for _, _, grid in _stage_launches("segment_fixup_kernel", inputs, split)] == [(4, 2 * 6, 4)]
+
+
+def test_segment_fixup_gives_the_true_entering_states_cpu():
+    # the segmented stage with the fix-up in place of state passing over the segments: its entering states
+    # and final states are the reference's, float32, with and without initial states; 8 chunks in segments
+    # of 3, 3, 2 (a ragged last chunk)
+    from mamba2_tutorial.kernels.segments import launch_chunk_state_segments
+
+    shape = SSDShape(2, 7 * 32 + 9, 3, 16, 1, 24, 32, "ragged")
+    inp = make_inputs(shape, seed=4, dtype=torch.float32, dt_bias=True, initial_states=True)
+    d = _f64(inp)
+    dt_ref, dA_ref = ref.chunk_cumsum(d["dt"], d["A"], 32, dt_bias=d["dt_bias"], dt_softplus=True)
+    states = ref.chunk_state(d["x"], d["B"], dt_ref, dA_ref)
+    for init in (None, inp["initial_states"]):
+        init_ref, final_ref = ref.state_passing(states, dA_ref, None if init is None else d["initial_states"])
+        _, _, entering, final, carry = launch_chunk_state_segments(
+            inp["x"], inp["dt"], inp["A"], inp["B"], 32, inp["dt_bias"], True, (0.0, float("inf")), init,
+            "cpu", 3, poison=True, fixup=True)
+        assert carry is None
+        assert relative_error(entering, init_ref) < 1e-5 and relative_error(final, final_ref) < 1e-5
+    with pytest.raises(ValueError, match="outs needs fixup"):
+        launch_chunk_state_segments(inp["x"], inp["dt"], inp["A"], inp["B"], 32, None, False, (0.0, 1.0),
+                                    None, "cpu", 3, outs=(None,) * 4)
+
+
+def test_state_tail_segments_are_checked():
+    tail = ((64, 64), (3, None))
+    for bad in (0, 1.5, "2"):
+        with pytest.raises(ValueError, match="state_tail_segments must be an int"):
+            SSDConfig(fused=True, state_tail=tail, state_tail_segments=bad)
+    with pytest.raises(ValueError, match="needs state_tail and segments=1"):
+        SSDConfig(fused=True, state_tail_segments=2)
+    with pytest.raises(ValueError, match="needs state_tail and segments=1"):
+        SSDConfig(**(vars(LONG_BF16) | dict(state_tail=tail, state_tail_segments=2)))
+
+
 def test_scan_cb_hints_reach_the_cb_launch_cpu():
     # SSDConfig.scan_cb_hints: the C Bᵀ kernel's compiler hints, on the scan's C Bᵀ launch and on the early
     # one (scan_cb_early); hints change no result
@@ -523,14 +589,43 @@ def gpu_case(name: str, Q: int):
     return shape, VARIANTS.get(name) or GPU_VARIANTS[name]
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("base", ["fast-16bit-cb", "long-bf16"])
-def test_state_tail_gpu(base):
-    # the state stage's last wave launched apart with two 64 x 64 tiles per head at occupancy 3 (attempt 26),
-    # fused or by segments: b 2, h 24, 48 blocks per segment row; 20 slots: heads 0-15, then 16-23 apart
-    cfg = {"fast-16bit-cb": FAST_16BIT_CB, "long-bf16": LONG_BF16}[base]
+TAIL_BASES = ("fast-16bit-cb", "long-bf16", "fast-16bit-cb-split")
+#: the CUDA-graph test's shape and the configs it captures (one side stream; two more, with events)
+GRAPH_SHAPE = SSDShape(2, 1000 + 131, 8, 64, 1, 128, 256, "ragged")
+GRAPH_CONFIGS = ("cb-early-b8", "batch-2-stagger-cb-early")
+
+
+def state_tail_case(base: str):
+    """(shape, tail config, base config) of ``test_state_tail_gpu[base]``: b 2, h 24, 48 blocks per segment
+    row; 20 slots: heads 0-15, then 16-23 apart, with two 64 x 64 tiles per head at occupancy 3 (attempt 26),
+    fused or by segments; or (``-split``, attempt 27) the tail's chains in 2 segments with the shipped tiles,
+    then fixed up."""
+    cfg = {"long-bf16": LONG_BF16}.get(base, FAST_16BIT_CB)
     shape = SSDShape(2, 1000 + 131, 24, 64, 1, 128, 256, "ragged")
-    tail = SSDConfig(**(vars(cfg) | dict(state_tail=((64, 64, 128), (3, None), 20))))
+    if base.endswith("-split"):
+        tail = SSDConfig(**(vars(cfg) | dict(state_tail=(cfg.state_tiles, cfg.state_hints, 20),
+                                             state_tail_segments=2)))
+    else:
+        tail = SSDConfig(**(vars(cfg) | dict(state_tail=((64, 64, 128), (3, None), 20))))
+    return shape, tail, cfg
+
+
+def extra_gpu_calls() -> list[tuple[str, SSDShape, SSDConfig, dict]]:
+    """The ``ssd_forward`` calls of the GPU tests below that are not ``GPU_CASES``: (test id, shape, config,
+    inputs as make_inputs' keyword arguments), for ``mamba2_tutorial.cubin_cache`` to compile ahead."""
+    every_option = dict(seed=0, dtype=torch.bfloat16, z=True, dt_bias=True, initial_states=True)
+    calls = [(f"test_state_tail_gpu[{base}]", shape, c, every_option)
+             for base in TAIL_BASES for shape, *cfgs in [state_tail_case(base)] for c in cfgs]
+    graph = dict(seed=3, dtype=torch.bfloat16)
+    return calls + [("test_side_streams_in_a_cuda_graph_gpu", GRAPH_SHAPE, c, graph)
+                    for c in (FAST_16BIT_CB, *(GPU_VARIANTS[name] for name in GRAPH_CONFIGS))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("base", TAIL_BASES)
+def test_state_tail_gpu(base):
+    # the state stage's last wave launched apart (state_tail_case): the same results as one launch
+    shape, tail, cfg = state_tail_case(base)
     y, final = _check(shape, torch.bfloat16, tail, 0, "cuda", "gpu")
     inputs = check_inputs(shape, torch.bfloat16, 0, "cuda")
     y1, final1 = ssd_forward(**inputs, chunk_size=256, return_final_states=True, backend="gpu", _config=cfg)
@@ -543,10 +638,9 @@ def test_side_streams_in_a_cuda_graph_gpu():
     # the capturing stream) and give the same results as the one-stream launches, replay after replay
     from mamba2_tutorial.timing import capture_graph
 
-    shape = SSDShape(2, 1000 + 131, 8, 64, 1, 128, 256, "ragged")
-    inputs = make_inputs(shape, seed=3, dtype=torch.bfloat16, device="cuda")
+    inputs = make_inputs(GRAPH_SHAPE, seed=3, dtype=torch.bfloat16, device="cuda")
     one = ssd_forward(**inputs, chunk_size=256, backend="gpu", _config=FAST_16BIT_CB)
-    for name in ("cb-early-b8", "batch-2-stagger-cb-early"):  # one side stream; two more, with events
+    for name in GRAPH_CONFIGS:
         cfg = GPU_VARIANTS[name]
         assert torch.equal(ssd_forward(**inputs, chunk_size=256, backend="gpu", _config=cfg), one), name
         box = {}

@@ -15,8 +15,8 @@ __all__ = ["KERNEL_MODULES", "KernelSpec", "all_kernel_specs", "kernel_spec"]
 
 # Modules of mamba2_tutorial.kernels whose SPECS the compile check covers. A listed module that is missing
 # or defines no SPECS is an error, never a silent skip.
-KERNEL_MODULES: tuple[str, ...] = ("primer", "chunk_state", "state_passing", "segments", "chunk_scan",
-                                   "chunk_scan_cb")
+KERNEL_MODULES: tuple[str, ...] = ("primer", "chunk_state", "state_passing", "segments", "segment_fixup",
+                                   "chunk_scan", "chunk_scan_cb")
 
 
 def all_kernel_specs(modules: tuple[str, ...] | None = None) -> list[KernelSpec]:

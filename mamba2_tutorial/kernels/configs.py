@@ -97,6 +97,12 @@ class SSDConfig:
                   the same tensors with these state tiles and hints: smaller tiles (two 64 x 64 per head,
                   say) give the tail more, shorter blocks, filling the last wave's idle SMs. None: one launch
                   (attempt 26 of docs/perf-notes.md)
+    state_tail_segments with state_tail on the plain fused stage (segments 1): the tail heads' chains cut
+                  into this many segments of the sequence that run side by side (the segments kernel on
+                  their views, with state_tail's tiles and hints), then ``segment_fixup_kernel`` adds each
+                  segment's carry to the entering states it stored, in place, so the scan is unchanged.
+                  At b8-l4096-h80, 2: the last wave's 128 chains as 256 half-length blocks. 1: the tail's
+                  chains whole (attempt 27 of docs/perf-notes.md)
     """
 
     fused: bool = False
@@ -126,6 +132,7 @@ class SSDConfig:
     batch_stagger: bool = False
     state_tail: tuple | None = None
     scan_cb_hints: Hints = (None, None)
+    state_tail_segments: int = 1
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints", "scan_cb_hints"):
@@ -191,6 +198,12 @@ class SSDConfig:
             if not (self.fused and self.state_heads == 1):
                 raise ValueError("SSDConfig.state_tail needs the fused (or segmented) state stage with one "
                                  f"head per block (fused=True, state_heads=1); got {self}")
+        if type(self.state_tail_segments) is not int or self.state_tail_segments < 1:
+            raise ValueError(f"SSDConfig.state_tail_segments must be an int >= 1, got "
+                             f"{self.state_tail_segments!r}")
+        if self.state_tail_segments > 1 and (self.state_tail is None or self.segments > 1):
+            raise ValueError("SSDConfig.state_tail_segments > 1 cuts the tail of the plain fused stage: it "
+                             f"needs state_tail and segments=1; got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
                              "whole-chunk scan (scan_cb=True, scan_chunk=True), whose blocks add the segment "

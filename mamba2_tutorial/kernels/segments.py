@@ -147,14 +147,21 @@ def segments_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.d
 
 def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
                                 backend, segments, poison=False, out_dtype=None, tiles=None,
-                                hints=(None, None), latency=0, key_log2=False, form=0, tail=None):
+                                hints=(None, None), latency=0, key_log2=False, form=0, tail=None,
+                                fixup=False, outs=None):
     """Both launches of the segmented state stage (no argument checks): the segments kernel, then
     state_passing over the segments. Returns ``(dt_out, dA_cumsum, chunk_init_states, final_states, carry)``
     with chunk_init_states segment-local (x's dtype unless ``out_dtype``) and ``carry`` a
     :class:`SegmentCarry` for the scan, its states in chunk_init_states' dtype (the scan's mma takes both as
     they are); final_states float32. ``tail = (h0, tiles, hints)`` launches the segments kernel for heads
     h0.. apart, on views, with those tiles and hints (``SSDConfig.state_tail``; h0 a whole number of groups
-    when there are several)."""
+    when there are several).
+
+    ``fixup``: ``segment_fixup.segment_fixup_kernel`` instead of state_passing makes chunk_init_states the
+    true entering states in place (and writes final_states); ``carry`` is then None and the scan adds
+    nothing.
+    ``outs = (dt_out, dA_cumsum, chunk_init_states, final_states)``: write into these (views of a larger
+    call's outputs, ``SSDConfig.state_tail_segments``) instead of new buffers; needs ``fixup``."""
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Q = chunk_size
@@ -163,9 +170,14 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
     plan = segments_plan(b, l, h, p, n, Q, x.dtype, segments, tiles)
     t = plan.tiles
     nseg = t["nseg"]
-    dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
-    dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
-    chunk_init_states = allocate((b, nchunks, h, p, n), out_dtype or x.dtype, device, poison)
+    if outs is not None and not fixup:
+        raise ValueError("launch_chunk_state_segments: outs needs fixup=True (a carry for the scan would "
+                         "cover only these heads)")
+    if outs is None:
+        outs = (allocate((b, h, nchunks, Q), torch.float32, device, poison),
+                allocate((b, h, nchunks, Q), torch.float32, device, poison),
+                allocate((b, nchunks, h, p, n), out_dtype or x.dtype, device, poison), None)
+    dt_out, dA_cumsum, chunk_init_states, final_states = outs
     seg_prefix = allocate((b, h, nchunks), torch.float32, device, poison)
     seg_states = allocate((b, nseg, h, p, n), torch.float32, device, poison)
     seg_decay = allocate((b, h, nseg, 1), torch.float32, device, poison)
@@ -189,6 +201,14 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
                 part[1] = B.narrow(2, lo // (h // g), (hi - lo) // (h // g))
             part[16:19] = [pt["TK"], pt["TP"], pt["TN"]]
             launch(chunk_state_segments_kernel, part_plan.grid, tuple(part), backend, part_hints)
+    if fixup:  # the entering states made true in place, the final states written
+        from .segment_fixup import launch_segment_fixup
+
+        if final_states is None:
+            final_states = allocate((b, h, p, n), torch.float32, device, poison)
+        launch_segment_fixup(seg_prefix, seg_states, seg_decay, initial_states, chunk_init_states,
+                             final_states, t["cps"], backend)
+        return dt_out, dA_cumsum, chunk_init_states, final_states, None
     # kernel 2 over the segments: seg_decay's last (only) entry per segment is its total decay (Q = 1)
     carry, final_states = launch_state_passing(seg_states, seg_decay, initial_states, backend, poison,
                                                out_dtype=chunk_init_states.dtype)
