@@ -7,7 +7,8 @@
 #     bash benchmarks/attempt25_gpu.sh            # writes its logs under $OUT (default ./out)
 #
 # 1. the stream and dt experiments, side by side (benchmarks/overlap_probe.py);
-# 2. every attempt-25 lever at b8-l4096-h80 against the shipped config (benchmarks/probe.py);
+# 2. every attempt-25/26/27 lever at b8-l4096-h80 against the shipped config, then the combinations of
+#    the faster ones, one per group of levers (benchmarks/probe.py --combine);
 # 3. the GPU tests of the new code paths (config variants, CUDA-graph capture, silu at extreme z).
 # A step that fails does not stop the next one; each step's exit status is printed at the end.
 set -u
@@ -22,7 +23,8 @@ status+=("overlap_probe=${PIPESTATUS[0]}")
 
 # shellcheck disable=SC1091
 source benchmarks/attempt25_lists.sh
-python3 benchmarks/probe.py --shapes b8-l4096-h80 --only "$A25_B8" --out "$OUT/probe-b8" 2>&1 \
+python3 benchmarks/probe.py --shapes b8-l4096-h80 --only "$A25_B8" --combine "ship b8" \
+    --out "$OUT/probe-b8" 2>&1 \
     | tee "$OUT/probe-b8.log"
 status+=("probe_b8=${PIPESTATUS[0]}")
 

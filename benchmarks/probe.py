@@ -357,6 +357,62 @@ VARIANTS: dict[str, SSDConfig] = {
 }
 SHAPES = ("b8-l4096-h80", "b2-l8192-h128-g8")
 
+#: SSDConfig fields by the launches they act on. Levers of different groups change different launches, so
+#: their gains may add up: ``--combine`` measures every combination of the faster single levers, one per group
+GROUPS = {
+    "state": ("fused", "state_tiles", "state_hints", "passing_hints", "state_latency", "segments",
+              "state_heads", "state_key_log2", "state_form", "state_tail", "state_tail_segments"),
+    "scan": ("scan_tiles", "scan_heads", "scan_hints", "scan_latency", "scan_factored", "scan_2d",
+             "scan_shared", "scan_cb", "scan_chunk", "scan_cb_bf16", "scan_unroll", "scan_head_loop",
+             "scan_row_group", "scan_cb_hints"),
+    "streams": ("scan_cb_early", "batch_streams", "batch_stagger"),
+}
+
+
+def lever(base: SSDConfig, cfg: SSDConfig) -> tuple[str, dict] | None:
+    """(group, the fields ``cfg`` changes from ``base``) when all its changes lie in one group of GROUPS, else
+    None (no change, or a combination already)."""
+    diff = {k: v for k, v in vars(cfg).items() if v != getattr(base, k)}
+    groups = {g for g, fields in GROUPS.items() for k in diff if k in fields}
+    unknown = set(diff) - {k for fields in GROUPS.values() for k in fields}
+    if unknown:
+        raise ValueError(f"SSDConfig fields {sorted(unknown)} are in no lever group of benchmarks/probe.py")
+    return (groups.pop(), diff) if len(groups) == 1 else None
+
+
+def combinations(base_name: str, chain_ms: dict[str, float], top: int = 2,
+                 margin: float = 0.005) -> dict[str, SSDConfig]:
+    """Configs combining the single levers that beat ``base_name`` (chain ms, ``chain_ms[name]``) by more
+    than ``margin`` (a fraction): the ``top`` fastest of each group, every choice of at most one per group
+    over two groups or more. Names: the levers' names joined by " + "; combinations SSDConfig rejects are
+    left out."""
+    base = VARIANTS[base_name]
+    best: dict[str, list[tuple[float, str, dict]]] = {}
+    for name, ms in chain_ms.items():
+        if name == base_name or ms >= chain_ms[base_name] * (1 - margin):
+            continue
+        found = lever(base, VARIANTS[name])
+        if found:
+            best.setdefault(found[0], []).append((ms, name, found[1]))
+    choices = [sorted(v)[:top] for _, v in sorted(best.items())]
+    combos: dict[str, SSDConfig] = {}
+
+    def walk(i, picked):
+        if i == len(choices):
+            if len(picked) >= 2:
+                fields = vars(base) | {k: v for _, _, d in picked for k, v in d.items()}
+                try:
+                    combos[" + ".join(name for _, name, _ in picked)] = SSDConfig(**fields)
+                except ValueError:
+                    pass
+            return
+        walk(i + 1, picked)
+        for c in choices[i]:
+            walk(i + 1, picked + [c])
+
+    walk(0, [])
+    return combos
+
 
 def _inputs(name, seed=0):
     from mamba2_tutorial.inputs import SHAPES as PRESETS
@@ -382,6 +438,32 @@ def _warm(task):
         return vname, time.perf_counter() - t0, f"{type(exc).__name__}: {str(exc)[:400]}"
 
 
+def _measure(vname, cfg, sname, inp, y_ref, f_ref, rep_ms, results, failed):
+    """Check one variant on one shape against the float64 reference, then time its stages and its chain;
+    into ``results[vname][sname]``, or ``failed[vname]``."""
+    from mamba2_tutorial.checks import relative_error
+    from mamba2_tutorial.inputs import SHAPES as PRESETS
+    from mamba2_tutorial.ssd import ssd_forward, ssd_stages
+    from mamba2_tutorial.timing import time_cuda
+
+    Q = PRESETS[sname].chunk_size
+    try:
+        y, fin = ssd_forward(**inp, chunk_size=Q, return_final_states=True, backend="gpu", _config=cfg,
+                             _poison=True)
+        err = max(relative_error(y, y_ref), relative_error(fin, f_ref))
+        stages = ssd_stages(**inp, chunk_size=Q, config=cfg)
+        ms = {k: time_cuda(f, warmup_ms=10, rep_ms=rep_ms).median_ms
+              for k, f in stages.items() if k != "meta"}
+    except Exception as exc:  # noqa: BLE001 - reported, not fatal
+        failed[vname] = f"{type(exc).__name__}: {str(exc)[:400]}"
+        print(f"FAIL {vname} {sname}: {failed[vname]}", flush=True)
+        return
+    ok = err < GATE
+    results.setdefault(vname, {})[sname] = {"err": err, "ok": ok, "ms": ms}
+    parts = " ".join(f"{k}={v:.3f}" for k, v in ms.items())
+    print(f"{sname:18s} {vname:30s} err {err:.1e} {'ok ' if ok else 'BAD'} {parts}", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
@@ -390,7 +472,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rep-ms", type=float, default=60.0)
     ap.add_argument("--compile-s", type=float, default=90.0, help="give up on variants not compiled by then")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--combine", default="", metavar="BASE",
+                    help="then measure every combination of the levers faster than this variant, the two "
+                         "fastest of each group (GROUPS), in the same run")
     args = ap.parse_args(argv)
+    if args.combine and args.combine not in VARIANTS:
+        ap.error(f"unknown --combine base: {args.combine}")
     only = {n.strip() for n in args.only.split(",") if n.strip()}
     unknown = only - set(VARIANTS)
     if unknown:
@@ -421,38 +508,29 @@ def main(argv=None) -> int:
         pool.terminate()
     print(f"compile phase {time.perf_counter() - t_start:.0f} s", flush=True)
 
-    from mamba2_tutorial.checks import relative_error
     from mamba2_tutorial.reference import ssd_chunked
-    from mamba2_tutorial.ssd import ssd_forward, ssd_stages
-    from mamba2_tutorial.timing import time_cuda
 
     results: dict = {}
+    combined: dict[str, SSDConfig] = {}
     for sname in shapes:
         shape, inp = _inputs(sname, seed=1)
         Q = shape.chunk_size
         inp64 = {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inp.items()}
         y_ref, f_ref = ssd_chunked(**inp64, chunk_size=Q, return_final_states=True)
         del inp64
+        run = (sname, inp, y_ref, f_ref, args.rep_ms, results, failed)
         for vname in names:
-            if vname in failed:
-                continue
-            cfg = VARIANTS[vname]
-            try:
-                y, fin = ssd_forward(**inp, chunk_size=Q, return_final_states=True, backend="gpu",
-                                     _config=cfg, _poison=True)
-                err = max(relative_error(y, y_ref), relative_error(fin, f_ref))
-                stages = ssd_stages(**inp, chunk_size=Q, config=cfg)
-                ms = {k: time_cuda(f, warmup_ms=10, rep_ms=args.rep_ms).median_ms
-                      for k, f in stages.items() if k not in ("meta",)}
-            except Exception as exc:  # noqa: BLE001
-                failed[vname] = f"{type(exc).__name__}: {str(exc)[:400]}"
-                print(f"FAIL {vname} {sname}: {failed[vname]}", flush=True)
-                continue
-            ok = err < GATE
-            results.setdefault(vname, {})[sname] = {"err": err, "ok": ok, "ms": ms}
-            parts = " ".join(f"{k}={v:.3f}" for k, v in ms.items())
-            print(f"{sname:18s} {vname:30s} err {err:.1e} {'ok ' if ok else 'BAD'} {parts}", flush=True)
-        del inp, y_ref, f_ref
+            if vname not in failed:
+                _measure(vname, VARIANTS[vname], *run)
+        if args.combine and sname in results.get(args.combine, {}):
+            chain = {v: per[sname]["ms"]["chain"] for v, per in results.items()
+                     if sname in per and per[sname]["ok"] and v in VARIANTS}
+            combos = combinations(args.combine, chain)
+            print(f"{len(combos)} combinations of the faster levers", flush=True)
+            for cname, cfg in combos.items():
+                combined[cname] = cfg
+                _measure(cname, cfg, *run)
+        del inp, y_ref, f_ref, run
         torch.cuda.empty_cache()
 
     os.makedirs(args.out, exist_ok=True)
@@ -460,7 +538,8 @@ def main(argv=None) -> int:
         json.dump({"device": torch.cuda.get_device_name(),
                    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                    "results": results, "failed": failed,
-                   "variants": {n: repr(VARIANTS[n]) for n in names}}, f, indent=1)
+                   "variants": {n: repr(VARIANTS[n]) for n in names}
+                   | {n: repr(c) for n, c in combined.items()}}, f, indent=1)
     print("\n== chain ms per shape (median, cold L2) ==")
     for vname, per in results.items():
         print(f"{vname:30s} " + " ".join(f"{s}:{r['ms']['chain']:.3f}{'' if r['ok'] else '(BAD)'}"

@@ -1,0 +1,62 @@
+"""``benchmarks/probe.py``'s combination step (``--combine``): which single levers it combines, and how.
+
+The probe itself needs a GPU; what it decides to measure next does not."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from mamba2_tutorial.kernels.configs import FAST_16BIT_CB, SSDConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def probe():
+    spec = importlib.util.spec_from_file_location("probe", ROOT / "benchmarks" / "probe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_config_field_has_a_lever_group(probe):
+    fields = {f.name for f in dataclasses.fields(SSDConfig)}
+    grouped = [k for group in probe.GROUPS.values() for k in group]
+    assert sorted(grouped) == sorted(fields)  # each field in exactly one group
+
+
+def test_lever_names_the_group_of_a_single_lever(probe):
+    base = probe.VARIANTS["ship b8"]
+    assert probe.lever(base, probe.VARIANTS["s25 b8 rg2 occ2"]) == (
+        "scan", {"scan_row_group": 2, "scan_hints": (2, None)})
+    assert probe.lever(base, probe.VARIANTS["s27 b8 split2"])[0] == "state"
+    assert probe.lever(base, probe.VARIANTS["s25 b8 cb early"]) == ("streams", {"scan_cb_early": True})
+    assert probe.lever(base, probe.VARIANTS["s27 b8 split2 cb early"]) is None  # two groups: a combination
+    assert probe.lever(base, base) is None
+    # every variant of the device scripts is one lever or a combination; none changes a field outside GROUPS
+    for name, cfg in probe.VARIANTS.items():
+        if name.startswith(("s25 b8", "s26 b8", "s27 b8")):
+            probe.lever(base, cfg)
+
+
+def test_combinations_pair_the_faster_levers_one_per_group(probe):
+    chain = {"ship b8": 0.645,
+             "s25 b8 rg2 occ2": 0.630, "s25 b8 rg4 occ1 nww8": 0.625, "s25 b8 scan occ2": 0.640,  # scan
+             "s27 b8 split2": 0.615, "s26 b8 tail same": 0.6449,                                    # state
+             "s25 b8 cb early": 0.638, "s25 b8 batch2": 0.70,                                       # streams
+             "s27 b8 split2 cb early": 0.60}                                                        # a combo
+    combos = probe.combinations("ship b8", chain)
+    # scan: the two fastest of three; state: split2 only (tail same is within the 0.5% margin); streams: cb
+    # early only (batch2 is slower); every choice of at most one per group over two groups or more:
+    # 2 x 1 + 2 x 1 + 1 x 1 + 2 x 1 x 1 = 7
+    assert len(combos) == 7
+    assert not any("scan occ2" in name or "tail same" in name or "batch2" in name for name in combos)
+    full = combos["s25 b8 rg4 occ1 nww8 + s27 b8 split2 + s25 b8 cb early"]
+    assert full == SSDConfig(**(vars(FAST_16BIT_CB) | dict(
+        scan_row_group=4, scan_hints=(1, None, 8), state_tail=((64, 128, 128), (2, None)),
+        state_tail_segments=2, scan_cb_early=True)))
+    assert probe.combinations("ship b8", {"ship b8": 0.645, "s25 b8 rg2 occ2": 0.70}) == {}
