@@ -438,6 +438,35 @@ def _warm(task):
         return vname, time.perf_counter() - t0, f"{type(exc).__name__}: {str(exc)[:400]}"
 
 
+def best_per_shape(results: dict, base_name: str, margin: float = 0.005) -> dict[str, str]:
+    """{shape: the variant to ship}: the fastest that passed its check (chain ms), if it beats
+    ``base_name`` (the shipped config) by more than ``margin``, else ``base_name``; only shapes where the
+    base was measured."""
+    best = {}
+    for sname in {s for per in results.values() for s in per}:
+        timed = {v: per[sname]["ms"]["chain"] for v, per in results.items()
+                 if sname in per and per[sname]["ok"]}
+        if base_name not in timed:
+            continue
+        name = min(timed, key=timed.get)
+        best[sname] = name if timed[name] < timed[base_name] * (1 - margin) else base_name
+    return best
+
+
+def write_best(results: dict, base_name: str, combined: dict, path: str) -> dict[str, str]:
+    """``best_per_shape`` written as {shape: SSDConfig fields} (``bench --configs`` reads it); printed."""
+    from mamba2_tutorial.kernels.configs import config_to_json
+
+    best = best_per_shape(results, base_name)
+    configs = {s: config_to_json(combined.get(v) or VARIANTS[v]) for s, v in sorted(best.items())}
+    with open(path, "w") as f:
+        json.dump(configs, f, indent=1)
+    for s, v in sorted(best.items()):
+        print(f"best at {s}: {v} ({results[v][s]['ms']['chain']:.3f} ms against "
+              f"{results[base_name][s]['ms']['chain']:.3f} for {base_name}) -> {path}")
+    return best
+
+
 def _measure(vname, cfg, sname, inp, y_ref, f_ref, rep_ms, results, failed):
     """Check one variant on one shape against the float64 reference, then time its stages and its chain;
     into ``results[vname][sname]``, or ``failed[vname]``."""
@@ -540,6 +569,8 @@ def main(argv=None) -> int:
                    "results": results, "failed": failed,
                    "variants": {n: repr(VARIANTS[n]) for n in names}
                    | {n: repr(c) for n, c in combined.items()}}, f, indent=1)
+    if args.combine:  # the config to ship per shape, for `python -m mamba2_tutorial bench --configs`
+        write_best(results, args.combine, combined, os.path.join(args.out, "best.json"))
     print("\n== chain ms per shape (median, cold L2) ==")
     for vname, per in results.items():
         print(f"{vname:30s} " + " ".join(f"{s}:{r['ms']['chain']:.3f}{'' if r['ok'] else '(BAD)'}"

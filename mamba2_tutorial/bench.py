@@ -81,24 +81,39 @@ class Impl:
     name: str
     prepare: Callable[[Mapping[str, torch.Tensor], int], Forward]
     kernels: Callable[[Mapping[str, torch.Tensor], int], dict[str, Forward]] | None = None
+    #: the launch configuration it runs these inputs with (recorded as the shape's ``cutile_config``)
+    config: Callable[[Mapping[str, torch.Tensor], int], dict] | None = None
 
 
 def _first(out):
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def _make_cutile(backend: str = "gpu") -> Impl:
-    """Our ``ssd_forward`` (``backend="cpu"``, the tile executor, only to test the wiring on a CPU)."""
+def _make_cutile(backend: str = "gpu", configs: Mapping[tuple, object] | None = None) -> Impl:
+    """Our ``ssd_forward`` (``backend="cpu"``, the tile executor, only to test the wiring on a CPU).
+
+    ``configs``: :class:`~mamba2_tutorial.kernels.configs.SSDConfig` by problem size ``(b, l, h, p, g, n,
+    Q)``, in place of what ``ssd_config`` picks for those sizes (``--configs``: a probe's winners, measured
+    side by side with the baselines before they are shipped in ``configs.py``)."""
+    from .kernels.configs import config_to_json, ssd_config
     from .ssd import ssd_forward
+
+    def pick(inp, Q):
+        x, B = inp["x"], inp["B"]
+        dims = (*x.shape, *B.shape[2:], Q)
+        b, l, h, p, g, n, _ = dims
+        return (configs or {}).get(dims) or ssd_config(b, l, h, p, g, n, Q, x.dtype)
 
     def prepare(inp, Q):
         x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
-        return lambda: _first(ssd_forward(x, dt, A, B, C, Q, backend=backend))
+        cfg = pick(inp, Q)
+        return lambda: _first(ssd_forward(x, dt, A, B, C, Q, backend=backend, _config=cfg))
 
-    return Impl("cutile", prepare, kernels=lambda inp, Q: _cutile_kernels(inp, Q, backend))
+    return Impl("cutile", prepare, kernels=lambda inp, Q: _cutile_kernels(inp, Q, backend, pick(inp, Q)),
+                config=lambda inp, Q: config_to_json(pick(inp, Q)))
 
 
-def _cutile_kernels(inp, Q, backend: str = "gpu") -> dict[str, Forward]:
+def _cutile_kernels(inp, Q, backend: str = "gpu", config=None) -> dict[str, Forward]:
     """Our kernels as separate calls on their real inputs, exactly as ``ssd_forward`` launches them for this
     size (``mamba2_tutorial.ssd.ssd_stages``; each stage's input made once by the one before): the three
     kernels, or ``chunk_state_passing`` and ``chunk_scan`` when this size's config fuses the first two.
@@ -110,7 +125,7 @@ def _cutile_kernels(inp, Q, backend: str = "gpu") -> dict[str, Forward]:
     from .ssd import ssd_stages
 
     x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
-    return ssd_stages(x, dt, A, B, C, Q, backend=backend)
+    return ssd_stages(x, dt, A, B, C, Q, backend=backend, config=config)
 
 
 def import_mamba_chunk_scan_combined():
@@ -445,6 +460,9 @@ def bench_shape(
     }
     if kernel_ms is not None:
         rec["cutile_kernels_ms"] = kernel_ms
+    cutile = impls.get("cutile")
+    if cutile is not None and cutile.config is not None:
+        rec["cutile_config"] = cutile.config(inp, d.Q)
     return rec
 
 
@@ -516,15 +534,19 @@ def run_benchmark(
     device_name: str | None = None,
     settings: Mapping | None = None,
     checkpoint: Callable[[dict], None] | None = None,
+    cutile_configs: Mapping[tuple, object] | None = None,
 ) -> dict:
     """Run the whole benchmark and return the results object (schema in ``mamba2_tutorial.bench_results``).
 
     ``checkpoint(results)``, if given, is called after every shape, after the sweep and after the overhead
     section with what has been measured so far (a schema-valid object with ``"complete": false``), so a run
     killed part-way keeps its measurements (``results_writer(path)`` writes them to a file).
+    ``cutile_configs``: our configs by problem size, in place of ``ssd_config``'s (``_make_cutile``).
     """
     if impls is None:
         impls, missing = load_implementations(impl_names)
+        if cutile_configs and "cutile" in impls:
+            impls["cutile"] = _make_cutile(configs=cutile_configs)
     else:
         missing = {}
     timer = timer or cuda_timer()
@@ -689,7 +711,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--configs",
+        type=Path,
+        nargs="+",
+        metavar="FILE.json",
+        help="our launch configs per shape name, {name: SSDConfig fields} (benchmarks/probe.py --combine "
+        "writes one per run), in place of what ssd_config picks for those shapes; a later file wins",
+    )
     return p
+
+
+def config_mismatches(results: Mapping) -> list[str]:
+    """The shapes of a results object whose recorded ``cutile_config`` is not what ``ssd_config`` picks now
+    for that size and dtype (a shipped result must be the shipped configs' measurement), one line each."""
+    from .kernels.configs import config_from_json, config_to_json, ssd_config
+
+    problems = []
+    for rec in list(results.get("shapes", [])) + list(results.get("sweep", [])):
+        if "cutile_config" not in rec:
+            continue
+        d = rec["dims"]
+        now = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], getattr(torch, rec["dtype"]))
+        if config_from_json(rec["cutile_config"]) != now:
+            changed = sorted(k for k, v in config_to_json(now).items()
+                             if config_to_json(config_from_json(rec["cutile_config"]))[k] != v)
+            problems.append(f"{rec['name']}: measured with another config than ssd_config picks now "
+                            f"(fields {changed})")
+    return problems
+
+
+def read_configs(path: Path) -> dict[tuple, object]:
+    """``--configs``: {shape preset name: SSDConfig fields} -> {(b, l, h, p, g, n, Q): SSDConfig}."""
+    from .inputs import SHAPES
+    from .kernels.configs import config_from_json
+
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{path}: expected an object {{shape name: SSDConfig fields}}")
+    configs = {}
+    for name, fields in data.items():
+        if name not in SHAPES:
+            raise ValueError(f"{path}: unknown shape {name!r}; presets: {sorted(SHAPES)}")
+        d = default_shapes([name])[0].dims
+        try:
+            configs[(d.b, d.l, d.h, d.p, d.g, d.n, d.Q)] = config_from_json(fields)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: {name}: {exc}") from exc
+    return configs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -702,6 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     shapes = default_shapes(args.shapes)
+    configs = {k: v for path in args.configs or () for k, v in read_configs(path).items()} or None
     ceilings = roofline.H200_CEILINGS if args.no_measure_ceilings else roofline.measure_ceilings()
     print(
         f"ceilings: {ceilings.mma_flops_per_s / 1e12:.0f} TFLOP/s bf16 mma, "
@@ -720,7 +790,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         progress=not args.quiet,
         checkpoint=results_writer(args.out) if args.out else None,
+        cutile_configs=configs,
         settings={
+            "configs": [str(path) for path in args.configs or ()],
             "warmup_ms": args.warmup,
             "rep_ms": args.rep,
             "command": cmd.strip(),

@@ -16,14 +16,17 @@ Schema (``SCHEMA_VERSION`` 1)::
      "complete": bool}   # optional; false in the checkpoint a run writes as it goes (measured so far)
 
     record = {"name": str, "dims": {"b", "l", "h", "p", "g", "n", "Q": int}, "dtype": str,
-              "ms": {impl: float or null}, "rel_err": {impl: float or null},   # impl in IMPLS, all four keys
-              "errors": {impl: str},             # why an implementation has no time (did not import, failed
-              check) "floor_ms": float,                 # roofline floor of the whole forward (counted FLOPs
-              and bytes) "cutile_kernels_ms": {"chunk_state", "state_passing", "chunk_scan": float}
-              or {"chunk_state_passing", "chunk_scan": float} when ssd_forward fuses kernels 1 and 2
-              (optional) "kernel_floor_ms": {same keys: float}
-              (optional) "flops": float, "bytes": float}
-              (optional)
+              "ms": {impl: float or null}, "rel_err": {impl: float or null},  # impl in IMPLS, all four keys
+              "errors": {impl: str},   # why an implementation has no time (did not import, failed check)
+              "floor_ms": float,       # roofline floor of the whole forward (counted FLOPs and bytes)
+              # optional:
+              "cutile_kernels_ms": {"chunk_state", "state_passing", "chunk_scan": float}
+                                   or {"chunk_state_passing", "chunk_scan": float} when ssd_forward fuses
+                                   kernels 1 and 2,
+              "kernel_floor_ms": {the same keys: float},
+              "flops": float, "bytes": float,
+              "cutile_config": {SSDConfig field: value}}   # the launch config our forward ran with
+                                                           # (kernels.configs.config_to_json)
 
 A null time always comes with a reason in ``errors``; a time always comes with a finite relative error (every
 implementation is checked against the float64 reference before it is timed).
@@ -144,6 +147,10 @@ def validate_record(rec, where: str = "record") -> None:
             f"{where}.kernel_floor_ms",
             f"must have the keys of cutile_kernels_ms {sorted(rec['cutile_kernels_ms'])}",
         )
+    if "cutile_config" in rec:
+        cfg = rec["cutile_config"]
+        _require(isinstance(cfg, Mapping) and all(isinstance(k, str) for k in cfg), f"{where}.cutile_config",
+                 "must be an object of SSDConfig fields")
     for key in ("flops", "bytes"):
         if key in rec:
             _require(_num(rec[key]) and rec[key] > 0, f"{where}.{key}", "must be a positive number")

@@ -20,7 +20,8 @@ from bench_fixture import FIXTURE_DEVICE, FIXTURE_PATH, fake_timer, make_fixture
 from mamba2_tutorial import bench, bench_results, costs, roofline
 from mamba2_tutorial.bench_results import IMPLS, ResultsError, validate_results
 from mamba2_tutorial.inputs import SHAPES, make_inputs
-from mamba2_tutorial.kernels.configs import ssd_config
+from mamba2_tutorial.kernels import configs as config_module
+from mamba2_tutorial.kernels.configs import SSDConfig, config_from_json, config_to_json, ssd_config
 from mamba2_tutorial.reference import ssd_chunked
 
 
@@ -259,6 +260,9 @@ def test_shipped_results_when_present():
     assert [s["name"] for s in r["shapes"]] == list(bench.DEFAULT_SHAPES)
     for s in r["shapes"]:
         assert s["ms"]["cutile"] is not None and s["cutile_kernels_ms"], s["name"]
+    # configs recorded since stop 22: the shipped numbers must be the shipped configs' (re-run the benchmark,
+    # or ship the measured config in kernels/configs.py)
+    assert bench.config_mismatches(r) == []
     assert r["sweep"], "the shipped results need the seqlen sweep for notebook 09"
 
 
@@ -589,6 +593,66 @@ def test_our_kernels_wired_into_the_harness_on_the_cpu_executor():
     bench_results.validate_record(rec)
 
 
+def test_configs_replace_what_ssd_config_picks_and_are_recorded_cpu():
+    """``--configs`` (a probe's winners): the harness runs our forward and its stages with the given config
+    for that size, and records it; other sizes keep ssd_config's."""
+    spec = _spec("tiny")
+    d = spec.dims
+    picked = ssd_config(d.b, d.l, d.h, d.p, d.g, d.n, d.Q, torch.bfloat16)
+    assert picked.fused  # so an unfused override shows in the stages that are timed
+    unfused = SSDConfig(scan_heads=2)
+    impl = bench._make_cutile(backend="cpu", configs={(d.b, d.l, d.h, d.p, d.g, d.n, d.Q): unfused})
+    rec, calls = _run_one({"cutile": impl}, name="tiny", seed=4)
+    assert rec["rel_err"]["cutile"] < 1e-2 and "cutile_kernels" not in rec["errors"]
+    assert calls == ["tiny/cutile"] + [f"tiny/kernel/{k}" for k in bench_results.KERNELS]
+    assert config_from_json(json.loads(json.dumps(rec["cutile_config"]))) == unfused
+    bench_results.validate_record(rec)
+    rec, _ = _run_one({"cutile": impl}, name="tiny-g3", seed=4)  # another size: ssd_config's pick
+    e = rec["dims"]
+    assert rec["cutile_config"] == config_to_json(
+        ssd_config(e["b"], e["l"], e["h"], e["p"], e["g"], e["n"], e["Q"], torch.bfloat16))
+
+
+def test_config_mismatches_name_results_measured_with_other_configs():
+    rec = _record("b8-l4096-h80", dict.fromkeys(IMPLS, 1.0),
+                  dims={"b": 8, "l": 4096, "h": 80, "p": 64, "g": 1, "n": 128, "Q": 256})
+    results = _results([rec])
+    assert bench.config_mismatches(results) == []  # nothing recorded, nothing to compare
+    rec["cutile_config"] = config_to_json(ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16))
+    assert bench.config_mismatches(results) == []
+    rec["cutile_config"] = config_to_json(SSDConfig(**(vars(config_module.FAST_16BIT_CB)
+                                                       | dict(scan_row_group=2, scan_hints=(2, None)))))
+    assert bench.config_mismatches(results) == [
+        "b8-l4096-h80: measured with another config than ssd_config picks now (fields ['scan_hints', "
+        "'scan_row_group'])"]
+
+
+def test_read_configs_maps_shape_names_to_sizes(tmp_path):
+    path = tmp_path / "best.json"
+    cfg = config_module.FAST_16BIT_CB
+    path.write_text(json.dumps({"b8-l4096-h80": config_to_json(cfg)}))
+    assert bench.read_configs(path) == {(8, 4096, 80, 64, 1, 128, 256): cfg}
+    path.write_text(json.dumps({"b9-nonsense": {}}))
+    with pytest.raises(ValueError, match="unknown shape 'b9-nonsense'"):
+        bench.read_configs(path)
+    path.write_text(json.dumps({"b8-l4096-h80": {"scan_warp_drive": 1}}))
+    with pytest.raises(ValueError, match=r"b8-l4096-h80: unknown SSDConfig fields \['scan_warp_drive'\]"):
+        bench.read_configs(path)
+    path.write_text(json.dumps({"b8-l4096-h80": {"segments": 0}}))
+    with pytest.raises(ValueError, match="segments must be an int >= 1"):
+        bench.read_configs(path)
+
+
+def test_every_named_config_survives_a_json_round_trip():
+    tail = SSDConfig(**(vars(config_module.FAST_16BIT_CB) | dict(
+        state_tail=((64, 64, 128), (3, None), 20), state_tail_segments=2)))
+    for cfg in [getattr(config_module, name) for name in config_module.__all__
+                if isinstance(getattr(config_module, name), SSDConfig)] + [tail]:
+        assert config_from_json(json.loads(json.dumps(config_to_json(cfg)))) == cfg
+    with pytest.raises(TypeError, match="object of fields"):
+        config_from_json([("fused", True)])
+
+
 def test_check_output_shape_and_gate():
     y = torch.randn(2, 5, 3, 4, dtype=torch.float64)
     assert bench.check_output("ok", y, y, gate=1e-3) == 0.0
@@ -676,7 +740,9 @@ def test_cli_parser_and_cpu_refusal(capsys):
     args = bench.build_parser().parse_args([])
     assert args.shapes == list(bench.DEFAULT_SHAPES) and args.dtype == "bf16" and args.sweep
     args = bench.build_parser().parse_args(["--shapes", "b4-l2048-h24", "--sweep", "--rep", "50"])
-    assert args.shapes == ["b4-l2048-h24"] and args.sweep == [] and args.rep == 50.0
+    assert args.shapes == ["b4-l2048-h24"] and args.sweep == [] and args.rep == 50.0 and args.configs is None
+    args = bench.build_parser().parse_args(["--configs", "b8/best.json", "b1/best.json"])
+    assert [str(p) for p in args.configs] == ["b8/best.json", "b1/best.json"]
     if not torch.cuda.is_available():
         assert bench.main(["--shapes", "b4-l2048-h24"]) == 2
         assert "needs a CUDA GPU" in capsys.readouterr().err

@@ -60,3 +60,24 @@ def test_combinations_pair_the_faster_levers_one_per_group(probe):
         scan_row_group=4, scan_hints=(1, None, 8), state_tail=((64, 128, 128), (2, None)),
         state_tail_segments=2, scan_cb_early=True)))
     assert probe.combinations("ship b8", {"ship b8": 0.645, "s25 b8 rg2 occ2": 0.70}) == {}
+
+
+def test_best_per_shape_ships_a_lever_only_past_the_noise(probe, tmp_path):
+    def rec(ms, ok=True):
+        return {"ms": {"chain": ms}, "ok": ok, "err": 3e-3}
+
+    results = {"ship b8": {"b8-l4096-h80": rec(0.645), "b2-l8192-h128-g8": rec(0.546)},
+               "s27 b8 split2": {"b8-l4096-h80": rec(0.615), "b2-l8192-h128-g8": rec(0.545)},
+               "s25 b8 rg2 occ2": {"b8-l4096-h80": rec(0.600, ok=False)},  # failed its check: never shipped
+               "s27 b8 split2 + s25 b8 cb early": {"b8-l4096-h80": rec(0.610)}}
+    assert probe.best_per_shape(results, "ship b8") == {
+        "b8-l4096-h80": "s27 b8 split2 + s25 b8 cb early",  # the fastest that passed
+        "b2-l8192-h128-g8": "ship b8"}                     # 0.2% faster: noise, keep what ships
+    combo = probe.combinations("ship b8", {"ship b8": 0.645, "s27 b8 split2": 0.615, "s25 b8 cb early": 0.63})
+    path = tmp_path / "best.json"
+    probe.write_best(results, "ship b8", combo, str(path))
+    from mamba2_tutorial import bench
+
+    configs = bench.read_configs(path)
+    assert configs[(8, 4096, 80, 64, 1, 128, 256)] == combo["s27 b8 split2 + s25 b8 cb early"]
+    assert configs[(2, 8192, 128, 64, 8, 128, 128)] == probe.VARIANTS["ship b8"]

@@ -9,6 +9,8 @@ the float64 reference before timing it).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -16,7 +18,7 @@ import torch
 __all__ = ["DEFAULT", "FAST_16BIT", "FAST_16BIT_CB", "FAST_16BIT_Q128", "FAST_BF16_Q128", "FAST_FP16_CB",
            "LONG_FP16", "LONG_BF16", "SCAN_CHUNK_BF16", "SCAN_CHUNK_BF16_CARRY", "SCAN_CHUNK_BF16_Q128",
            "SCAN_CHUNK_FP16",
-           "SCAN_SHARED", "SSDConfig", "segments_for", "ssd_config"]
+           "SCAN_SHARED", "SSDConfig", "config_from_json", "config_to_json", "segments_for", "ssd_config"]
 
 Hints = tuple  # (occupancy, num_ctas[, num_worker_warps]); None = the compiler's choice
 
@@ -356,3 +358,25 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
     if scan is SCAN_CHUNK_BF16 and Q <= 128:
         scan = SCAN_CHUNK_BF16_Q128
     return SSDConfig(fused=True, **scan, **state)
+
+
+def config_to_json(cfg: SSDConfig) -> dict:
+    """Every field of ``cfg`` by name, for a JSON file (tuples are written as lists): what the benchmark
+    records for each shape, and what ``python -m mamba2_tutorial bench --configs`` reads back."""
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(SSDConfig)}
+
+
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def config_from_json(fields: Mapping) -> SSDConfig:
+    """The :class:`SSDConfig` of :func:`config_to_json`'s dict (lists read back as tuples). A field SSDConfig
+    does not have is an error; missing fields take their defaults."""
+    if not isinstance(fields, Mapping):
+        raise TypeError(f"an SSDConfig must be given as an object of fields, got {type(fields).__name__}")
+    known = {f.name for f in dataclasses.fields(SSDConfig)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ValueError(f"unknown SSDConfig fields {unknown}; the fields are {sorted(known)}")
+    return SSDConfig(**{k: _tuples(v) for k, v in fields.items()})
