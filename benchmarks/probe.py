@@ -414,12 +414,19 @@ def combinations(base_name: str, chain_ms: dict[str, float], top: int = 2,
     return combos
 
 
-def _inputs(name, seed=0):
+def _inputs(name, seed=0, device="cuda"):
     from mamba2_tutorial.inputs import SHAPES as PRESETS
     from mamba2_tutorial.inputs import make_inputs
 
     shape = PRESETS[name]
-    return shape, make_inputs(shape, seed=seed, dtype=torch.bfloat16, device="cuda", D=False)
+    return shape, make_inputs(shape, seed=seed, dtype=torch.bfloat16, device=device, D=False)
+
+
+def _wall_ms(fn) -> float:
+    """--dry-run's stand-in timer: the wall-clock time of one call (the CPU executor's: no measurement)."""
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
 
 
 def _warm(task):
@@ -467,22 +474,20 @@ def write_best(results: dict, base_name: str, combined: dict, path: str) -> dict
     return best
 
 
-def _measure(vname, cfg, sname, inp, y_ref, f_ref, rep_ms, results, failed):
-    """Check one variant on one shape against the float64 reference, then time its stages and its chain;
-    into ``results[vname][sname]``, or ``failed[vname]``."""
+def _measure(vname, cfg, sname, inp, y_ref, f_ref, timer, backend, results, failed):
+    """Check one variant on one shape against the float64 reference, then time its stages and its chain
+    (``timer(fn) -> ms``); into ``results[vname][sname]``, or ``failed[vname]``."""
     from mamba2_tutorial.checks import relative_error
     from mamba2_tutorial.inputs import SHAPES as PRESETS
     from mamba2_tutorial.ssd import ssd_forward, ssd_stages
-    from mamba2_tutorial.timing import time_cuda
 
     Q = PRESETS[sname].chunk_size
     try:
-        y, fin = ssd_forward(**inp, chunk_size=Q, return_final_states=True, backend="gpu", _config=cfg,
+        y, fin = ssd_forward(**inp, chunk_size=Q, return_final_states=True, backend=backend, _config=cfg,
                              _poison=True)
         err = max(relative_error(y, y_ref), relative_error(fin, f_ref))
-        stages = ssd_stages(**inp, chunk_size=Q, config=cfg)
-        ms = {k: time_cuda(f, warmup_ms=10, rep_ms=rep_ms).median_ms
-              for k, f in stages.items() if k != "meta"}
+        stages = ssd_stages(**inp, chunk_size=Q, backend=backend, config=cfg)
+        ms = {k: timer(f) for k, f in stages.items() if k != "meta"}
     except Exception as exc:  # noqa: BLE001 - reported, not fatal
         failed[vname] = f"{type(exc).__name__}: {str(exc)[:400]}"
         print(f"FAIL {vname} {sname}: {failed[vname]}", flush=True)
@@ -504,7 +509,20 @@ def main(argv=None) -> int:
     ap.add_argument("--combine", default="", metavar="BASE",
                     help="then measure every combination of the levers faster than this variant, the two "
                          "fastest of each group (GROUPS), in the same run")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="on the CPU executor, one wall-clock call per stage: the script's whole path on "
+                         "small presets without a GPU (tests/test_probe.py); no number it prints is a "
+                         "measurement")
     args = ap.parse_args(argv)
+    device, backend = ("cpu", "cpu") if args.dry_run else ("cuda", "gpu")
+    if args.dry_run:
+        args.workers = 0
+        timer = _wall_ms
+    else:
+        from mamba2_tutorial.timing import time_cuda
+
+        def timer(fn):
+            return time_cuda(fn, warmup_ms=10, rep_ms=args.rep_ms).median_ms
     if args.combine and args.combine not in VARIANTS:
         ap.error(f"unknown --combine base: {args.combine}")
     only = {n.strip() for n in args.only.split(",") if n.strip()}
@@ -542,12 +560,12 @@ def main(argv=None) -> int:
     results: dict = {}
     combined: dict[str, SSDConfig] = {}
     for sname in shapes:
-        shape, inp = _inputs(sname, seed=1)
+        shape, inp = _inputs(sname, seed=1, device=device)
         Q = shape.chunk_size
         inp64 = {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inp.items()}
         y_ref, f_ref = ssd_chunked(**inp64, chunk_size=Q, return_final_states=True)
         del inp64
-        run = (sname, inp, y_ref, f_ref, args.rep_ms, results, failed)
+        run = (sname, inp, y_ref, f_ref, timer, backend, results, failed)
         for vname in names:
             if vname not in failed:
                 _measure(vname, VARIANTS[vname], *run)
@@ -560,11 +578,13 @@ def main(argv=None) -> int:
                 combined[cname] = cfg
                 _measure(cname, cfg, *run)
         del inp, y_ref, f_ref, run
-        torch.cuda.empty_cache()
+        if not args.dry_run:
+            torch.cuda.empty_cache()
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "probe.json"), "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(),
+        device_name = "CPU dry run: not a measurement" if args.dry_run else torch.cuda.get_device_name()
+        json.dump({"device": device_name,
                    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                    "results": results, "failed": failed,
                    "variants": {n: repr(VARIANTS[n]) for n in names}

@@ -81,3 +81,34 @@ def test_best_per_shape_ships_a_lever_only_past_the_noise(probe, tmp_path):
     configs = bench.read_configs(path)
     assert configs[(8, 4096, 80, 64, 1, 128, 256)] == combo["s27 b8 split2 + s25 b8 cb early"]
     assert configs[(2, 8192, 128, 64, 8, 128, 128)] == probe.VARIANTS["ship b8"]
+
+
+def test_the_probe_runs_end_to_end_on_the_cpu_executor(probe, tmp_path, monkeypatch):
+    # --dry-run: the script's whole path (check, stages, chain, combinations, probe.json, best.json) on the
+    # CPU executor at a small preset, so a broken script is found here and not after the device time is spent
+    import json
+
+    from mamba2_tutorial import bench
+
+    combo = {"s27 b8 split2 + s25 b8 cb early": probe.VARIANTS["s27 b8 split2 cb early"]}
+    seen = []
+
+    def fake_combinations(base_name, chain_ms):
+        seen.append((base_name, sorted(chain_ms)))
+        return combo
+
+    monkeypatch.setattr(probe, "combinations", fake_combinations)
+    probe.main(["--dry-run", "--shapes", "small", "--only", "ship b8,s25 b8 cb early,s27 b8 split2",
+                "--combine", "ship b8", "--out", str(tmp_path)])
+    assert seen == [("ship b8", ["s25 b8 cb early", "s27 b8 split2", "ship b8"])]
+    out = json.loads((tmp_path / "probe.json").read_text())
+    assert out["device"].startswith("CPU dry run") and not out["failed"]
+    assert set(out["results"]) == {"ship b8", "s25 b8 cb early", "s27 b8 split2", *combo}
+    stages = {"chunk_state_passing", "chunk_scan", "chain"}
+    for per in out["results"].values():
+        assert per["small"]["ok"] and set(per["small"]["ms"]) == stages
+    assert "s27 b8 split2 + s25 b8 cb early" in out["variants"]
+    configs = bench.read_configs(tmp_path / "best.json")
+    assert list(configs) == [(2, 200, 8, 16, 2, 24, 64)]
+    with pytest.raises(SystemExit):
+        probe.main(["--dry-run", "--combine", "no such base"])
