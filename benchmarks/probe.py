@@ -352,6 +352,10 @@ VARIANTS: dict[str, SSDConfig] = {
     **{f"s27 b8 split2{label}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(
         state_tail=(FAST_16BIT_CB.state_tiles, FAST_16BIT_CB.state_hints), state_tail_segments=2) | extra))
        for label, extra in (("", {}), (" cb early", dict(scan_cb_early=True)))},
+    # ... and at b1 the segmented stage's entering states fixed up in place for every head
+    # (segment_fixup): the scan then adds no carry (the carry scan took 0.489 ms at b1 against 0.407 for the
+    # same 10240 blocks at b8), against a fix-up pass over 7/8 of the entering states (about 0.3 GB)
+    "s27 b1 fixup": SSDConfig(**(vars(LONG_BF16) | dict(segment_fixup=True))),
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }
@@ -361,7 +365,8 @@ SHAPES = ("b8-l4096-h80", "b2-l8192-h128-g8")
 #: their gains may add up: ``--combine`` measures every combination of the faster single levers, one per group
 GROUPS = {
     "state": ("fused", "state_tiles", "state_hints", "passing_hints", "state_latency", "segments",
-              "state_heads", "state_key_log2", "state_form", "state_tail", "state_tail_segments"),
+              "state_heads", "state_key_log2", "state_form", "state_tail", "state_tail_segments",
+              "segment_fixup"),
     "scan": ("scan_tiles", "scan_heads", "scan_hints", "scan_latency", "scan_factored", "scan_2d",
              "scan_shared", "scan_cb", "scan_chunk", "scan_cb_bf16", "scan_unroll", "scan_head_loop",
              "scan_row_group", "scan_cb_hints"),

@@ -296,7 +296,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
         dt_out, dA_cumsum, chunk_init_states, final_states, carry = launch_chunk_state_segments(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, cfg.segments,
             _poison, tiles=cfg.state_tiles, hints=cfg.state_hints, latency=cfg.state_latency,
-            key_log2=key_log2, form=cfg.state_form, tail=_segments_tail(x, B, dt, chunk_size, cfg))
+            key_log2=key_log2, form=cfg.state_form, tail=_segments_tail(x, B, dt, chunk_size, cfg),
+            fixup=cfg.segment_fixup)
     elif cfg.fused and cfg.state_tail is not None:  # the fused stage as whole waves, then its tail
         dt_out, dA_cumsum, chunk_init_states, final_states = _fused_with_tail(
             x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison, cfg,
@@ -355,7 +356,8 @@ def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: SSDConfig |
                                                cfg.segments, tiles=cfg.state_tiles, hints=cfg.state_hints,
                                                latency=cfg.state_latency, key_log2=cfg.state_key_log2,
                                                form=cfg.state_form,
-                                               tail=_segments_tail(x, B, dt, chunk_size, cfg))
+                                               tail=_segments_tail(x, B, dt, chunk_size, cfg),
+                                               fixup=cfg.segment_fixup)
         dt_out, dA_cumsum, init, _, carry = fused()
         stages["chunk_state_passing"] = fused
         meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}

@@ -126,6 +126,8 @@ VARIANTS = {
                                                             segments=3),
     "segments-2-hb2-tm-ne-tk": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=2, scan_heads=2,
                                          scan_tiles=(32, 16, 32), scan_hints=(3, None)),
+    # the segmented stage's entering states fixed up in place (attempt 27): the scan adds no carry
+    "segments-3-fixup": SSDConfig(**(vars(LONG_BF16) | dict(segments=3, segment_fixup=True))),
     "segments-per-chunk-multi-tile": SSDConfig(fused=True, scan_cb=True, scan_chunk=True, segments=64,
                                                state_tiles=(16, 32), scan_cb_bf16=True),
 }
@@ -433,6 +435,15 @@ def _same_bits(shape, cfg, base):
     return inputs
 
 
+def _launches(inputs, cfg):
+    """Every launch ``ssd_forward`` makes with this config (recorded, nothing runs)."""
+    from mamba2_tutorial.cubin_cache import recording_launches
+
+    with recording_launches() as seen:
+        ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=cfg)
+    return seen
+
+
 def _stage_launches(name, inputs, cfg, stages=False):
     """(occupancy, heads of the x view, grid) of each launch of kernel ``name`` that ``ssd_forward`` (or, with
     ``stages``, the benchmark's state stage timed alone: ``ssd_stages(...)["chunk_state_passing"]``) makes."""
@@ -539,6 +550,21 @@ def test_state_tail_segments_are_checked():
         SSDConfig(fused=True, state_tail_segments=2)
     with pytest.raises(ValueError, match="needs state_tail and segments=1"):
         SSDConfig(**(vars(LONG_BF16) | dict(state_tail=tail, state_tail_segments=2)))
+    with pytest.raises(ValueError, match="segment_fixup needs the segmented state stage"):
+        SSDConfig(**(vars(FAST_16BIT_CB) | dict(segment_fixup=True)))
+
+
+def test_segment_fixup_leaves_the_scan_no_carry_cpu():
+    # segment_fixup: the segmented stage ends with the fix-up instead of state passing over the segments, and
+    # the scan is launched without the carry (HAS_CARRY off): the launches ssd_forward makes
+    shape = SSDShape(2, 300, 12, 48, 3, 80, 64, "ragged")
+    cfg = VARIANTS["segments-3-fixup"]
+    inputs = check_inputs(shape, torch.bfloat16, 0, "cpu")
+    names = [launch.name for launch in _launches(inputs, cfg)]
+    assert names.count("segment_fixup_kernel") == 1 and "state_passing_kernel" not in names
+    carry = SSDConfig(**(vars(cfg) | dict(segment_fixup=False)))
+    carried = [launch.name for launch in _launches(inputs, carry)]
+    assert "state_passing_kernel" in carried and "segment_fixup_kernel" not in carried
 
 
 def test_scan_cb_hints_reach_the_cb_launch_cpu():

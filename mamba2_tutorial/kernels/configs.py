@@ -105,6 +105,10 @@ class SSDConfig:
                   segment's carry to the entering states it stored, in place, so the scan is unchanged.
                   At b8-l4096-h80, 2: the last wave's 128 chains as 256 half-length blocks. 1: the tail's
                   chains whole (attempt 27 of docs/perf-notes.md)
+    segment_fixup with segments > 1: ``segment_fixup_kernel`` makes the segmented stage's entering states
+                  true in place (no state passing over the segments), so the scan adds no carry and keeps
+                  the plain whole-chunk scan's occupancy; False: the scan adds each segment's carry with one
+                  more mma per row tile (attempt 27)
     """
 
     fused: bool = False
@@ -135,6 +139,7 @@ class SSDConfig:
     state_tail: tuple | None = None
     scan_cb_hints: Hints = (None, None)
     state_tail_segments: int = 1
+    segment_fixup: bool = False
 
     def __post_init__(self):
         for name in ("state_hints", "passing_hints", "scan_hints", "scan_cb_hints"):
@@ -206,6 +211,9 @@ class SSDConfig:
         if self.state_tail_segments > 1 and (self.state_tail is None or self.segments > 1):
             raise ValueError("SSDConfig.state_tail_segments > 1 cuts the tail of the plain fused stage: it "
                              f"needs state_tail and segments=1; got {self}")
+        if self.segment_fixup and self.segments < 2:
+            raise ValueError("SSDConfig.segment_fixup needs the segmented state stage (segments > 1); "
+                             f"got {self}")
         if self.segments > 1 and not (self.fused and self.scan_cb and self.scan_chunk):
             raise ValueError("SSDConfig.segments > 1 (the segmented state stage) needs fused=True and the "
                              "whole-chunk scan (scan_cb=True, scan_chunk=True), whose blocks add the segment "
