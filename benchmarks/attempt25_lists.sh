@@ -14,7 +14,7 @@ A25_B8="$A25_B8,s26 b8 tail same,s26 b8 cb occ2,s26 b8 cb occ4,s27 b8 split2,s27
 A25_B1="ship b1,s25 b1 rg2 occ2,s25 b1 rg2 occ2 nww8,s25 b1 rg4 occ1 nww8,s25 b1 rg4 occ2 nww8,s25 b1 rg2 occ3"
 A25_B1="$A25_B1,s25 b1 cb early,s25 b1 f14,s25 b1 f22,s25 b1 f30"
 A25_B1="$A25_B1,s26 b1 tail t64x64 occ3 tk128,s26 b1 tail t64x64 occ4 tk64,s26 b1 tail t64x32 occ4 tk64"
-A25_B1="$A25_B1,s26 b1 tail same,s26 b1 cb occ2,s26 b1 cb occ4,s27 b1 fixup"
+A25_B1="$A25_B1,s26 b1 tail same,s26 b1 cb occ2,s26 b1 cb occ4,s27 b1 fixup,s27 b1 seg16,s27 b1 seg16 fixup"
 A25_G8="ship g8,s25 g8 rg2 occ2,s25 g8 rg2 occ2 nww8,s25 g8 rg2 occ3,s25 g8 cb early,s25 g8 f10,s25 g8 f18"
 A25_G8="$A25_G8,s25 g8 f26,s26 g8 cb occ2,s26 g8 cb occ4"
 # substrings of the tests' names: pytest's -k joins them with "or"

@@ -356,6 +356,12 @@ VARIANTS: dict[str, SSDConfig] = {
     # (segment_fixup): the scan then adds no carry (the carry scan took 0.489 ms at b1 against 0.407 for the
     # same 10240 blocks at b8), against a fix-up pass over 7/8 of the entering states (about 0.3 GB)
     "s27 b1 fixup": SSDConfig(**(vars(LONG_BF16) | dict(segment_fixup=True))),
+    # ... and 16 segments of 8 chunks instead of 8 of 16: attempt 16 measured 16 slower at occupancy 1 (132
+    # slots: 9.7 waves, 0.381 against 0.355 ms); at the shipped occupancy 2 (264 slots) 8 segments are 640
+    # blocks, 2.4 waves (the last 42% full), 16 are 1280 half-length blocks, 4.85 waves: 2.5 full-block
+    # waves against 3, if the shorter blocks run as fast per chunk
+    **{f"s27 b1 seg16{label}": SSDConfig(**(vars(LONG_BF16) | dict(segments=16, segment_fixup=fix)))
+       for label, fix in (("", False), (" fixup", True))},
     # clusters of 2 blocks (num_ctas 2, night probe 3) were tried here: the chunk scan failed with a
     # misaligned address, the fused stage returned wrong results; SSDConfig now rejects num_ctas > 1
 }
