@@ -471,15 +471,17 @@ def best_per_shape(results: dict, base_name: str, margin: float = 0.005) -> dict
     return best
 
 
-def write_best(results: dict, base_name: str, combined: dict, path: str) -> dict[str, str]:
-    """``best_per_shape`` written as {shape: SSDConfig fields} (``bench --configs`` reads it); printed."""
+def write_best(results: dict, base_name: str, combined: dict, path: str,
+               quiet: bool = False) -> dict[str, str]:
+    """``best_per_shape`` written as {shape: SSDConfig fields} (``bench --configs`` reads it); printed
+    unless ``quiet``."""
     from mamba2_tutorial.kernels.configs import config_to_json
 
     best = best_per_shape(results, base_name)
     configs = {s: config_to_json(combined.get(v) or VARIANTS[v]) for s, v in sorted(best.items())}
     with open(path, "w") as f:
         json.dump(configs, f, indent=1)
-    for s, v in sorted(best.items()):
+    for s, v in sorted(best.items()) if not quiet else ():
         print(f"best at {s}: {v} ({results[v][s]['ms']['chain']:.3f} ms against "
               f"{results[base_name][s]['ms']['chain']:.3f} for {base_name}) -> {path}")
     return best
@@ -570,6 +572,19 @@ def main(argv=None) -> int:
 
     results: dict = {}
     combined: dict[str, SSDConfig] = {}
+    os.makedirs(args.out, exist_ok=True)
+    device_name = "CPU dry run: not a measurement" if args.dry_run else torch.cuda.get_device_name()
+
+    def save():  # after every variant: a run cut off by the device call's time limit keeps what it measured
+        with open(os.path.join(args.out, "probe.json"), "w") as f:
+            json.dump({"device": device_name,
+                       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                       "results": results, "failed": failed,
+                       "variants": {n: repr(VARIANTS[n]) for n in names}
+                       | {n: repr(c) for n, c in combined.items()}}, f, indent=1)
+        if args.combine:  # the config to ship per shape, for `python -m mamba2_tutorial bench --configs`
+            write_best(results, args.combine, combined, os.path.join(args.out, "best.json"), quiet=True)
+
     for sname in shapes:
         shape, inp = _inputs(sname, seed=1, device=device)
         Q = shape.chunk_size
@@ -580,6 +595,7 @@ def main(argv=None) -> int:
         for vname in names:
             if vname not in failed:
                 _measure(vname, VARIANTS[vname], *run)
+                save()
         if args.combine and sname in results.get(args.combine, {}):
             chain = {v: per[sname]["ms"]["chain"] for v, per in results.items()
                      if sname in per and per[sname]["ok"] and v in VARIANTS}
@@ -588,19 +604,13 @@ def main(argv=None) -> int:
             for cname, cfg in combos.items():
                 combined[cname] = cfg
                 _measure(cname, cfg, *run)
+                save()
         del inp, y_ref, f_ref, run
         if not args.dry_run:
             torch.cuda.empty_cache()
 
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "probe.json"), "w") as f:
-        device_name = "CPU dry run: not a measurement" if args.dry_run else torch.cuda.get_device_name()
-        json.dump({"device": device_name,
-                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                   "results": results, "failed": failed,
-                   "variants": {n: repr(VARIANTS[n]) for n in names}
-                   | {n: repr(c) for n, c in combined.items()}}, f, indent=1)
-    if args.combine:  # the config to ship per shape, for `python -m mamba2_tutorial bench --configs`
+    save()
+    if args.combine:
         write_best(results, args.combine, combined, os.path.join(args.out, "best.json"))
     print("\n== chain ms per shape (median, cold L2) ==")
     for vname, per in results.items():

@@ -112,3 +112,23 @@ def test_the_probe_runs_end_to_end_on_the_cpu_executor(probe, tmp_path, monkeypa
     assert list(configs) == [(2, 200, 8, 16, 2, 24, 64)]
     with pytest.raises(SystemExit):
         probe.main(["--dry-run", "--combine", "no such base"])
+
+
+def test_device_scripts_parse_and_combine_on_known_bases(probe):
+    # the device-call scripts are only ever run on the GPU machine: check here that bash can parse them and
+    # that every --combine base they name is a probe variant
+    import re
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not installed")
+    scripts = sorted((ROOT / "benchmarks").glob("*_gpu*.sh"))
+    assert {p.name for p in scripts} >= {"probes_gpu.sh", "bench_gpu.sh", "attempt25_gpu.sh"}
+    bases = set()
+    for path in scripts:
+        run = subprocess.run([bash, "-n", str(path)], capture_output=True, text=True, timeout=30)
+        assert run.returncode == 0, (path.name, run.stderr)
+        bases |= set(re.findall(r'--combine "([^"]+)"', path.read_text()))
+    assert bases == {"ship b8", "ship b1", "ship g8"} and bases <= set(probe.VARIANTS)
