@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The benchmark with a probe's winners, side by side with the baselines, in one device call (about 5
-# minutes): what is shipped as mamba2_tutorial/data/benchmarks/h200.json once kernels/configs.py picks the
-# same configs (tests/test_bench.py checks that the shipped file's recorded configs are ssd_config's).
+# The benchmark side by side with the baselines, in one device call (about 5 minutes). With no argument it
+# runs the shipped configs (ssd_config's): the run whose $OUT/h200.json is shipped as
+# mamba2_tutorial/data/benchmarks/h200.json (tests/test_bench.py checks that its recorded configs are
+# ssd_config's). With benchmarks/probe.py --combine's best.json files it runs those configs for their
+# shapes instead: a trial of a probe's winners in the benchmark before they ship (the sweep and the overhead
+# shape keep ssd_config's, so that file is not one to ship).
 # Run from the project root on the GPU machine, with carry [".gpu-bundle", ".cubin-cache/bench",
 # ".cubin-cache/a25", ".cubin-cache/b1g8"] (the shipped configs' cubins and the probes'):
 #
-#     bash benchmarks/bench_gpu.sh [BEST.json ...]   # benchmarks/probe.py --combine's best.json files
+#     bash benchmarks/bench_gpu.sh [BEST.json ...]
 #
-# Writes $OUT/h200.json, $OUT/h200.png and $OUT/bench.log (default ./out). With no file, the shipped configs.
+# Writes $OUT/h200.json, $OUT/h200.png and $OUT/bench.log (default ./out).
 set -u
 # shellcheck disable=SC1091
 source benchmarks/gpu_env.sh
