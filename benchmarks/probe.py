@@ -475,7 +475,7 @@ def write_best(results: dict, base_name: str, combined: dict, path: str,
                quiet: bool = False) -> dict[str, str]:
     """``best_per_shape`` written as {shape: SSDConfig fields} (``bench --configs`` reads it); printed
     unless ``quiet``."""
-    from mamba2_tutorial.kernels.configs import config_to_json
+    from mamba2_tutorial.kernels.configs import config_source, config_to_json
 
     best = best_per_shape(results, base_name)
     configs = {s: config_to_json(combined.get(v) or VARIANTS[v]) for s, v in sorted(best.items())}
@@ -483,7 +483,8 @@ def write_best(results: dict, base_name: str, combined: dict, path: str,
         json.dump(configs, f, indent=1)
     for s, v in sorted(best.items()) if not quiet else ():
         print(f"best at {s}: {v} ({results[v][s]['ms']['chain']:.3f} ms against "
-              f"{results[base_name][s]['ms']['chain']:.3f} for {base_name}) -> {path}")
+              f"{results[base_name][s]['ms']['chain']:.3f} for {base_name}) -> {path}\n    "
+              + config_source(combined.get(v) or VARIANTS[v]))
     return best
 
 

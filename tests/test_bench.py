@@ -653,6 +653,18 @@ def test_every_named_config_survives_a_json_round_trip():
         config_from_json([("fused", True)])
 
 
+def test_config_source_is_python_for_the_same_config():
+    # what probe.py prints for a winner, to paste into kernels/configs.py: it evaluates back to the config
+    namespace = vars(config_module)
+    assert config_module.config_source(config_module.LONG_BF16) == "LONG_BF16"
+    winner = SSDConfig(**(vars(config_module.FAST_16BIT_CB) | dict(
+        scan_row_group=2, scan_hints=(2, None, 8), state_tail=((64, 128, 128), (2, None)),
+        state_tail_segments=2)))
+    source = config_module.config_source(winner)
+    assert source.startswith("SSDConfig(**(vars(FAST_16BIT_CB) | dict(") and "scan_row_group=2" in source
+    assert eval(source, dict(namespace)) == winner  # noqa: S307 - our own generated source
+
+
 def test_check_output_shape_and_gate():
     y = torch.randn(2, 5, 3, 4, dtype=torch.float64)
     assert bench.check_output("ok", y, y, gate=1e-3) == 0.0

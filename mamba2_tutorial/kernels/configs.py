@@ -18,7 +18,8 @@ import torch
 __all__ = ["DEFAULT", "FAST_16BIT", "FAST_16BIT_CB", "FAST_16BIT_Q128", "FAST_BF16_Q128", "FAST_FP16_CB",
            "LONG_FP16", "LONG_BF16", "SCAN_CHUNK_BF16", "SCAN_CHUNK_BF16_CARRY", "SCAN_CHUNK_BF16_Q128",
            "SCAN_CHUNK_FP16",
-           "SCAN_SHARED", "SSDConfig", "config_from_json", "config_to_json", "segments_for", "ssd_config"]
+           "SCAN_SHARED", "SSDConfig", "config_from_json", "config_source", "config_to_json", "segments_for",
+           "ssd_config"]
 
 Hints = tuple  # (occupancy, num_ctas[, num_worker_warps]); None = the compiler's choice
 
@@ -388,3 +389,21 @@ def config_from_json(fields: Mapping) -> SSDConfig:
     if unknown:
         raise ValueError(f"unknown SSDConfig fields {unknown}; the fields are {sorted(known)}")
     return SSDConfig(**{k: _tuples(v) for k, v in fields.items()})
+
+
+def config_source(cfg: SSDConfig) -> str:
+    """Python source for ``cfg``: the named config of this module it differs from in the fewest fields, with
+    those fields replaced, e.g. ``SSDConfig(**(vars(FAST_16BIT_CB) | dict(scan_row_group=2)))``; the
+    name alone when it is one. For shipping a probe's winner (``best.json``) here by hand."""
+    named = {name: value for name, value in globals().items()
+             if isinstance(value, SSDConfig) and name.isupper()}
+
+    def changes(base):
+        return {k: v for k, v in config_to_json(cfg).items() if getattr(base, k) != v}
+
+    name = min(named, key=lambda n: (len(changes(named[n])), n != "DEFAULT", n))
+    diff = changes(named[name])
+    if not diff:
+        return name
+    fields = ", ".join(f"{k}={v!r}" for k, v in diff.items())
+    return f"SSDConfig(**(vars({name}) | dict({fields})))"
