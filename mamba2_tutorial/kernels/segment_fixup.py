@@ -8,9 +8,11 @@ L_c. The true entering state adds what came before the segment, decayed to chunk
 
 The segmented stage of ``LONG_BF16`` leaves that sum to the scan (one more mma per row tile, on the carry
 K_s). This kernel forms S_c instead, once per chunk, in place, so that the scan reads true states and needs
-no carry. It pays where few chunks need fixing: ``SSDConfig.state_tail_segments`` cuts only the chains that
-would run in the fused stage's last, partial wave into two segments, and this kernel then rewrites the second
-halves of those chains (attempt 27 of docs/perf-notes.md).
+no carry. It pays most where few chunks need fixing: ``SSDConfig.state_tail_segments`` cuts only the chains
+that would run in the fused stage's last, partial wave into two segments, and this kernel then rewrites the
+second halves of those chains. ``SSDConfig.segment_fixup`` uses it for every head of the segmented stage
+instead, trading a pass over most entering states for the scan's carry mma (attempt 27 of
+docs/perf-notes.md).
 
 Each block fixes one state tile of one chunk and carries K itself over the segments before its own (2 to
 16 of them), so no state passing over the segments is needed; the blocks of one extra index per (batch,
