@@ -11,6 +11,7 @@ A25_B8="$A25_B8,s24 b8 t64x64 occ3 tk128,s24 b8 t64x64 occ4 tk64,s25 b8 batch2,s
 A25_B8="$A25_B8,s25 b8 batch4 stagger,s25 b8 batch2 stagger cb early"
 A25_B8="$A25_B8,s26 b8 tail t64x64 occ3 tk128,s26 b8 tail t64x64 occ4 tk64,s26 b8 tail t64x32 occ4 tk64"
 A25_B8="$A25_B8,s26 b8 tail same,s26 b8 cb occ2,s26 b8 cb occ4,s27 b8 split2,s27 b8 split2 cb early"
+A25_B8="$A25_B8,s27 b8 split2 t64x64 occ4 tk64"
 A25_B1="ship b1,s25 b1 rg2 occ2,s25 b1 rg2 occ2 nww8,s25 b1 rg4 occ1 nww8,s25 b1 rg4 occ2 nww8,s25 b1 rg2 occ3"
 A25_B1="$A25_B1,s25 b1 cb early,s25 b1 f14,s25 b1 f22,s25 b1 f30"
 A25_B1="$A25_B1,s26 b1 tail t64x64 occ3 tk128,s26 b1 tail t64x64 occ4 tk64,s26 b1 tail t64x32 occ4 tk64"

@@ -352,6 +352,11 @@ VARIANTS: dict[str, SSDConfig] = {
     **{f"s27 b8 split2{label}": SSDConfig(**(vars(FAST_16BIT_CB) | dict(
         state_tail=(FAST_16BIT_CB.state_tiles, FAST_16BIT_CB.state_hints), state_tail_segments=2) | extra))
        for label, extra in (("", {}), (" cb early", dict(scan_cb_early=True)))},
+    # ... and with attempt 26's smaller tiles too: 128 chains x 2 segments x two 64 x 64 tiles = 512 blocks
+    # for 528 slots at occupancy 4, each about a third of a full block (half the chain, 0.6-0.7 of the
+    # work per chunk): one round of 0.33 against split2's 0.5
+    "s27 b8 split2 t64x64 occ4 tk64": SSDConfig(**(vars(FAST_16BIT_CB) | dict(
+        state_tail=((64, 64, 64), (4, None)), state_tail_segments=2))),
     # ... and at b1 the segmented stage's entering states fixed up in place for every head
     # (segment_fixup): the scan then adds no carry (the carry scan took 0.489 ms at b1 against 0.407 for the
     # same 10240 blocks at b8), against a fix-up pass over 7/8 of the entering states (about 0.3 GB)

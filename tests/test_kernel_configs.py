@@ -516,6 +516,10 @@ def test_state_tail_segments_fix_the_last_wave_up_cpu():
     assert _stage_launches("chunk_state_passing_kernel", inputs, split) == [(2, 8, (1, 2, 8))]
     assert _stage_launches("chunk_state_segments_kernel", inputs, split) == [(2, 4, (1, 2 * 2, 4))]
     assert [grid for _, _, grid in _stage_launches("segment_fixup_kernel", inputs, split)] == [(4, 2 * 6, 4)]
+    # with attempt 26's smaller tiles for the tail as well (2 x 2 tiles of 32 x 64 per head, by segments)
+    tiles = SSDConfig(**(vars(split) | dict(state_tail=((32, 64, 32), (4, None), 5))))
+    _check(shape, torch.bfloat16, tiles, 0, "cpu", "cpu")
+    assert _stage_launches("chunk_state_segments_kernel", inputs, tiles) == [(4, 4, (4, 2 * 2, 4))]
 
 
 def test_segment_fixup_gives_the_true_entering_states_cpu():
