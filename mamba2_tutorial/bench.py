@@ -733,9 +733,10 @@ def config_mismatches(results: Mapping) -> list[str]:
             continue
         d = rec["dims"]
         now = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], getattr(torch, rec["dtype"]))
-        if config_from_json(rec["cutile_config"]) != now:
-            changed = sorted(k for k, v in config_to_json(now).items()
-                             if config_to_json(config_from_json(rec["cutile_config"]))[k] != v)
+        ran = config_from_json(rec["cutile_config"])
+        if ran != now:
+            ran_fields = config_to_json(ran)
+            changed = sorted(k for k, v in config_to_json(now).items() if ran_fields[k] != v)
             problems.append(f"{rec['name']}: measured with another config than ssd_config picks now "
                             f"(fields {changed})")
     return problems

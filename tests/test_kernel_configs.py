@@ -447,14 +447,14 @@ def _launches(inputs, cfg):
 def _stage_launches(name, inputs, cfg, stages=False):
     """(occupancy, heads of the x view, grid) of each launch of kernel ``name`` that ``ssd_forward`` (or, with
     ``stages``, the benchmark's state stage timed alone: ``ssd_stages(...)["chunk_state_passing"]``) makes."""
-    from mamba2_tutorial.cubin_cache import recording_launches
+    if stages:
+        from mamba2_tutorial.cubin_cache import recording_launches
 
-    with recording_launches() as seen:
-        if stages:
+        with recording_launches() as seen:
             xs = {k: inputs[k] for k in ("x", "dt", "A", "B", "C")}
             ssd_stages(**xs, chunk_size=64, backend="cpu", config=cfg)["chunk_state_passing"]()
-        else:
-            ssd_forward(**inputs, chunk_size=64, backend="cpu", _config=cfg)
+    else:
+        seen = _launches(inputs, cfg)
     return [(launch.occupancy, launch.shapes[0][2], launch.grid) for launch in seen if launch.name == name]
 
 
