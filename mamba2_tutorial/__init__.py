@@ -45,18 +45,20 @@ _EXPORTS = {
     "show_source": "compile",
     "plot_tile_grid": "plots_tiles",
     "plot_matmul_tiles": "plots_tiles",
-    # kernels and the fused forward (notebooks 05-08)
-    "ssd_forward": "ssd",
-    "ssd_plan": "ssd",
-    "chunk_state_fwd": "ssd",
-    "state_passing_fwd": "ssd",
-    "chunk_scan_fwd": "ssd",
-    "ssd_stages": "ssd",
-    # performance (notebook 09)
-    "SSDConfig": "kernels.configs",
-    "ssd_config": "kernels.configs",
-    "floor_ms": "roofline",
-    "load_shipped_results": "bench_results",
+    # the taught kernels and their three-launch forward (notebooks 05-08)
+    "chunk_state_fwd": "kernels.chunk_state",
+    "state_passing_fwd": "kernels.state_passing",
+    "chunk_scan_fwd": "kernels.chunk_scan",
+    "ssd_forward_taught": "kernels.forward",
+    "ssd_plan": "kernels.forward",
+    # the fast path: the drop-in forward and its configs (notebooks 08-10)
+    "ssd_forward": "fast.forward",
+    "ssd_stages": "fast.forward",
+    "FastConfig": "fast.config",
+    "ssd_config": "fast.tuning",
+    # performance (notebooks 09-10)
+    "floor_ms": "perf.roofline",
+    "load_shipped_results": "perf.results",
 }
 
 __all__ = sorted(_EXPORTS)

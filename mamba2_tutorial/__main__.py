@@ -9,7 +9,7 @@ import sys
 COMMANDS = {
     "env": ("env", "print the environment report (versions, GPU, which tier runs the kernels)"),
     "compile": ("compile", "compile every kernel ahead of time with tileiras (no GPU needed)"),
-    "bench": ("bench", "benchmark ssd_forward against mamba_ssm, fla and PyTorch on the GPU"),
+    "bench": ("perf.bench", "benchmark ssd_forward against mamba_ssm, fla and PyTorch on the GPU"),
 }
 
 

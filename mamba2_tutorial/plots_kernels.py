@@ -39,7 +39,7 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def _plan(shape: SSDShape, dtype: torch.dtype):
-    from .ssd import ssd_plan
+    from .kernels.forward import ssd_plan
 
     s = shape
     return ssd_plan(s.batch, s.seqlen, s.nheads, s.headdim, s.ngroups, s.dstate, s.chunk_size, dtype)

@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["SSDDims", "FLOAT_DTYPES", "validate_ssd_inputs", "validate_decode_inputs", "check_shape",
-           "check_chunk_size"]
+__all__ = ["SSDDims", "FLOAT_DTYPES", "validate_ssd_inputs", "validate_decode_inputs",
+           "validate_kernel_inputs", "check_shape", "check_chunk_size"]
 
 #: dtypes the SSD functions accept for x, B, C and z
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -272,3 +272,52 @@ def validate_decode_inputs(
     if dt_limit is not None:
         _check_dt_limit(dt_limit)
     return SSDDims(b, 1, h, p, g, n)
+
+
+_INT32_MAX = 2**31 - 1
+
+#: argument metadata (types, shapes, dtypes, devices, chunk_size, dt_limit) of calls that passed validation
+_VALIDATED: dict = {}
+
+
+def _metadata(tensors, chunk_size, dt_limit):
+    """A hashable description of everything validation looks at, or None if some argument is not a tensor."""
+    key = [chunk_size if type(chunk_size) is int else None,
+           tuple(dt_limit) if type(dt_limit) is tuple else None]
+    for t in tensors:
+        if t is None:
+            key.append(None)
+        elif isinstance(t, torch.Tensor):
+            key.append((t.shape, t.dtype, t.device))
+        else:
+            return None
+    return None if None in key[:2] else tuple(key)
+
+
+def validate_kernel_inputs(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+                           dt_limit=(0.0, float("inf"))) -> SSDDims:
+    """:func:`validate_ssd_inputs` plus the cuTile kernels' own limits (dtype float32, float16 or bfloat16;
+    chunk size a power of two; int32 indexing): what both ``ssd_forward`` and ``ssd_forward_taught`` check
+    before any launch. A repeat of an already validated argument set (same shapes, dtypes, devices,
+    chunk_size, dt_limit) is recognized from its metadata and not checked again: validation is host time
+    that every call pays."""
+    key = _metadata((x, dt, A, B, C, D, z, dt_bias, initial_states), chunk_size, dt_limit)
+    if key is not None and key in _VALIDATED:
+        return _VALIDATED[key]
+    from .kernels._host import check_chunk_size as check_power_of_two
+    from .kernels._host import check_kernel_dtype
+
+    dims = validate_ssd_inputs(
+        x, dt, A, B, C, chunk_size=chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
+        dt_limit=dt_limit,
+    )
+    check_kernel_dtype("x", x)
+    check_power_of_two(chunk_size)
+    for name, t in (("x", x), ("z", z), ("B", B), ("C", C)):
+        if t is not None and t.numel() > _INT32_MAX:
+            raise ValueError(f"{name} has {t.numel()} elements; the kernels index with int32 (< 2**31)")
+    if key is not None:
+        if len(_VALIDATED) > 1024:
+            _VALIDATED.clear()
+        _VALIDATED[key] = dims
+    return dims

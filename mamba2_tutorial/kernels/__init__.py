@@ -1,4 +1,6 @@
-"""cuTile kernels. Each module listed in ``KERNEL_MODULES`` defines ``SPECS: list[KernelSpec]``.
+"""The taught cuTile kernels: the primer's, and kernels 1-3 of the SSD forward with the three-launch
+``ssd_forward_taught`` (``forward.py``). Each module listed in ``KERNEL_MODULES`` defines
+``SPECS: list[KernelSpec]``; ``..fast.specs`` adds the kernels the fast path's shipped configs launch.
 
 Kernel modules import on a machine without a GPU (they only define ``@ct.kernel`` functions and
 host wrappers); ``all_kernel_specs()`` collects their specs for ``python -m mamba2_tutorial compile``
@@ -15,15 +17,15 @@ __all__ = ["KERNEL_MODULES", "KernelSpec", "all_kernel_specs", "kernel_spec"]
 
 # Modules of mamba2_tutorial.kernels whose SPECS the compile check covers. A listed module that is missing
 # or defines no SPECS is an error, never a silent skip.
-KERNEL_MODULES: tuple[str, ...] = ("primer", "chunk_state", "state_passing", "segments", "segment_fixup",
-                                   "chunk_scan", "chunk_scan_cb")
+KERNEL_MODULES: tuple[str, ...] = ("primer", "chunk_state", "state_passing", "chunk_scan", "..fast.specs")
 
 
 def all_kernel_specs(modules: tuple[str, ...] | None = None) -> list[KernelSpec]:
     """The specs of every module in ``KERNEL_MODULES`` (or ``modules``), in order; names are unique."""
     specs: list[KernelSpec] = []
     for module_name in KERNEL_MODULES if modules is None else modules:
-        module = importlib.import_module(f"{__name__}.{module_name}")
+        module = importlib.import_module(f"{__name__}.{module_name}" if not module_name.startswith("..")
+                                         else f"mamba2_tutorial.{module_name[2:]}")
         module_specs = getattr(module, "SPECS", None)
         if not module_specs:
             raise RuntimeError(f"kernel module {module.__name__} must define a non-empty SPECS list")

@@ -113,42 +113,37 @@ def resolve_backend(backend: str, x: torch.Tensor) -> str:
 _HINTED: dict = {}
 
 
-def hinted(kernel, occupancy: int | None = None, num_ctas: int | None = None,
-           num_worker_warps: int | None = None):
-    """``kernel`` compiled with the given hints (``kernel.replace_hints``), cached so each hint set compiles
-    once; ``kernel`` itself when no hint is given. Hints change only speed, never results.
-
-    occupancy: blocks per SM the compiler budgets registers and shared memory for; num_ctas: blocks per
-    cluster; num_worker_warps: warps of the compute warp groups (4 or 8 with tileiras 13.4; the compiler adds
-    its own warps for the TMA loads)."""
-    if occupancy is None and num_ctas is None and num_worker_warps is None:
+def hinted(kernel, occupancy: int | None = None):
+    """``kernel`` compiled for ``occupancy`` blocks per SM (``kernel.replace_hints``: the compiler budgets
+    registers and shared memory for that many), cached so each hint compiles once; ``kernel`` itself for
+    None. A hint changes only speed, never results. The taught kernels launch without one; the fast path
+    (:mod:`mamba2_tutorial.fast`) sets it per problem size."""
+    if occupancy is None:
         return kernel
-    key = (id(kernel), occupancy, num_ctas, num_worker_warps)
+    key = (id(kernel), occupancy)
     found = _HINTED.get(key)
     if found is None:
-        named = (("occupancy", occupancy), ("num_ctas", num_ctas), ("num_worker_warps", num_worker_warps))
-        found = _HINTED[key] = kernel.replace_hints(**{k: v for k, v in named if v is not None})
+        found = _HINTED[key] = kernel.replace_hints(occupancy=occupancy)
     return found
 
 
-#: set by :func:`mamba2_tutorial.cubin_cache.recording_launches`: called with (hinted kernel, grid, args) in
-#: place of every launch, which then runs nothing
+#: a launch recorder (``tools/cubin_cache.py``, which compiles ahead of time what a run would launch): when
+#: set, called with (hinted kernel, grid, args) in place of every launch, which then runs nothing
 _RECORDER = None
 
 
-def launch(kernel, grid, args, backend: str, hints: tuple = (None, None)) -> None:
+def launch(kernel, grid, args, backend: str, occupancy: int | None = None) -> None:
     """Launch on a resolved backend: "gpu" goes straight to ``ct.launch`` on the current stream (the least
     host overhead), "cpu" to the CPU tile executor through :func:`mamba2_tutorial.backends.launch`.
 
-    ``hints`` = (occupancy, num_ctas[, num_worker_warps]) are compiler hints for the GPU (see :func:`hinted`);
-    the CPU executor ignores them."""
+    ``occupancy`` is a compiler hint for the GPU (see :func:`hinted`); the CPU executor ignores it."""
     if _RECORDER is not None:
-        _RECORDER(hinted(kernel, *hints), grid, args)
+        _RECORDER(hinted(kernel, occupancy), grid, args)
         return
     if backend == "gpu":
         import cuda.tile as ct
 
-        ct.launch(torch.cuda.current_stream(), grid, hinted(kernel, *hints), args)
+        ct.launch(torch.cuda.current_stream(), grid, hinted(kernel, occupancy), args)
     else:
         from mamba2_tutorial.backends import launch as launch_anywhere
 

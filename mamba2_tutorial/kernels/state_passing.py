@@ -104,30 +104,25 @@ def state_passing_tiles(headdim: int, dstate: int, batch_heads: int = 1 << 30,
 
 
 @functools.lru_cache(maxsize=256)
-def state_passing_plan(b: int, nchunks: int, h: int, p: int, n: int, Q: int,
-                       tiles: tuple | None = None) -> LaunchPlan:
-    """Grid and tiles of :data:`state_passing_kernel` for states (b, nchunks, h, p, n); ``tiles`` = (TP, TN)
-    overrides the state tile (tuning)."""
+def state_passing_plan(b: int, nchunks: int, h: int, p: int, n: int, Q: int) -> LaunchPlan:
+    """Grid and tiles of :data:`state_passing_kernel` for states (b, nchunks, h, p, n)."""
     TP, TN = state_passing_tiles(p, n, b * h, nchunks)
-    if tiles is not None:
-        TP, TN = tile_size(p, tiles[0]), tile_size(n, tiles[1])
     return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b, h), {"Q": Q, "TP": TP, "TN": TN})
 
 
-def launch_state_passing(states, dA_cumsum, initial_states, backend, poison=False, out_dtype=torch.float32,
-                         tiles=None, hints=(None, None)):
-    """Allocate the outputs (chunk_init_states in ``out_dtype``), launch :data:`state_passing_kernel`.
-    ``tiles`` (TP, TN) and ``hints`` (occupancy, num_ctas) override the defaults (tuning)."""
+def launch_state_passing(states, dA_cumsum, initial_states, backend, poison=False, out_dtype=torch.float32):
+    """Allocate the outputs (chunk_init_states in ``out_dtype``), launch :data:`state_passing_kernel`; no
+    argument checks."""
     b, nchunks, h, p, n = states.shape
     Q = dA_cumsum.shape[3]
     device = states.device
     chunk_init_states = allocate((b, nchunks, h, p, n), out_dtype, device, poison)
     final_states = allocate((b, h, p, n), torch.float32, device, poison)
-    plan = state_passing_plan(b, nchunks, h, p, n, Q, tiles)
+    plan = state_passing_plan(b, nchunks, h, p, n, Q)
     has_init = initial_states is not None
     args = (states, dA_cumsum, initial_states if has_init else placeholder(device, torch.float32, 4),
             chunk_init_states, final_states, Q, plan.tiles["TP"], plan.tiles["TN"], has_init)
-    launch(state_passing_kernel, plan.grid, args, backend, hints)
+    launch(state_passing_kernel, plan.grid, args, backend)
     return chunk_init_states, final_states
 
 

@@ -1,0 +1,41 @@
+"""The fast path: tuned kernels for the same SSD forward the taught kernels compute.
+
+One algorithm per file; the configuration (:mod:`.config`) picks a state stage and a scan stage, and the
+shipped tuning tables (:mod:`.tuning`, JSON in ``mamba2_tutorial/data/configs/``) pick the configuration per
+GPU and problem size. ``docs/architecture.md`` shows where this path splits from the taught one and how to
+add a variant.
+
+==================  ======================================================================
+``config.py``       FastConfig = a state stage (Unfused / Fused / Segmented) + a scan stage
+                    (PlainScan / SharedScan / ChunkScan)
+``tuning.py``       the shipped tables: problem class -> FastConfig
+``state_fused.py``  kernels 1 and 2 in one launch, chunk states kept on chip
+``segments.py``     the fused stage by segments of the sequence, for few (batch, head) pairs
+``chunk_cb.py``     C Bᵀ once per (chunk, group); the key-log2 form kd
+``scan_shared.py``  the scan with 2-D mmas, C Bᵀ computed in the block (small problems)
+``scan_chunk.py``   one block per (head, chunk) walking the whole chunk, reading C Bᵀ
+``forward.py``      ``ssd_forward``: validate, pick the config, run the two stages
+==================  ======================================================================
+"""
+
+from __future__ import annotations
+
+from .config import (
+    TAUGHT,
+    ChunkScan,
+    Decay,
+    FastConfig,
+    Fused,
+    PlainScan,
+    Segmented,
+    SharedScan,
+    StateForm,
+    Unfused,
+    config_from_json,
+    config_to_json,
+)
+from .tuning import load_table, problem_class, ssd_config
+
+__all__ = ["TAUGHT", "ChunkScan", "Decay", "FastConfig", "Fused", "PlainScan", "Segmented", "SharedScan",
+           "StateForm", "Unfused", "config_from_json", "config_to_json", "load_table", "problem_class",
+           "ssd_config"]

@@ -1,0 +1,150 @@
+"""``ssd_forward``: the drop-in Mamba-2 SSD forward, running the tuned kernels chosen for the problem size.
+
+The same arguments, semantics and return convention as mamba_ssm's ``mamba_chunk_scan_combined`` (forward),
+and the same results as the taught three-launch ``ssd_forward_taught`` up to float32 rounding. It runs two
+stages, each picked by the :class:`~mamba2_tutorial.fast.config.FastConfig` of the problem
+(:func:`~mamba2_tutorial.fast.tuning.ssd_config`: the shipped table of the GPU, by problem class):
+
+    dt_out, dA_cumsum, chunk_init_states, final_states[, carry] = state stage   (kernels 1 and 2)
+    out                                                        = scan stage    (kernel 3)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..kernels._host import resolve_backend, strided_ok
+from ..kernels.chunk_scan import launch_chunk_scan
+from ..kernels.chunk_state import launch_chunk_state
+from ..kernels.state_passing import launch_state_passing
+from ..validation import validate_kernel_inputs
+from .config import ChunkScan, Decay, FastConfig, Fused, Segmented, SharedScan
+from .scan_chunk import launch_scan_chunk
+from .scan_shared import launch_scan_shared
+from .segments import launch_chunk_state_segments
+from .state_fused import launch_chunk_state_passing
+from .tuning import ssd_config
+
+__all__ = ["run_scan", "run_state", "ssd_forward", "ssd_stages"]
+
+_NO_LIMIT = (0.0, float("inf"))
+
+
+def uses_key_log2(cfg: FastConfig, dt_limit) -> bool:
+    """Whether the scan runs the key-log2 form: asked for, and dt >= 0 guaranteed by dt_limit's lower
+    bound."""
+    return isinstance(cfg.scan, ChunkScan) and cfg.scan.decay is Decay.KEY_LOG2 and min(dt_limit) >= 0
+
+
+def run_state(state, x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where,
+              poison=False, store_kd=False):
+    """The state stage ``state`` (Unfused, Fused or Segmented): ``(dt_out (kd with store_kd), dA_cumsum,
+    chunk_init_states in x's dtype, final_states float32, carry (Segmented) or None)``."""
+    if isinstance(state, Segmented):
+        return launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit,
+                                           initial_states, where, state.segments, poison, state.tiles,
+                                           state.occupancy, state.form, store_kd)
+    if isinstance(state, Fused):
+        return (*launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit,
+                                            initial_states, where, poison, state.tiles, state.occupancy,
+                                            state.form, store_kd), None)
+    dt_out, dA_cumsum, states = launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit,
+                                                   where, poison, state.occupancy)
+    init, final = launch_state_passing(states, dA_cumsum, initial_states, where, poison, out_dtype=x.dtype)
+    return dt_out, dA_cumsum, init, final, None
+
+
+def run_scan(scan, x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=False,
+             key_log2=False, kd_ready=False, carry=None):
+    """The scan stage ``scan`` (PlainScan, SharedScan or ChunkScan): the output (b, l, h, p) in x's dtype."""
+    if isinstance(scan, ChunkScan):
+        bf16 = scan.cb_dtype == "bfloat16" and x.dtype != torch.float32  # float32 inputs keep a float32 C Bᵀ
+        cb_dtype = torch.bfloat16 if bf16 else torch.float32
+        return launch_scan_chunk(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison,
+                                 scan.occupancy, cb_dtype, key_log2, kd_ready, scan.unroll, carry)
+    if carry is not None:
+        raise ValueError(f"a segmented state stage needs ChunkScan, got {scan!r}")
+    if isinstance(scan, SharedScan):
+        return launch_scan_shared(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison,
+                                  scan.occupancy)
+    return launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=poison)
+
+
+def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None,
+                dt_softplus=False, dt_limit=_NO_LIMIT, return_final_states=False, backend="auto",
+                config: FastConfig | None = None, _poison=False):
+    """Mamba-2 SSD forward with the tuned cuTile kernels: ``out`` or ``(out, final_states)``.
+
+    Arguments and results as ``mamba_chunk_scan_combined``: x (b, l, h, p), dt (b, l, h), A (h,), B and C
+    (b, l, g, n); optional D (h,) or (h, p), z (b, l, h, p), dt_bias (h,), initial_states (b, h, p, n).
+    out (b, l, h, p) in x's dtype; final_states (b, h, p, n) float32. x, B, C (and z) share one dtype:
+    float32, float16 or bfloat16 (mma operands; every product accumulates in float32). ``chunk_size`` (Q)
+    must be a power of two; the sequence length l is arbitrary. All arguments are checked before any kernel
+    runs. ``backend``: "auto" (the GPU when usable, else the CPU tile executor), "gpu" or "cpu".
+
+    ``config``: a :class:`~mamba2_tutorial.fast.config.FastConfig` in place of the shipped one for this size
+    (``ssd_config``); ``FastConfig()`` runs the taught kernels. ``_poison`` (tests only) fills every
+    intermediate with NaN first, so that an element no block wrote shows up in the result.
+    """
+    b, l, h, p, g, n = validate_kernel_inputs(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states,
+                                              dt_limit)
+    where = resolve_backend(backend, x)
+    cfg = config if config is not None else ssd_config(b, l, h, p, g, n, chunk_size, x.dtype, x.device)
+    x, dt, A, B, C, D, z, dt_bias, initial_states = (
+        strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
+    key_log2 = uses_key_log2(cfg, dt_limit)
+    store_kd = key_log2 and isinstance(cfg.state, Fused) and cfg.state.store_kd
+    dt_out, dA_cumsum, chunk_init_states, final_states, carry = run_state(
+        cfg.state, x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison,
+        store_kd)
+    out = run_scan(cfg.scan, x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, _poison, key_log2,
+                   store_kd, carry)
+    return (out, final_states) if return_final_states else out
+
+
+def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: FastConfig | None = None) -> dict:
+    """The launches of ``ssd_forward`` (no D, z, dt_bias, initial states) as separately callable stages, for
+    the benchmark's per-kernel breakdown.
+
+    Returns ``{stage name: callable}`` in the order ``ssd_forward`` runs them: ``"chunk_state"`` and
+    ``"state_passing"`` (Unfused), or ``"chunk_state_passing"`` (Fused and Segmented: one stage), then
+    ``"chunk_scan"`` (with ChunkScan: C Bᵀ, kd if needed, then the scan). Each stage's inputs are made once,
+    here, by running the stages before it, so each callable times its own launches alone. Also ``"chain"``
+    (``ssd_forward`` with this config, returns y) and ``"meta"``, the keyword arguments of
+    ``roofline.kernel_costs`` for these stages."""
+    b, l, h, p, g, n = validate_kernel_inputs(x, dt, A, B, C, chunk_size)
+    where = resolve_backend(backend, x)
+    cfg = config if config is not None else ssd_config(b, l, h, p, g, n, chunk_size, x.dtype, x.device)
+    x, dt, A, B, C = (strided_ok(t) for t in (x, dt, A, B, C))
+    key_log2 = uses_key_log2(cfg, _NO_LIMIT)
+    store_kd = key_log2 and isinstance(cfg.state, Fused) and cfg.state.store_kd
+    stages: dict = {}
+    if isinstance(cfg.state, Fused):
+        def state():
+            return run_state(cfg.state, x, dt, A, B, chunk_size, None, False, _NO_LIMIT, None, where,
+                             store_kd=store_kd)
+        dt_out, dA_cumsum, init, _, carry = state()
+        stages["chunk_state_passing"] = state
+        meta = {"state_bytes": 0, "init_state_bytes": init.element_size(), "fused": True}
+    else:
+        def stage1():
+            return launch_chunk_state(x, dt, A, B, chunk_size, None, False, _NO_LIMIT, where,
+                                      occupancy=cfg.state.occupancy)
+        dt_out, dA_cumsum, states = stage1()
+
+        def stage2():
+            return launch_state_passing(states, dA_cumsum, None, where, out_dtype=x.dtype)
+        init, _ = stage2()
+        carry = None
+        stages |= {"chunk_state": stage1, "state_passing": stage2}
+        meta = {"state_bytes": states.element_size(), "init_state_bytes": init.element_size()}
+
+    def scan():
+        return run_scan(cfg.scan, x, dt_out, dA_cumsum, C, B, init, None, None, where, False, key_log2,
+                        store_kd, carry)
+    stages["chunk_scan"] = scan
+
+    def chain():
+        return ssd_forward(x, dt, A, B, C, chunk_size, backend=where, config=cfg)
+
+    return stages | {"chain": chain, "meta": meta}

@@ -1,0 +1,105 @@
+"""The shared scan: the taught chunk scan's results with 2-D mmas only, C Bᵀ shared by a block's heads.
+
+Per key tile, C Bᵀ is ONE (TM, NS) @ (NS, TK) mma; then each of the block's HB heads (unrolled,
+``ct.static_iter``) applies its own decay and dt and accumulates P @ x into its own 2-D (TM, TP) float32
+accumulator. Every mma is 2-D, which compiles to wgmma on sm_90. The shipped configs run it with one head per
+block at occupancy 3 for small problems, where one launch fewer (no separate C Bᵀ kernel) matters more than
+the recomputed C Bᵀ.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import cuda.tile as ct
+import torch
+
+from ..kernels._host import LaunchPlan, allocate, cdiv, launch, placeholder
+from ..kernels.chunk_scan import chunk_scan_tiles, d_mode, store_output
+from ..kernels.chunk_state import LOG2E
+from ._scan_parts import inter_chunk_heads
+
+__all__ = ["chunk_scan_shared_kernel", "launch_scan_shared", "scan_shared_plan"]
+
+ZERO = ct.PaddingMode.ZERO
+
+
+@ct.kernel
+def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # inputs
+                             out,                                                     # output
+                             heads_per_group: int,
+                             Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
+                             TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
+                             D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
+    """``chunk_scan_kernel``'s arguments and results; grid (Q/TM · cdiv(p, TP), b · nchunks, h / HB)."""
+    pid_mp = ct.bid(0)
+    pid_bc = ct.bid(1)
+    hb = ct.bid(2)
+    nchunks = dA_cumsum.shape[2]
+    b = pid_bc // nchunks
+    c = pid_bc % nchunks
+    p_tiles = ct.cdiv(x.shape[3], TP)
+    i_m = pid_mp // p_tiles
+    i_p = pid_mp % p_tiles
+    g = (hb * HB) // heads_per_group
+    seqlen = x.shape[1]
+    m_tile = c * (Q // TM) + i_m
+
+    if m_tile * TM < seqlen:
+        C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
+        C_m = C_m.astype(x.dtype)
+        m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)
+        n_k = min(((i_m + 1) * TM) // TK, ct.cdiv(seqlen - c * Q, TK))
+        # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
+        accs, a_ms = inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p,
+                                       TM, TP, NS, HB)
+        # 2. intra-chunk: C Bᵀ once per key tile, then every head's masked, decayed P @ x
+        for kt in range(n_k):
+            k_tile = c * (Q // TK) + kt
+            B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO).reshape((TK, NS))
+            CB = ct.mma(C_m, ct.transpose(B_k.astype(x.dtype)), ct.zeros((TM, TK), dtype=ct.float32))
+            k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
+            causal = m_pos[:, None] >= k_pos[None, :]
+            new_accs = ()
+            for j in ct.static_iter(range(HB)):
+                h = hb * HB + j
+                a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
+                dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
+                x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO)
+                decay = ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0), flush_to_zero=True)
+                P = ct.where(causal, CB * decay * dt_k[None, :], 0.0)
+                new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
+            accs = new_accs
+        # 3. epilogue per head
+        for j in ct.static_iter(range(HB)):
+            store_output(accs[j], x, z, D, out, b, m_tile, hb * HB + j, i_p, TM, TP, D_MODE, HAS_Z)
+
+
+@functools.lru_cache(maxsize=256)
+def scan_shared_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype,
+                     heads: int = 1) -> LaunchPlan:
+    """Grid and tiles of :data:`chunk_scan_shared_kernel`: the taught scan's tiles, ``heads`` heads of one
+    group per block (it must divide h / g)."""
+    TM, TK, TP, NS = chunk_scan_tiles(Q, p, n, dtype)
+    if (h // g) % heads:
+        raise ValueError(f"heads per block {heads} must divide the heads per group h / g = {h // g}")
+    return LaunchPlan(((Q // TM) * cdiv(p, TP), b * cdiv(l, Q), h // heads),
+                      {"Q": Q, "TM": TM, "TK": TK, "TP": TP, "NS": NS, "HB": heads})
+
+
+def launch_scan_shared(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, poison=False,
+                       occupancy=None):
+    """Allocate the output, launch :data:`chunk_scan_shared_kernel` (one head per block); no argument
+    checks."""
+    b, l, h, p = x.shape
+    g, n = C.shape[2], C.shape[3]
+    Q = dA_cumsum.shape[3]
+    device = x.device
+    out = allocate((b, l, h, p), x.dtype, device, poison)
+    plan = scan_shared_plan(b, l, h, p, g, n, Q, x.dtype)
+    t = plan.tiles
+    args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, B,
+            chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
+            h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode(D), z is not None)
+    launch(chunk_scan_shared_kernel, plan.grid, args, backend, occupancy)
+    return out

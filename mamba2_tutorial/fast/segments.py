@@ -1,0 +1,144 @@
+"""The fused state stage by segments of the sequence: for few (batch, head) pairs and long sequences.
+
+The fused stage (``fast/state_fused.py``) walks all the chunks of one (batch, head) in one block, so its grid
+has b · h blocks. At b1-h80 that is 80 blocks for an H200's 132 SMs, each walking 128 chunks in order: 40% of
+the GPU idles while the rest runs a long sequential loop. The recurrence is linear, so the classic
+parallel-scan trick applies. Cut the chunks into segments of ``cps`` chunks each:
+
+1. ``chunk_state_segments_kernel``: one block per (state tile, batch·segment, head) walks ITS segment's chunks
+   from a zero state, exactly as the fused kernel walks all of them. Per chunk c it stores the segment-local
+   entering state L_c and the log of the decay from the segment start to chunk c, ``seg_prefix[b, h, c]``.
+   At the end, the segment's local final state ``seg_states[b, s, h]`` and its total log decay
+   ``seg_decay[b, h, s]``.
+2. ``state_passing_kernel`` (the taught kernel 2, unchanged) over the SEGMENTS instead of the chunks: it
+   carries the state across segments and gives ``carry[b, s, h]``, the true state entering segment s.
+3. The chunk scan (``fast/scan_chunk.py`` with ``HAS_CARRY``) uses the true state entering chunk c of segment
+   s = c // cps without ever forming it:
+
+       C_m @ S_cᵀ = C_m @ L_cᵀ + exp(seg_prefix[c]) · (C_m @ carry[s]ᵀ)
+
+   one more (TM, n) @ (n, TP) mma per row tile, on tiles it loads as they are.
+
+The sequential work per block shrinks from nchunks to cps chunks, and the grid grows from b · h to
+b · h · nseg blocks, for the carry's reads and one more launch.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import cuda.tile as ct
+import torch
+
+from ..kernels._host import LaunchPlan, allocate, cdiv, launch
+from ..kernels.state_passing import launch_state_passing
+from .state_fused import chunk_local_state, chunk_state_passing_tiles, state_args
+
+__all__ = ["SegmentCarry", "chunk_state_segments_kernel", "launch_chunk_state_segments", "segment_layout",
+           "segments_plan"]
+
+
+@ct.kernel
+def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                                   # inputs
+                                dt_out, dA_cumsum, chunk_init_states,                    # outputs per chunk
+                                seg_prefix, seg_states, seg_decay,                       # outputs per segment
+                                heads_per_group: int, chunks_per_segment: int, dt_min: float, dt_max: float,
+                                Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
+                                TN: ct.Constant[int], HAS_DT_BIAS: ct.Constant[bool],
+                                DT_SOFTPLUS: ct.Constant[bool], FORM: ct.Constant[int]):
+    """x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,) -> dt_out (or kd), dA_cumsum
+    (b, h, nchunks, Q) float32; chunk_init_states (b, nchunks, h, p, n), the state entering each chunk FROM
+    ITS SEGMENT'S START; seg_prefix (b, h, nchunks) float32; seg_states (b, nseg, h, p, n) float32;
+    seg_decay (b, h, nseg, 1) float32. Grid (state tiles, b · nseg, h): block (i, b·nseg + s, h) walks chunks
+    s·cps .. min((s+1)·cps, nchunks)."""
+    pid_pn = ct.bid(0)
+    pid_bs = ct.bid(1)
+    h = ct.bid(2)
+    nseg = seg_states.shape[1]
+    b = pid_bs // nseg
+    s = pid_bs % nseg
+    n_tiles = ct.cdiv(chunk_init_states.shape[4], TN)
+    i_p = pid_pn // n_tiles
+    i_n = pid_pn % n_tiles
+    g = h // heads_per_group
+    seqlen = x.shape[1]
+    nchunks = dA_cumsum.shape[2]
+    A_h = ct.load(A, (h,), shape=()).astype(ct.float32)
+    dt_bias_h = ct.load(dt_bias, (h,), shape=()).astype(ct.float32) if HAS_DT_BIAS else 0.0
+
+    S = ct.zeros((TP, TN), dtype=ct.float32)          # the segment starts from zero: stage 2 adds the carry
+    log_decay = ct.zeros((1,), dtype=ct.float32)      # sum of dA_cs[Q-1] over the segment's chunks so far
+    c0 = s * chunks_per_segment
+    c_end = min(c0 + chunks_per_segment, nchunks)
+    for c in range(c0, c_end):
+        ct.store(chunk_init_states, (b, c, h, i_p, i_n),
+                 S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
+        ct.store(seg_prefix, (b, h, c), log_decay.reshape((1, 1, 1)))
+        dA_cs_last, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n,
+                                          seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S,
+                                          FORM)
+        log_decay = log_decay + dA_cs_last
+
+    ct.store(seg_states, (b, s, h, i_p, i_n), S.reshape((1, 1, 1, TP, TN)))
+    ct.store(seg_decay, (b, h, s, 0), log_decay.reshape((1, 1, 1, 1)))
+
+
+class SegmentCarry(NamedTuple):
+    """What the scan needs to rebuild the true entering states S_c = L_c + exp(seg_prefix[c]) · carry[s]."""
+
+    carry: torch.Tensor        #: (b, nseg, h, p, n): the state entering each segment
+    seg_prefix: torch.Tensor   #: (b, h, nchunks) float32: log of the decay from the segment start to chunk c
+    chunks_per_segment: int    #: cps: chunk c is in segment c // cps
+
+
+def segment_layout(nchunks: int, segments: int) -> tuple[int, int]:
+    """(chunks per segment, segments) for cutting ``nchunks`` chunks into at most ``segments`` segments of
+    equal length (the last may be shorter); never an empty segment."""
+    if segments < 1:
+        raise ValueError(f"segments must be >= 1, got {segments}")
+    cps = cdiv(nchunks, min(segments, nchunks))
+    return cps, cdiv(nchunks, cps)
+
+
+@functools.lru_cache(maxsize=256)
+def segments_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype, segments: int,
+                  tiles: tuple = (64, 128)) -> LaunchPlan:
+    """Grid and tiles of :data:`chunk_state_segments_kernel`: one block per (state tile, batch·segment, head);
+    the tiles are the fused kernel's. ``tiles["cps"]`` and ``tiles["nseg"]``: the segment layout."""
+    TK, TP, TN = chunk_state_passing_tiles(Q, p, n, dtype, tiles)
+    cps, nseg = segment_layout(cdiv(l, Q), segments)
+    return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b * nseg, h),
+                      {"Q": Q, "TK": TK, "TP": TP, "TN": TN, "cps": cps, "nseg": nseg})
+
+
+def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
+                                backend, segments, poison=False, tiles=(64, 128), occupancy=None,
+                                form=0, store_kd=False):
+    """Both launches of the segmented state stage (no argument checks): the segments kernel, then
+    state_passing over the segments. Returns ``(dt_out (or kd), dA_cumsum, chunk_init_states, final_states,
+    carry)``: chunk_init_states segment-local in x's dtype, ``carry`` a :class:`SegmentCarry` for the scan
+    (its states in x's dtype), final_states float32."""
+    b, l, h, p = x.shape
+    n = B.shape[3]
+    Q = chunk_size
+    nchunks = cdiv(l, Q)
+    device = x.device
+    plan = segments_plan(b, l, h, p, n, Q, x.dtype, segments, tiles)
+    t = plan.tiles
+    nseg = t["nseg"]
+    dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
+    dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
+    chunk_init_states = allocate((b, nchunks, h, p, n), x.dtype, device, poison)
+    seg_prefix = allocate((b, h, nchunks), torch.float32, device, poison)
+    seg_states = allocate((b, nseg, h, p, n), torch.float32, device, poison)
+    seg_decay = allocate((b, h, nseg, 1), torch.float32, device, poison)
+    inputs, scalars, flags, FORM = state_args(x, dt, A, B, dt_bias, dt_softplus, dt_limit, form, store_kd)
+    hpg, dt_min, dt_max = scalars
+    args = (*inputs, dt_out, dA_cumsum, chunk_init_states, seg_prefix, seg_states, seg_decay,
+            hpg, t["cps"], dt_min, dt_max, Q, t["TK"], t["TP"], t["TN"], *flags, FORM)
+    launch(chunk_state_segments_kernel, plan.grid, args, backend, occupancy)
+    # kernel 2 over the segments: seg_decay's only entry per segment is its total decay (a "chunk" of 1)
+    carry, final_states = launch_state_passing(seg_states, seg_decay, initial_states, backend, poison,
+                                               out_dtype=chunk_init_states.dtype)
+    return dt_out, dA_cumsum, chunk_init_states, final_states, SegmentCarry(carry, seg_prefix, t["cps"])

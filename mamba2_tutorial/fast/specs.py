@@ -1,0 +1,93 @@
+"""The fast path's kernels as compile specs: exactly what the shipped configs launch.
+
+For every problem class of every shipped tuning table, a small problem of that class (its dtype and chunk
+size, the layout's p, n and length) runs ``ssd_forward`` with the class's config through the launch recorder
+(``kernels._host._RECORDER``): nothing executes, and each launch's kernel, compiler hint, grid and arguments
+are kept. Distinct (kernel, hint, argument signature) launches become :class:`KernelSpec` entries, so that
+``python -m mamba2_tutorial compile`` compiles what a user can launch, and nothing no config runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import torch
+
+from ..kernels import _host
+from ..kernels.spec import KernelSpec
+from .config import Segmented
+from .tuning import load_table, segments_for, table_names
+
+__all__ = ["SPECS", "shipped_specs"]
+
+
+def _problem(key: str) -> dict:
+    """A small problem of class ``key`` ("dtype/size/layout/q..."): sizes that make the layout what it says,
+    with every optional input (D, z, dt_bias with softplus), as a Mamba-2 layer passes them."""
+    dtype_name, _size, layout, q = key.split("/")
+    Q = 128 if q == "q<=128" else 256
+    b, h, p, n = (1, 8, 64, 128) if layout == "long" else (2, 8, 128 if layout == "wide" else 64, 128)
+    nchunks = 32 if layout == "long" else 3
+    l = nchunks * Q - Q // 2                                           # a ragged last chunk
+    dtype = getattr(torch, dtype_name)
+    gen = torch.Generator().manual_seed(0)
+    return dict(x=torch.randn(b, l, h, p, generator=gen).to(dtype), dt=torch.rand(b, l, h, generator=gen),
+                A=-torch.rand(h, generator=gen), B=torch.randn(b, l, 1, n, generator=gen).to(dtype),
+                C=torch.randn(b, l, 1, n, generator=gen).to(dtype), chunk_size=Q,
+                D=torch.randn(h, generator=gen), z=torch.randn(b, l, h, p, generator=gen).to(dtype),
+                dt_bias=torch.randn(h, generator=gen), dt_softplus=True)
+
+
+def _signature(args) -> tuple:
+    """What a compile is specialized on, roughly: each tensor's dtype and rank, each constant's value."""
+    return tuple((a.dtype, a.dim()) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_specs() -> tuple[KernelSpec, ...]:
+    """One spec per distinct launch of the shipped configs (see the module docstring), in a stable order."""
+    from .forward import ssd_forward
+
+    specs: dict = {}
+    for table_name in table_names():
+        table = load_table(table_name)
+        for key in sorted(table.classes):
+            cfg = table.config(key)
+            inp = _problem(key)
+            if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
+                b, l, h = inp["x"].shape[:3]
+                segments = segments_for(b, h, -(-l // inp["chunk_size"]), table)
+                cfg = dataclasses.replace(cfg, state=dataclasses.replace(cfg.state, segments=segments))
+            launches: list = []
+            previous = _host._RECORDER
+            _host._RECORDER = lambda kernel, grid, args, seen=launches: seen.append((kernel, grid, args))
+            try:
+                ssd_forward(**inp, backend="cpu", config=cfg)
+            finally:
+                _host._RECORDER = previous
+            for kernel, grid, args in launches:
+                base = kernel._pyfunc.__name__
+                ident = (base, id(kernel), _signature(args))
+                if ident in specs:
+                    continue
+                where = key.replace("/", ".").replace("<=", "le").replace(">=", "ge")
+                name = f"fast.{table_name}.{where}.{base}"
+                specs[ident] = KernelSpec(name, kernel, lambda grid=grid, args=args: (grid, args))
+    return tuple(specs.values())
+
+
+class _LazySpecs:
+    """``SPECS`` for :func:`mamba2_tutorial.kernels.all_kernel_specs`, built on first use."""
+
+    def __iter__(self):
+        return iter(shipped_specs())
+
+    def __len__(self):
+        return len(shipped_specs())
+
+    def __bool__(self):
+        return True
+
+
+SPECS = _LazySpecs()

@@ -1,0 +1,152 @@
+"""The shipped tuning tables: which :class:`~mamba2_tutorial.fast.config.FastConfig` runs for which GPU and
+problem size.
+
+A table is a JSON file in ``mamba2_tutorial/data/configs/`` (``h200.json``: measured on an NVIDIA H200). It
+names a few configs and maps every **problem class** to one of them. A problem's class is four words:
+
+- dtype: ``bfloat16`` or ``float16`` (float32 runs the taught kernels: no float32 config has been tuned);
+- size: ``large`` when b·l·h >= ``rules.large_work``, else ``small`` (small problems are host-bound: one
+  launch fewer matters more than the arithmetic);
+- layout: ``wide`` when the state is more than one 64 x 128 tile (p > 64 or n > 128); ``long`` when there are
+  fewer (batch, head) pairs than SMs and at least ``rules.long_loop_chunks`` chunks (a state stage of one
+  block per pair would leave SMs idle through a long sequential loop); else ``one-tile``;
+- chunk size: ``q<=128`` or ``q>=256``.
+
+A :class:`~mamba2_tutorial.fast.config.Segmented` stage with ``segments`` None gets
+:func:`segments_for`'s count: the smallest power of two giving ``rules.segment_waves`` blocks per SM, with at
+least ``rules.min_segment_chunks`` chunks per segment.
+
+On a GPU the table whose ``gpu`` is the device's name is used; where none matches (and on the CPU
+executor) the H200's, the only GPU the configs were measured on. Configs change speed, never results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from dataclasses import dataclass
+from importlib import resources
+
+import torch
+
+from .config import FastConfig, Segmented, config_from_json
+
+__all__ = ["DEFAULT_TABLE", "TuningTable", "load_table", "problem_class", "segments_for", "ssd_config",
+           "table_for_device", "table_names"]
+
+#: the table used where no table names the GPU (and on the CPU executor)
+DEFAULT_TABLE = "h200"
+_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+@dataclass(frozen=True)
+class TuningTable:
+    """One GPU's table: its name, SM count, the class rules and the config of every problem class."""
+
+    name: str                         # file stem, e.g. "h200"
+    gpu: str                          # torch.cuda.get_device_name() of the GPU it was measured on
+    sms: int
+    large_work: int
+    long_loop_chunks: int
+    segment_waves: int
+    min_segment_chunks: int
+    configs: dict                     # config name -> FastConfig
+    classes: dict                     # problem class -> config name
+
+    def config(self, key: str) -> FastConfig:
+        return self.configs[self.classes[key]]
+
+
+def table_names() -> list[str]:
+    """The stems of the shipped tables (``data/configs/*.json``)."""
+    folder = resources.files("mamba2_tutorial") / "data" / "configs"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def _all_classes() -> list[str]:
+    return [f"{d}/{s}/{lay}/{q}" for d in _DTYPES.values() for s in ("large", "small")
+            for lay in ("one-tile", "long", "wide") for q in ("q<=128", "q>=256")]
+
+
+@functools.lru_cache(maxsize=8)
+def load_table(name: str = DEFAULT_TABLE) -> TuningTable:
+    """Read and check ``data/configs/<name>.json``: every config valid, every problem class mapped to a named
+    config, every named config used."""
+    path = resources.files("mamba2_tutorial") / "data" / "configs" / f"{name}.json"
+    if not path.is_file():
+        raise ValueError(f"no tuning table {name!r}; the shipped ones are {table_names()}")
+    raw = json.loads(path.read_text())
+    where = f"tuning table {name}.json"
+    configs = {}
+    for cname, value in raw["configs"].items():
+        try:
+            configs[cname] = config_from_json(value)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{where}: config {cname!r}: {e}") from None
+    classes = dict(raw["classes"])
+    missing = sorted(set(_all_classes()) - set(classes))
+    unknown = sorted(set(classes) - set(_all_classes()))
+    if missing or unknown:
+        raise ValueError(f"{where}: classes missing {missing}, unknown {unknown}")
+    dangling = sorted({v for v in classes.values() if v not in configs})
+    unused = sorted(set(configs) - set(classes.values()))
+    if dangling or unused:
+        raise ValueError(f"{where}: classes name configs it does not define {dangling}; configs no class "
+                         f"uses {unused}")
+    rules = raw["rules"]
+    return TuningTable(name, raw["gpu"], int(raw["sms"]), int(rules["large_work"]),
+                       int(rules["long_loop_chunks"]), int(rules["segment_waves"]),
+                       int(rules["min_segment_chunks"]), configs, classes)
+
+
+@functools.lru_cache(maxsize=8)
+def table_for_device(device: torch.device) -> TuningTable:
+    """The table measured on this GPU (by its name), else :data:`DEFAULT_TABLE`'s."""
+    if device.type == "cuda":
+        gpu = torch.cuda.get_device_name(device)
+        for name in table_names():
+            if load_table(name).gpu == gpu:
+                return load_table(name)
+    return load_table(DEFAULT_TABLE)
+
+
+def problem_class(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
+                  table: TuningTable) -> str | None:
+    """The problem's class (see the module docstring), or None for a dtype no table covers (float32)."""
+    if dtype not in _DTYPES:
+        return None
+    size = "large" if b * l * h >= table.large_work else "small"
+    nchunks = -(-l // Q)
+    if p > 64 or n > 128:
+        layout = "wide"
+    elif b * h < table.sms and nchunks >= table.long_loop_chunks:
+        layout = "long"
+    else:
+        layout = "one-tile"
+    return f"{_DTYPES[dtype]}/{size}/{layout}/{'q<=128' if Q <= 128 else 'q>=256'}"
+
+
+def segments_for(b: int, h: int, nchunks: int, table: TuningTable) -> int:
+    """Segments of a segmented state stage: the smallest power of two with b·h·segments >=
+    segment_waves·SMs blocks, keeping at least min_segment_chunks chunks per segment (at least 2)."""
+    segments = 2
+    while (b * h * segments < table.segment_waves * table.sms
+           and nchunks // (2 * segments) >= table.min_segment_chunks):
+        segments *= 2
+    return segments
+
+
+def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype,
+               device: torch.device | str = "cpu") -> FastConfig:
+    """The config ``ssd_forward`` runs for this problem on ``device``: the table's config of its class, with a
+    segmented stage's segment count filled in; :data:`~mamba2_tutorial.fast.config.TAUGHT` for float32."""
+    table = table_for_device(torch.device(device))
+    key = problem_class(b, l, h, p, n, Q, dtype, table)
+    if key is None:
+        return FastConfig()
+    cfg = table.config(key)
+    if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
+        state = dataclasses.replace(cfg.state, segments=segments_for(b, h, -(-l // Q), table))
+        cfg = dataclasses.replace(cfg, state=state)
+    return cfg

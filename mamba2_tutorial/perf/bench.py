@@ -1,0 +1,847 @@
+"""The benchmark: our cuTile ``ssd_forward`` against mamba_ssm's Triton path, fla and PyTorch, on one GPU.
+
+``python -m mamba2_tutorial bench [--shapes NAME ...] [--dtype bf16] [--out FILE.json] [--plot FILE.png]
+[--warmup MS] [--rep MS]`` runs, for every shape, in one process:
+
+1. inputs from ``make_inputs`` (x, dt, A, B, C; no D, z or dt_bias, because fla's ``chunk_simple_gla``
+computes
+   only the core SSD: q = C, k = B, v = dt·x, g = dt·A, scale 1, B and C expanded to heads);
+2. the float64 reference ``ssd_chunked`` on the same (upcast) inputs, on the GPU;
+3. every implementation that imports, once, checked against the reference (relative L2 error, a gate per
+dtype):
+   an implementation whose output is wrong is reported and NOT timed;
+4. the timings: median device time per call with CUDA events after warm-up, the L2 cache flushed before every
+call
+   (``mamba2_tutorial.perf.timing.time_cuda``); our three kernels are also timed one at a time;
+5. the roofline floor from counted FLOPs and bytes (``mamba2_tutorial.perf.roofline``) and the measured
+   ceilings.
+
+Then a seqlen sweep (time against length), the launch/host overhead at a small shape (eager against CUDA-graph
+replay), a printed table and, with ``--out``, the JSON that is shipped as ``data/benchmarks/h200.json``
+(schema in ``mamba2_tutorial.perf.results``). The ``--out`` file is rewritten after every shape (and after
+the sweep and the overhead sections) with ``"complete": false``, so a run killed part-way keeps its
+measurements; the final write sets ``"complete": true``.
+
+What is timed for each implementation is one forward call on prepared inputs: fla's inputs (C and B expanded
+to heads, v = dt·x, g = dt·A) are prepared once, outside the timed region — a small advantage to fla.
+
+The harness takes its timer and its implementations as arguments, so the tests run it on a CPU with fake
+timers and deliberately wrong implementations; performance is measured only by this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import math
+import re
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import roofline
+from .results import IMPLS, SCHEMA_VERSION, format_overhead, format_table, stages_of
+
+DEFAULT_SHAPES = ("b8-l4096-h80", "b1-l32768-h80", "b4-l2048-h24", "b2-l8192-h128-g8")
+SWEEP_BASE = dict(batch=4, nheads=24, headdim=64, ngroups=1, dstate=128, chunk_size=256)
+SWEEP_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
+OVERHEAD_SHAPE = dict(batch=1, seqlen=256, nheads=8, headdim=64, ngroups=1, dstate=128, chunk_size=64)
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+# Relative L2 error above which an output is rejected (METHOD: bf16 operands land between 1e-3 and 1e-2;
+# float32 far under 1e-3, tf32 near 3e-4).
+REL_ERR_GATE = {torch.bfloat16: 2e-2, torch.float16: 5e-3, torch.float32: 2e-3, torch.float64: 1e-10}
+
+
+class IncorrectOutput(AssertionError):
+    """An implementation's output does not match the float64 reference (``rel_err``: its error, or None)."""
+
+    def __init__(self, message: str, rel_err: float | None = None):
+        super().__init__(message)
+        self.rel_err = rel_err if rel_err is not None and math.isfinite(rel_err) else None
+
+
+# ----------------------------------------------------------------------------------------------------
+# implementations: each prepares (untimed) from the input dict and returns a zero-argument forward call
+
+Forward = Callable[[], torch.Tensor]
+
+
+@dataclass
+class Impl:
+    """A benchmarked implementation: ``prepare(inputs, chunk_size) -> forward`` where ``forward()`` returns
+    y."""
+
+    name: str
+    prepare: Callable[[Mapping[str, torch.Tensor], int], Forward]
+    kernels: Callable[[Mapping[str, torch.Tensor], int], dict[str, Forward]] | None = None
+    #: the launch configuration it runs these inputs with (recorded as the shape's ``cutile_config``)
+    config: Callable[[Mapping[str, torch.Tensor], int], dict] | None = None
+
+
+def _first(out):
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def _make_cutile(backend: str = "gpu", configs: Mapping[tuple, object] | None = None) -> Impl:
+    """Our ``ssd_forward`` (``backend="cpu"``, the tile executor, only to test the wiring on a CPU).
+
+    ``configs``: :class:`~mamba2_tutorial.fast.config.FastConfig` by problem size ``(b, l, h, p, g, n, Q)``,
+    in place of what ``ssd_config`` picks for those sizes (``--configs``: a candidate config, measured side
+    by side with the baselines before it goes into a tuning table)."""
+    from ..fast.config import config_to_json
+    from ..fast.forward import ssd_forward
+    from ..fast.tuning import ssd_config
+
+    def pick(inp, Q):
+        x, B = inp["x"], inp["B"]
+        dims = (*x.shape, *B.shape[2:], Q)
+        b, l, h, p, g, n, _ = dims
+        return (configs or {}).get(dims) or ssd_config(b, l, h, p, g, n, Q, x.dtype, x.device)
+
+    def prepare(inp, Q):
+        x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
+        cfg = pick(inp, Q)
+        return lambda: _first(ssd_forward(x, dt, A, B, C, Q, backend=backend, config=cfg))
+
+    return Impl("cutile", prepare, kernels=lambda inp, Q: _cutile_kernels(inp, Q, backend, pick(inp, Q)),
+                config=lambda inp, Q: config_to_json(pick(inp, Q)))
+
+
+def _make_taught(backend: str = "gpu") -> Impl:
+    """The three taught kernels, one launch each (``ssd_forward_taught``): what the tuning bought."""
+    from ..kernels.forward import ssd_forward_taught
+
+    def prepare(inp, Q):
+        x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
+        return lambda: _first(ssd_forward_taught(x, dt, A, B, C, Q, backend=backend))
+
+    return Impl("taught", prepare)
+
+
+def _cutile_kernels(inp, Q, backend: str = "gpu", config=None) -> dict[str, Forward]:
+    """Our kernels as separate calls on their real inputs, exactly as ``ssd_forward`` launches them for this
+    size (``mamba2_tutorial.fast.forward.ssd_stages``; each stage's input made once by the one before): the
+    three kernels, or ``chunk_state_passing`` and ``chunk_scan`` when this size's config fuses the first two.
+
+    "chain" runs them in order and returns y, so the harness can check the chain too; "meta" holds the
+    element sizes of the chunk states and entering states and whether the first two are fused, for the
+    kernels' roofline floors.
+    """
+    from ..fast.forward import ssd_stages
+
+    x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
+    return ssd_stages(x, dt, A, B, C, Q, backend=backend, config=config)
+
+
+def import_mamba_chunk_scan_combined():
+    """``mamba_ssm.ops.triton.ssd_combined.mamba_chunk_scan_combined``, importable without mamba_ssm's CUDA
+    build.
+
+    mamba_ssm 2.3.2.post1 imports its CUDA extension ``selective_scan_cuda`` (and transformers) at package
+    import. Only the Triton path is used here, so: (1) try a plain import; (2) put an empty
+    ``selective_scan_cuda`` module in ``sys.modules`` if none exists and retry; (3) stand in for the package
+    ``__init__`` with an empty package module whose ``__path__`` is mamba_ssm's folder, so only the Triton
+    files are imported.
+    """
+    target = "mamba_ssm.ops.triton.ssd_combined"
+    try:
+        return importlib.import_module(target).mamba_chunk_scan_combined
+    except Exception as exc:  # noqa: BLE001 - any import-time failure; the fallbacks follow
+        first = exc
+    if "selective_scan_cuda" not in sys.modules and importlib.util.find_spec("selective_scan_cuda") is None:
+        sys.modules["selective_scan_cuda"] = types.ModuleType("selective_scan_cuda")
+        try:
+            return importlib.import_module(target).mamba_chunk_scan_combined
+        except Exception:  # noqa: BLE001
+            pass
+    spec = importlib.util.find_spec("mamba_ssm")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"mamba_ssm is not installed ({first})") from first
+    for name in [m for m in sys.modules if m == "mamba_ssm" or m.startswith("mamba_ssm.")]:
+        del sys.modules[name]
+    pkg = importlib.util.module_from_spec(spec)  # __path__, __file__ and __spec__ set; __init__ NOT executed
+    sys.modules["mamba_ssm"] = pkg
+    return importlib.import_module(target).mamba_chunk_scan_combined
+
+
+def _make_mamba() -> Impl:
+    fn = import_mamba_chunk_scan_combined()
+
+    def prepare(inp, Q):
+        x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
+        return lambda: _first(fn(x, dt, A, B, C, Q))
+
+    return Impl("mamba_ssm", prepare)
+
+
+def fla_inputs(inp: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The SSD as simple GLA: q = C, k = B (both expanded from groups to heads), v = dt·x, g = dt·A, all (b,
+    l, h, .).
+
+    Head i uses group i // (h/g), as in mamba_ssm. v is rounded to x's dtype; g is float32.
+    """
+    x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
+    h, g = x.shape[2], B.shape[2]
+    rep = h // g
+    q = C.repeat_interleave(rep, dim=2).contiguous()
+    k = B.repeat_interleave(rep, dim=2).contiguous()
+    v = (x.float() * dt.float()[..., None]).to(x.dtype).contiguous()
+    gate = (dt.float() * A.float()).contiguous()
+    return {"q": q, "k": k, "v": v, "g": gate}
+
+
+def _make_fla() -> Impl:
+    from fla.ops.simple_gla import chunk_simple_gla
+
+    def prepare(inp, Q):
+        f = fla_inputs(inp)
+        return lambda: _first(chunk_simple_gla(q=f["q"], k=f["k"], v=f["v"], g=f["g"], scale=1.0))
+
+    return Impl("fla", prepare)
+
+
+def _make_torch() -> Impl:
+    from ..reference import ssd_chunked
+
+    def prepare(inp, Q):
+        x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
+        return lambda: ssd_chunked(x, dt, A, B, C, Q)
+
+    return Impl("torch", prepare)
+
+
+FACTORIES = {"cutile": _make_cutile, "taught": _make_taught, "mamba_ssm": _make_mamba, "fla": _make_fla,
+             "torch": _make_torch}
+
+
+def load_implementations(names: Sequence[str] = IMPLS) -> tuple[dict[str, Impl], dict[str, str]]:
+    """The implementations that import here, and for the others why not."""
+    impls, missing = {}, {}
+    for name in names:
+        if name not in FACTORIES:
+            raise ValueError(f"unknown implementation {name!r}; choose from {list(FACTORIES)}")
+        try:
+            impls[name] = FACTORIES[name]()
+        except Exception as exc:  # noqa: BLE001 - report, never crash the whole run
+            missing[name] = f"did not import: {type(exc).__name__}: {exc}"
+    return impls, missing
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of torch, cuda-tile, triton, mamba_ssm and fla (None where absent)."""
+
+    def dist(*names):
+        for n in names:
+            try:
+                return importlib.metadata.version(n)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+
+    def from_init(pkg):
+        try:
+            spec = importlib.util.find_spec(pkg)
+        except (ImportError, ValueError):
+            return None
+        if spec is None or spec.origin is None:
+            return None
+        m = re.search(
+            r"""__version__\s*=\s*["']([^"']+)["']""", Path(spec.origin).read_text(errors="replace")
+        )
+        return m.group(1) if m else None
+
+    return {
+        "torch": torch.__version__,
+        "cuda_tile": dist("cuda-tile", "cuda_tile"),
+        "triton": dist("triton"),
+        "mamba_ssm": dist("mamba-ssm", "mamba_ssm") or from_init("mamba_ssm"),
+        "fla": dist("fla-core", "flash-linear-attention") or from_init("fla"),
+    }
+
+
+# ----------------------------------------------------------------------------------------------------
+# correctness gate
+
+
+def rel_err_gate(dtype: torch.dtype) -> float:
+    if dtype not in REL_ERR_GATE:
+        raise ValueError(f"no relative-error gate for dtype {dtype}; known: {list(REL_ERR_GATE)}")
+    return REL_ERR_GATE[dtype]
+
+
+def check_output(name: str, y: torch.Tensor, y_ref: torch.Tensor, *, gate: float) -> float:
+    """Relative L2 error of ``y`` against ``y_ref``; raise IncorrectOutput if it is not finite or above
+    ``gate``."""
+    from ..checks import relative_error
+
+    if not isinstance(y, torch.Tensor):
+        raise IncorrectOutput(
+            f"{name}: returned {type(y).__name__}, expected a tensor of shape {tuple(y_ref.shape)}"
+        )
+    if tuple(y.shape) != tuple(y_ref.shape):
+        raise IncorrectOutput(f"{name}: output shape {tuple(y.shape)}, expected {tuple(y_ref.shape)}")
+    err = float(relative_error(y, y_ref))
+    if not math.isfinite(err) or err > gate:
+        raise IncorrectOutput(
+            f"{name}: relative L2 error {err:.3e} vs the float64 reference exceeds {gate:.0e}", rel_err=err
+        )
+    return err
+
+
+def _poison_allocator(shape, dtype: torch.dtype, device) -> None:
+    """Leave a freed block of the output's size full of NaN in the caching allocator, so an output element
+    that an implementation forgets to write reads NaN, not a previous implementation's correct result."""
+    torch.empty(shape, dtype=dtype, device=device).fill_(float("nan"))
+
+
+# ----------------------------------------------------------------------------------------------------
+# the harness
+
+Timer = Callable[..., float]  # timer(fn, label=str) -> median ms
+
+
+def cuda_timer(warmup_ms: float = 25.0, rep_ms: float = 100.0) -> Timer:
+    from .timing import time_cuda
+
+    return lambda fn, label="": time_cuda(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+
+
+class _Progress:
+    """tqdm if it is installed, else a line per step on stderr."""
+
+    def __init__(self, total: int, desc: str, enabled: bool = True):
+        self.bar = None
+        self.enabled = enabled
+        self.total, self.done, self.desc = total, 0, desc
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=total, desc=desc, file=sys.stderr)
+            except ImportError:
+                self.bar = None
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.set_postfix_str(what, refresh=False)
+            self.bar.update(1)
+        else:
+            print(f"[{self.desc} {self.done}/{self.total}] {what}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@dataclass
+class ShapeSpec:
+    """One benchmark problem: a name and its dims."""
+
+    name: str
+    dims: roofline.Dims
+    extra: dict = field(default_factory=dict)
+
+
+def shape_spec(shape) -> ShapeSpec:
+    """From an ``SSDShape`` preset (or anything ``roofline.dims_of`` accepts plus a ``name``)."""
+    d = roofline.dims_of(shape)
+    name = getattr(shape, "name", None) or (shape.get("name") if isinstance(shape, Mapping) else None)
+    return ShapeSpec(name or f"b{d.b}-l{d.l}-h{d.h}-g{d.g}-Q{d.Q}", d)
+
+
+def _make_inputs(spec: ShapeSpec, *, dtype, device, seed) -> dict[str, torch.Tensor]:
+    from ..inputs import SSDShape, make_inputs
+
+    d = spec.dims
+    shape = SSDShape(
+        batch=d.b,
+        seqlen=d.l,
+        nheads=d.h,
+        headdim=d.p,
+        ngroups=d.g,
+        dstate=d.n,
+        chunk_size=d.Q,
+        name=spec.name,
+    )
+    inp = make_inputs(shape, seed=seed, dtype=dtype, device=device, D=False)
+    return {k: inp[k] for k in ("x", "dt", "A", "B", "C")}
+
+
+def _reference(inp: Mapping[str, torch.Tensor], Q: int) -> torch.Tensor:
+    from ..reference import ssd_chunked
+
+    d64 = {k: v.to(torch.float64) for k, v in inp.items()}
+    return _first(ssd_chunked(d64["x"], d64["dt"], d64["A"], d64["B"], d64["C"], Q))
+
+
+def _elem(t: torch.Tensor) -> int:
+    return t.element_size()
+
+
+def bench_shape(
+    spec: ShapeSpec,
+    impls: Mapping[str, Impl],
+    *,
+    dtype: torch.dtype,
+    device: str,
+    timer: Timer,
+    ceilings: roofline.Ceilings,
+    missing: Mapping[str, str] | None = None,
+    seed: int = 0,
+    kernels: bool = True,
+    progress: _Progress | None = None,
+    inputs: Mapping[str, torch.Tensor] | None = None,
+) -> dict:
+    """Check, then time, every implementation on one shape; return its record (schema in bench_results)."""
+    d = spec.dims
+    inp = dict(inputs) if inputs is not None else _make_inputs(spec, dtype=dtype, device=device, seed=seed)
+    gate = rel_err_gate(inp["x"].dtype)
+    ms: dict[str, float | None] = {k: None for k in IMPLS}
+    rel: dict[str, float | None] = {k: None for k in IMPLS}
+    errors: dict[str, str] = {k: v for k, v in (missing or {}).items() if k in IMPLS}
+    for k in IMPLS:
+        if k not in impls and k not in errors:
+            errors[k] = "not selected"
+
+    y_ref = _reference(inp, d.Q)
+    forwards: dict[str, Forward] = {}
+    kernel_fns: dict[str, Forward] | None = None
+    kernel_meta: dict = {}
+    for name, impl in impls.items():
+        try:
+            fwd = impl.prepare(inp, d.Q)
+            _poison_allocator(y_ref.shape, inp["x"].dtype, y_ref.device)
+            rel[name] = check_output(name, fwd(), y_ref, gate=gate)
+            forwards[name] = fwd
+            if kernels and impl.kernels is not None:
+                try:
+                    kernel_fns = impl.kernels(inp, d.Q)
+                    kernel_meta = kernel_fns.pop("meta", {})
+                    check_output(f"{name} kernels one by one", kernel_fns.pop("chain")(), y_ref, gate=gate)
+                except Exception as exc:  # noqa: BLE001
+                    kernel_fns = None
+                    errors[f"{name}_kernels"] = f"{type(exc).__name__}: {exc}"
+        except IncorrectOutput as exc:
+            errors[name] = f"failed the correctness check: {exc}"
+            rel[name] = exc.rel_err
+        except Exception as exc:  # noqa: BLE001 - an implementation that crashes is reported, not fatal
+            errors[name] = f"raised {type(exc).__name__}: {exc}"
+        if progress:
+            progress.step(f"{spec.name} check {name}")
+    del y_ref
+
+    for name, fwd in forwards.items():
+        try:
+            ms[name] = float(timer(fwd, label=f"{spec.name}/{name}"))
+        except Exception as exc:  # noqa: BLE001
+            errors[name] = f"timing raised {type(exc).__name__}: {exc}"
+        if progress:
+            progress.step(f"{spec.name} time {name}")
+    kernel_ms = None
+    if kernel_fns is not None:
+        try:
+            kernel_ms = {k: float(timer(kernel_fns[k], label=f"{spec.name}/kernel/{k}"))
+                         for k in stages_of(kernel_fns)}
+        except Exception as exc:  # noqa: BLE001
+            errors["cutile_kernels"] = f"timing raised {type(exc).__name__}: {exc}"
+
+    cost_kw = dict(io_bytes=_elem(inp["x"]), dt_bytes=_elem(inp["dt"]))
+    fwd_cost = roofline.forward_cost(d, **cost_kw)
+    rec = {
+        "name": spec.name,
+        "dims": d.as_dict(),
+        "dtype": str(inp["x"].dtype).replace("torch.", ""),
+        "ms": ms,
+        "rel_err": rel,
+        "errors": {k: v for k, v in errors.items() if k in IMPLS and ms.get(k) is None}
+        | {k: v for k, v in errors.items() if k not in IMPLS},
+        "floor_ms": fwd_cost.floor_ms(ceilings),
+        "flops": fwd_cost.flops,
+        "bytes": fwd_cost.bytes,
+        "bound": fwd_cost.bound(ceilings),
+        "kernel_floor_ms": roofline.kernel_floors_ms(d, ceilings, **cost_kw, **kernel_meta),
+    }
+    if kernel_ms is not None:
+        rec["cutile_kernels_ms"] = kernel_ms
+    cutile = impls.get("cutile")
+    if cutile is not None and cutile.config is not None:
+        rec["cutile_config"] = cutile.config(inp, d.Q)
+    return rec
+
+
+def _bench_shape_or_record_failure(spec: ShapeSpec, impls, **kwargs) -> dict:
+    """``bench_shape``, but a failure outside the implementations (inputs, the reference: out of memory, say)
+    becomes a record with no times and the reason, so one bad shape does not lose the whole run."""
+    try:
+        rec = bench_shape(spec, impls, **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        reason = f"shape failed before timing: {type(exc).__name__}: {exc}"
+        print(f"bench: {spec.name}: {reason}", file=sys.stderr)
+        rec = {
+            "name": spec.name,
+            "dims": spec.dims.as_dict(),
+            "dtype": str(kwargs["dtype"]).replace("torch.", ""),
+            "ms": dict.fromkeys(IMPLS),
+            "rel_err": dict.fromkeys(IMPLS),
+            "errors": dict.fromkeys(IMPLS, reason),
+            "floor_ms": roofline.floor_ms(spec.dims, kwargs["ceilings"]),
+        }
+    if str(kwargs.get("device", "")).startswith("cuda"):
+        torch.cuda.empty_cache()
+    return rec
+
+
+def measure_overhead(
+    spec: ShapeSpec, impls: Mapping[str, Impl], *, dtype, device: str, timer: Timer, seed: int = 0
+) -> dict:
+    """Launch and host overhead at a small shape, per implementation: device time (events), host time to issue
+    one call, back-to-back time per call, and CUDA-graph replay time per call (None where capture fails)."""
+    from .timing import capture_graph, time_host
+
+    inp = _make_inputs(spec, dtype=dtype, device=device, seed=seed)
+    y_ref = _reference(inp, spec.dims.Q)
+    gate = rel_err_gate(inp["x"].dtype)
+    rows: dict[str, dict] = {}
+    for name, impl in impls.items():
+        row: dict = {"event_ms": None, "host_us": None, "loop_us": None, "graph_us": None}
+        try:
+            fwd = impl.prepare(inp, spec.dims.Q)
+            check_output(name, fwd(), y_ref, gate=gate)
+            row["event_ms"] = float(timer(fwd, label=f"overhead/{name}"))
+            ht = time_host(fwd)
+            row["host_us"], row["loop_us"] = ht.host_us, ht.loop_us
+            try:
+                replay = capture_graph(fwd)
+                row["graph_us"] = time_host(replay).loop_us
+            except Exception as exc:  # noqa: BLE001
+                row["graph_error"] = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        rows[name] = row
+    return {"name": spec.name, "dims": spec.dims.as_dict(), "impls": rows}
+
+
+def run_benchmark(
+    shapes: Sequence[ShapeSpec],
+    *,
+    impl_names: Sequence[str] = IMPLS,
+    impls: Mapping[str, Impl] | None = None,
+    dtype: torch.dtype = torch.bfloat16,
+    device: str = "cuda",
+    timer: Timer | None = None,
+    ceilings: roofline.Ceilings | None = None,
+    sweep: Sequence[ShapeSpec] = (),
+    overhead: ShapeSpec | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    device_name: str | None = None,
+    settings: Mapping | None = None,
+    checkpoint: Callable[[dict], None] | None = None,
+    cutile_configs: Mapping[tuple, object] | None = None,
+) -> dict:
+    """Run the whole benchmark and return the results object (schema in ``mamba2_tutorial.perf.results``).
+
+    ``checkpoint(results)``, if given, is called after every shape, after the sweep and after the overhead
+    section with what has been measured so far (a schema-valid object with ``"complete": false``), so a run
+    killed part-way keeps its measurements (``results_writer(path)`` writes them to a file).
+    ``cutile_configs``: our configs by problem size, in place of ``ssd_config``'s (``_make_cutile``).
+    """
+    if impls is None:
+        impls, missing = load_implementations(impl_names)
+        if cutile_configs and "cutile" in impls:
+            impls["cutile"] = _make_cutile(configs=cutile_configs)
+    else:
+        missing = {}
+    timer = timer or cuda_timer()
+    ceilings = ceilings or roofline.H200_CEILINGS
+    if device_name is None:
+        device_name = torch.cuda.get_device_name() if device.startswith("cuda") else f"{device} (not a GPU)"
+    n_impl = len(impls)
+    total = (len(shapes) + len(sweep)) * 2 * n_impl
+    bar = _Progress(total, "bench", enabled=progress)
+    common = dict(
+        dtype=dtype, device=device, timer=timer, ceilings=ceilings, missing=missing, seed=seed, progress=bar
+    )
+    recs: list[dict] = []
+    sweep_recs: list[dict] = []
+    ov = None
+    header = {
+        "schema_version": SCHEMA_VERSION,
+        "device": device_name,
+        "versions": versions(),
+        "ceilings": ceilings.as_dict(),
+        "settings": dict(settings or {}) | {"dtype": str(dtype).replace("torch.", ""), "seed": seed},
+    }
+
+    def results(complete: bool) -> dict:
+        date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return header | {
+            "date": date,
+            "shapes": list(recs),
+            "sweep": list(sweep_recs),
+            "overhead": ov,
+            "complete": complete,
+        }
+
+    def save() -> None:
+        if checkpoint is not None:
+            checkpoint(results(complete=False))
+
+    try:
+        for s in shapes:
+            recs.append(_bench_shape_or_record_failure(s, impls, **common))
+            save()
+        for s in sweep:
+            sweep_recs.append(_bench_shape_or_record_failure(s, impls, kernels=False, **common))
+        if sweep:
+            save()
+    finally:
+        bar.close()
+    if overhead is not None:
+        # last, and the PyTorch reference last of all: a failed graph capture must not cost the other numbers
+        order = sorted(impls, key=lambda k: k == "torch")
+        try:
+            ov = measure_overhead(
+                overhead, {k: impls[k] for k in order}, dtype=dtype, device=device, timer=timer, seed=seed
+            )
+        except Exception as exc:  # noqa: BLE001
+            print(f"bench: launch-overhead measurement failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        save()
+    return results(complete=True)
+
+
+def write_results(results: Mapping, path: Path) -> None:
+    """Validate ``results`` and write them to ``path`` as JSON, atomically (a kill mid-write leaves the
+    previous file)."""
+    from .results import validate_results
+
+    validate_results(results)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def results_writer(path: Path) -> Callable[[dict], None]:
+    """A ``checkpoint`` for ``run_benchmark`` that rewrites ``path`` with the partial results; a failure to
+    write is reported on stderr and does not stop the run."""
+
+    def checkpoint(results: dict) -> None:
+        try:
+            write_results(results, path)
+        except Exception as exc:  # noqa: BLE001 - the measurement matters more than its checkpoint
+            print(f"bench: checkpoint {path} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    return checkpoint
+
+
+# ----------------------------------------------------------------------------------------------------
+# command line
+
+
+def default_shapes(names: Sequence[str] = DEFAULT_SHAPES) -> list[ShapeSpec]:
+    from ..inputs import SHAPES
+
+    unknown = [n for n in names if n not in SHAPES]
+    if unknown:
+        raise SystemExit(f"unknown shape(s) {unknown}; presets: {sorted(SHAPES)}")
+    return [ShapeSpec(n, roofline.dims_of(SHAPES[n])) for n in names]
+
+
+def sweep_shapes(seqlens: Sequence[int] = SWEEP_SEQLENS, **base) -> list[ShapeSpec]:
+    b = dict(SWEEP_BASE) | base
+    return [
+        ShapeSpec(
+            f"b{b['batch']}-l{l}-h{b['nheads']}",
+            roofline.Dims(
+                b["batch"], l, b["nheads"], b["headdim"], b["ngroups"], b["dstate"], b["chunk_size"]
+            ),
+        )
+        for l in seqlens
+    ]
+
+
+def overhead_shape() -> ShapeSpec:
+    s = OVERHEAD_SHAPE
+    return ShapeSpec(
+        f"b{s['batch']}-l{s['seqlen']}-h{s['nheads']}",
+        roofline.Dims(
+            s["batch"], s["seqlen"], s["nheads"], s["headdim"], s["ngroups"], s["dstate"], s["chunk_size"]
+        ),
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m mamba2_tutorial bench",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--shapes",
+        nargs="+",
+        default=list(DEFAULT_SHAPES),
+        metavar="NAME",
+        help="presets from mamba2_tutorial.inputs.SHAPES (default: the four benchmark shapes)",
+    )
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    p.add_argument(
+        "--impls",
+        nargs="+",
+        default=list(IMPLS),
+        choices=list(IMPLS),
+        metavar="IMPL",
+        help=f"implementations to run (default: all of {', '.join(IMPLS)})",
+    )
+    p.add_argument("--out", type=Path, help="write the results JSON here")
+    p.add_argument("--plot", type=Path, help="save the summary figure (PNG) here")
+    p.add_argument("--warmup", type=float, default=25.0, metavar="MS", help="warm-up budget per timing (ms)")
+    p.add_argument("--rep", type=float, default=100.0, metavar="MS", help="timed budget per timing (ms)")
+    p.add_argument(
+        "--sweep",
+        nargs="*",
+        type=int,
+        default=list(SWEEP_SEQLENS),
+        metavar="L",
+        help="seqlens of the b4 h24 sweep (default %(default)s; give none to skip)",
+    )
+    p.add_argument("--no-overhead", action="store_true", help="skip the launch-overhead measurement")
+    p.add_argument(
+        "--no-measure-ceilings",
+        action="store_true",
+        help="use the recorded H200 ceilings (790 TFLOP/s, 4.3 TB/s) instead of measuring them",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--configs",
+        type=Path,
+        nargs="+",
+        metavar="FILE.json",
+        help="our launch configs per shape name, {name: SSDConfig fields} (benchmarks/probe.py --combine "
+        "writes one per run), in place of what ssd_config picks for those shapes; a later file wins",
+    )
+    return p
+
+
+def config_mismatches(results: Mapping) -> list[str]:
+    """The shapes of a results object whose recorded ``cutile_config`` is not what ``ssd_config`` picks now
+    for that size and dtype on its GPU (a shipped result must be the shipped configs' measurement)."""
+    from ..fast.config import config_from_json
+    from ..fast.tuning import load_table, problem_class, segments_for, table_names
+
+    tables = [load_table(n) for n in table_names()]
+    table = next((t for t in tables if t.gpu == results.get("device")), None)
+    problems = []
+    for rec in list(results.get("shapes", [])) + list(results.get("sweep", [])):
+        if "cutile_config" not in rec:
+            continue
+        if table is None:
+            problems.append(f"{rec['name']}: no tuning table for {results.get('device')!r}")
+            continue
+        d = rec["dims"]
+        dtype = getattr(torch, rec["dtype"])
+        key = problem_class(d["b"], d["l"], d["h"], d["p"], d["n"], d["Q"], dtype, table)
+        now = table.config(key)
+        ran = config_from_json(rec["cutile_config"])
+        if getattr(ran.state, "segments", None) is not None and getattr(now.state, "segments", 1) is None:
+            segments = segments_for(d["b"], d["h"], -(-d["l"] // d["Q"]), table)
+            now = dataclasses.replace(now, state=dataclasses.replace(now.state, segments=segments))
+        if ran != now:
+            problems.append(f"{rec['name']}: measured with {ran}, but the {table.name} table's class {key} "
+                            f"now runs {now}")
+    return problems
+
+
+def read_configs(path: Path) -> dict[tuple, object]:
+    """``--configs``: {shape preset name: FastConfig as JSON} -> {(b, l, h, p, g, n, Q): FastConfig}."""
+    from ..fast.config import config_from_json
+    from ..inputs import SHAPES
+
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{path}: expected an object {{shape name: FastConfig as JSON}}")
+    configs = {}
+    for name, fields in data.items():
+        if name not in SHAPES:
+            raise ValueError(f"{path}: unknown shape {name!r}; presets: {sorted(SHAPES)}")
+        d = default_shapes([name])[0].dims
+        try:
+            configs[(d.b, d.l, d.h, d.p, d.g, d.n, d.Q)] = config_from_json(fields)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: {name}: {exc}") from exc
+    return configs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    if not torch.cuda.is_available():
+        print(
+            "bench: needs a CUDA GPU (torch.cuda.is_available() is False). On a CPU, notebook 09 shows the "
+            "shipped H200 results (mamba2_tutorial.perf.results.load_shipped_results()).",
+            file=sys.stderr,
+        )
+        return 2
+    shapes = default_shapes(args.shapes)
+    configs = {k: v for path in args.configs or () for k, v in read_configs(path).items()} or None
+    ceilings = roofline.H200_CEILINGS if args.no_measure_ceilings else roofline.measure_ceilings()
+    print(
+        f"ceilings: {ceilings.mma_flops_per_s / 1e12:.0f} TFLOP/s bf16 mma, "
+        f"{ceilings.copy_bytes_per_s / 1e12:.2f} TB/s copy ({ceilings.source})",
+        file=sys.stderr,
+    )
+    cmd = "python -m mamba2_tutorial bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    results = run_benchmark(
+        shapes,
+        impl_names=args.impls,
+        dtype=DTYPES[args.dtype],
+        timer=cuda_timer(args.warmup, args.rep),
+        ceilings=ceilings,
+        sweep=sweep_shapes(args.sweep) if args.sweep else (),
+        overhead=None if args.no_overhead else overhead_shape(),
+        seed=args.seed,
+        progress=not args.quiet,
+        checkpoint=results_writer(args.out) if args.out else None,
+        cutile_configs=configs,
+        settings={
+            "configs": [str(path) for path in args.configs or ()],
+            "warmup_ms": args.warmup,
+            "rep_ms": args.rep,
+            "command": cmd.strip(),
+            "timer": "CUDA events, median, L2 flushed before each call "
+                     "(mamba2_tutorial.perf.timing.time_cuda)",
+        },
+    )
+    from .results import validate_results
+
+    validate_results(results)
+    print(format_table(results))
+    if results["sweep"]:
+        print()
+        print(format_table(results, records="sweep"))
+    print()
+    print(format_overhead(results))
+    if args.out:
+        write_results(results, args.out)
+        print(f"wrote {args.out}")
+    if args.plot:
+        from .plots import summary_figure
+
+        fig = summary_figure(results)
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(args.plot, dpi=120, bbox_inches="tight")
+        print(f"wrote {args.plot}")
+    return 0

@@ -1,0 +1,387 @@
+"""Benchmark results: the JSON schema, its validator, the shipped H200 results, the printed table.
+
+This module is pure Python (no torch, no GPU): notebook 09 uses it on a CPU to show the H200 results shipped
+in the package (``mamba2_tutorial/data/benchmarks/h200.json``, written only by a real GPU run of
+``python -m mamba2_tutorial bench --out ...``).
+
+Schema (``SCHEMA_VERSION`` 1)::
+
+    {"schema_version": 1, "device": str, "date": "YYYY-MM-DD...",
+     "versions": {"torch", "cuda_tile", "triton", "mamba_ssm", "fla": str or null},
+     "ceilings": {"mma_tflops": float, "copy_tbps": float, "source": str},
+     "settings": {...free-form: dtype, warmup_ms, rep_ms, timer, command...},
+     "shapes": [record, ...], "sweep": [record, ...],
+     "overhead": null or {"name", "dims", "impls": {impl: {"event_ms", "host_us", "loop_us", "graph_us"}}},
+     "complete": bool}   # optional; false in the checkpoint a run writes as it goes (measured so far)
+
+    record = {"name": str, "dims": {"b", "l", "h", "p", "g", "n", "Q": int}, "dtype": str,
+              "ms": {impl: float or null}, "rel_err": {impl: float or null},  # every impl of REQUIRED_IMPLS;
+                                                                              # "taught" where it was run
+              "errors": {impl: str},   # why an implementation has no time (did not import, failed check)
+              "floor_ms": float,       # roofline floor of the whole forward (counted FLOPs and bytes)
+              # optional:
+              "cutile_kernels_ms": {"chunk_state", "state_passing", "chunk_scan": float}
+                                   or {"chunk_state_passing", "chunk_scan": float} when ssd_forward fuses
+                                   kernels 1 and 2,
+              "kernel_floor_ms": {the same keys: float},
+              "flops": float, "bytes": float,
+              "cutile_config": {"state": {...}, "scan": {...}}}   # the FastConfig our forward ran with
+                                                                  # (fast.config.config_to_json)
+
+A null time always comes with a reason in ``errors``; a time always comes with a finite relative error (every
+implementation is checked against the float64 reference before it is timed).
+
+A run writes its ``--out`` file after every shape, so a run killed part-way keeps what it measured: such a
+file has ``"complete": false`` (and may have no shapes yet). ``load_results`` and ``load_shipped_results``
+refuse it unless called with ``allow_partial=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from .roofline import FUSED_KERNELS, KERNELS  # the three kernels; the two when kernels 1 and 2 are fused
+
+SCHEMA_VERSION = 1
+IMPLS = ("cutile", "taught", "mamba_ssm", "fla", "torch")
+#: the implementations every record has (results measured before the taught forward was benchmarked lack it)
+REQUIRED_IMPLS = ("cutile", "mamba_ssm", "fla", "torch")
+IMPL_LABELS = {
+    "cutile": "cuTile (ours)",
+    "taught": "cuTile, taught kernels",
+    "mamba_ssm": "mamba_ssm Triton",
+    "fla": "fla chunk_simple_gla",
+    "torch": "PyTorch chunked (fp32)",
+}
+STAGE_ORDER = ("chunk_state", "state_passing", "chunk_state_passing", "chunk_scan")  # launch order
+DIM_KEYS = ("b", "l", "h", "p", "g", "n", "Q")
+VERSION_KEYS = ("torch", "cuda_tile", "triton", "mamba_ssm", "fla")
+SHIPPED_RESOURCE = ("data", "benchmarks", "h200.json")
+
+
+
+class ResultsError(ValueError):
+    """The results do not follow the schema; the message names the offending field."""
+
+
+def stages_of(breakdown: Mapping) -> list[str]:
+    """The kernel names of a per-kernel breakdown in launch order."""
+    return [k for k in STAGE_ORDER if k in breakdown]
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _require(cond: bool, where: str, what: str) -> None:
+    if not cond:
+        raise ResultsError(f"{where}: {what}")
+
+
+def validate_record(rec, where: str = "record") -> None:
+    """Check one shape (or sweep) record; raise ResultsError naming the field."""
+    _require(isinstance(rec, Mapping), where, f"must be an object, got {type(rec).__name__}")
+    for key in ("name", "dims", "dtype", "ms", "rel_err", "floor_ms"):
+        _require(key in rec, where, f"missing key {key!r}")
+    _require(isinstance(rec["name"], str) and rec["name"], f"{where}.name", "must be a non-empty string")
+    where = f"{where}[{rec['name']}]"
+    dims = rec["dims"]
+    _require(isinstance(dims, Mapping), f"{where}.dims", "must be an object")
+    for k in DIM_KEYS:
+        v = dims.get(k)
+        _require(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0,
+            f"{where}.dims.{k}",
+            f"must be a positive int, got {v!r}",
+        )
+    _require(dims["h"] % dims["g"] == 0, f"{where}.dims", "h must be a multiple of g")
+    _require(isinstance(rec["dtype"], str), f"{where}.dtype", "must be a string")
+    _require(_num(rec["floor_ms"]) and rec["floor_ms"] > 0, f"{where}.floor_ms", "must be a positive number")
+    errors = rec.get("errors", {})
+    _require(isinstance(errors, Mapping), f"{where}.errors", "must be an object")
+    for key in ("ms", "rel_err"):
+        d = rec[key]
+        _require(isinstance(d, Mapping), f"{where}.{key}", "must be an object")
+        _require(
+            set(REQUIRED_IMPLS) <= set(d) <= set(IMPLS), f"{where}.{key}",
+            f"keys must be {list(REQUIRED_IMPLS)}, optionally with 'taught'; got {sorted(d)}"
+        )
+    for impl in [i for i in IMPLS if i in rec["ms"]]:
+        ms, err = rec["ms"][impl], rec["rel_err"][impl]
+        if ms is None:
+            _require(
+                isinstance(errors.get(impl), str) and errors[impl],
+                f"{where}.errors.{impl}",
+                "a null time needs a reason",
+            )
+        else:
+            _require(
+                _num(ms) and ms > 0, f"{where}.ms.{impl}", f"must be a positive number or null, got {ms!r}"
+            )
+            _require(
+                _num(err) and err >= 0,
+                f"{where}.rel_err.{impl}",
+                f"a timed implementation needs a finite relative error, got {err!r}",
+            )
+        if err is not None:
+            _require(_num(err) and err >= 0, f"{where}.rel_err.{impl}", f"must be >= 0 or null, got {err!r}")
+    for key in ("cutile_kernels_ms", "kernel_floor_ms"):
+        if rec.get(key) is None:
+            continue
+        d = rec[key]
+        _require(
+            isinstance(d, Mapping) and set(d) in (set(KERNELS), set(FUSED_KERNELS)),
+            f"{where}.{key}",
+            f"keys must be exactly {list(KERNELS)} or {list(FUSED_KERNELS)}",
+        )
+        for k, v in d.items():
+            _require(_num(v) and v > 0, f"{where}.{key}.{k}", f"must be a positive number, got {v!r}")
+    if rec.get("cutile_kernels_ms") is not None and rec.get("kernel_floor_ms") is not None:
+        _require(
+            set(rec["cutile_kernels_ms"]) == set(rec["kernel_floor_ms"]),
+            f"{where}.kernel_floor_ms",
+            f"must have the keys of cutile_kernels_ms {sorted(rec['cutile_kernels_ms'])}",
+        )
+    if "cutile_config" in rec:
+        cfg = rec["cutile_config"]
+        _require(isinstance(cfg, Mapping) and all(isinstance(k, str) for k in cfg), f"{where}.cutile_config",
+                 "must be a FastConfig as JSON")
+    for key in ("flops", "bytes"):
+        if key in rec:
+            _require(_num(rec[key]) and rec[key] > 0, f"{where}.{key}", "must be a positive number")
+
+
+def validate_results(results) -> None:
+    """Check a whole results object against the schema (see the module docstring); raise ResultsError."""
+    _require(isinstance(results, Mapping), "results", f"must be an object, got {type(results).__name__}")
+    _require(
+        results.get("schema_version") == SCHEMA_VERSION,
+        "results.schema_version",
+        f"must be {SCHEMA_VERSION}, got {results.get('schema_version')!r}",
+    )
+    for key in ("device", "date"):
+        _require(
+            isinstance(results.get(key), str) and results[key], f"results.{key}", "must be a non-empty string"
+        )
+    versions = results.get("versions")
+    _require(isinstance(versions, Mapping), "results.versions", "must be an object")
+    for k in VERSION_KEYS:
+        _require(k in versions, "results.versions", f"missing key {k!r}")
+        _require(
+            versions[k] is None or isinstance(versions[k], str),
+            f"results.versions.{k}",
+            "must be a string or null",
+        )
+    ceil = results.get("ceilings")
+    _require(isinstance(ceil, Mapping), "results.ceilings", "must be an object")
+    for k in ("mma_tflops", "copy_tbps"):
+        _require(_num(ceil.get(k)) and ceil[k] > 0, f"results.ceilings.{k}", "must be a positive number")
+    complete = results.get("complete", True)
+    _require(isinstance(complete, bool), "results.complete", f"must be true or false, got {complete!r}")
+    shapes = results.get("shapes")
+    _require(isinstance(shapes, list), "results.shapes", "must be a non-empty list")
+    _require(bool(shapes) or not complete, "results.shapes", "must be a non-empty list")
+    for i, rec in enumerate(shapes):
+        validate_record(rec, f"results.shapes[{i}]")
+    names = [r["name"] for r in shapes]
+    _require(len(set(names)) == len(names), "results.shapes", f"names must be unique, got {names}")
+    sweep = results.get("sweep", [])
+    _require(isinstance(sweep, list), "results.sweep", "must be a list")
+    for i, rec in enumerate(sweep):
+        validate_record(rec, f"results.sweep[{i}]")
+    overhead = results.get("overhead")
+    if overhead is not None:
+        _require(
+            isinstance(overhead, Mapping) and isinstance(overhead.get("impls"), Mapping),
+            "results.overhead",
+            "must be null or an object with 'impls'",
+        )
+        for impl, row in overhead["impls"].items():
+            _require(
+                impl in IMPLS, f"results.overhead.impls.{impl}", f"unknown implementation; use {list(IMPLS)}"
+            )
+            _require(isinstance(row, Mapping), f"results.overhead.impls.{impl}", "must be an object")
+            for k in ("event_ms", "host_us", "loop_us", "graph_us"):
+                v = row.get(k)
+                _require(
+                    v is None or (_num(v) and v > 0),
+                    f"results.overhead.impls.{impl}.{k}",
+                    f"must be a positive number or null, got {v!r}",
+                )
+
+
+def is_complete(results: Mapping) -> bool:
+    """False for the checkpoint of a run that has not finished (or was killed part-way)."""
+    return results.get("complete", True) is not False
+
+
+def load_results(path, *, allow_partial: bool = False) -> dict:
+    """Read and validate a results JSON file; a partial one (``"complete": false``) only if
+    ``allow_partial``."""
+    path = Path(path)
+    try:
+        results = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"{path}: not valid JSON ({exc})") from exc
+    validate_results(results)
+    if not allow_partial and not is_complete(results):
+        raise ResultsError(
+            f"{path}: results.complete is false: a run that did not finish "
+            f"({len(results['shapes'])} shape(s) measured); pass allow_partial=True to read it anyway"
+        )
+    return results
+
+
+def shipped_results_path() -> Path:
+    """Where the package keeps the measured H200 results."""
+    return Path(__file__).resolve().parent.joinpath(*SHIPPED_RESOURCE)
+
+
+def load_shipped_results(*, allow_partial: bool = False) -> dict:
+    """The H200 results shipped with the package (measured by ``python -m mamba2_tutorial bench``), validated.
+
+    Raises FileNotFoundError if the package has none yet, ResultsError if the file breaks the schema or is
+    the checkpoint of an unfinished run (unless ``allow_partial``).
+    """
+    path = shipped_results_path()
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no shipped benchmark results at {path}: they are written by a GPU run of "
+            "`python -m mamba2_tutorial bench --out mamba2_tutorial/data/benchmarks/h200.json`"
+        )
+    return load_results(path, allow_partial=allow_partial)
+
+
+# ----------------------------------------------------------------------------------------------------
+# derived numbers
+
+
+def speedup(rec: Mapping, other: str, ours: str = "cutile") -> float | None:
+    """How many times faster ``ours`` is than ``other`` on one record (None if either has no time)."""
+    a, b = rec["ms"].get(ours), rec["ms"].get(other)
+    if a is None or b is None:
+        return None
+    return b / a
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+# ----------------------------------------------------------------------------------------------------
+# the printed table
+
+
+def _fmt_ms(ms, floor=None) -> str:
+    if ms is None:
+        return "-"
+    s = f"{ms:.1f}" if ms >= 100 else f"{ms:.3f}" if ms >= 0.01 else f"{ms:.2g}"
+    if floor:
+        s += f" ({ms / floor:.1f}x)"
+    return s
+
+
+def _fmt_x(v) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    line = lambda r: "  ".join(
+        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+    )
+    return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
+
+
+def format_table(results: Mapping, *, records: str = "shapes") -> str:
+    """The benchmark as text: times in ms (and as multiples of the roofline floor), our speedups, our kernels.
+
+    ``records`` is "shapes" or "sweep".
+    """
+    recs = results[records]
+    impls = [i for i in IMPLS if any(r["ms"].get(i) is not None for r in recs)] or ["cutile"]
+    others = [i for i in impls if i != "cutile"]
+    header = ["shape", "floor ms"] + [f"{i} ms (x floor)" for i in impls] + [f"vs {o}" for o in others]
+    rows = []
+    for r in recs:
+        rows.append(
+            [r["name"], _fmt_ms(r["floor_ms"])]
+            + [_fmt_ms(r["ms"].get(i), r["floor_ms"]) for i in impls]
+            + [_fmt_x(speedup(r, o)) for o in others]
+        )
+    if len(recs) > 1 and others:
+        rows.append(
+            ["geomean", ""]
+            + [""] * len(impls)
+            + [_fmt_x(geomean(speedup(r, o) for r in recs)) for o in others]
+        )
+    parts = [
+        f"{results['device']}  ({results['date']})   ms = median device time per forward; "
+        "(Nx) = time / roofline floor; vs X = X's time / ours",
+        _table(header, rows),
+    ]
+
+    err_rows = [
+        [r["name"]] + [("-" if r["rel_err"].get(i) is None else f"{r['rel_err'][i]:.1e}") for i in impls]
+        for r in recs
+    ]
+    parts += ["", "relative L2 error vs the float64 reference", _table(["shape"] + impls, err_rows)]
+
+    krecs = [r for r in recs if r.get("cutile_kernels_ms")]
+    if krecs:
+        cols = stages_of({k: 1 for r in krecs for k in r["cutile_kernels_ms"]})
+        kh = ["shape"] + [f"{k} ms (x floor)" for k in cols] + ["sum", "end-to-end"]
+        krows = []
+        for r in krecs:
+            kf = r.get("kernel_floor_ms") or {}
+            km = r["cutile_kernels_ms"]
+            krows.append(
+                [r["name"]]
+                + [_fmt_ms(km[k], kf.get(k)) if k in km else "-" for k in cols]
+                + [_fmt_ms(sum(km.values())), _fmt_ms(r["ms"].get("cutile"))]
+            )
+        parts += ["", "our kernels, each timed alone", _table(kh, krows)]
+
+    problems = [
+        f"  {r['name']} {impl}: {msg}" for r in recs for impl, msg in sorted(r.get("errors", {}).items())
+    ]
+    if problems:
+        parts += ["", "not timed:"] + problems
+    return "\n".join(parts)
+
+
+def format_overhead(results: Mapping) -> str:
+    ov = results.get("overhead")
+    if not ov:
+        return "launch overhead: not measured"
+    header = ["impl", "device ms", "host us/call", "loop us/call", "graph us/call"]
+    rows = []
+    for impl, row in ov["impls"].items():
+        f = lambda v, fmt: "-" if v is None else format(v, fmt)
+        rows.append(
+            [
+                impl,
+                f(row.get("event_ms"), ".4f"),
+                f(row.get("host_us"), ".1f"),
+                f(row.get("loop_us"), ".1f"),
+                f(row.get("graph_us"), ".1f"),
+            ]
+        )
+    d = ov.get("dims", {})
+    title = (
+        f"launch and host overhead at {ov.get('name')} {d}: device = median event time (cold L2); "
+        "host = time to issue one call; loop = back-to-back calls incl. sync; graph = CUDA-graph replay"
+    )
+    notes = [
+        f"  {impl}: {k} {row[k]}"
+        for impl, row in ov["impls"].items()
+        for k in ("error", "graph_error")
+        if row.get(k)
+    ]
+    return "\n".join([title, _table(header, rows)] + (["not measured:"] + notes if notes else []))
