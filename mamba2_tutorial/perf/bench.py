@@ -52,6 +52,8 @@ from . import roofline
 from .results import IMPLS, SCHEMA_VERSION, format_overhead, format_table, stages_of
 
 DEFAULT_SHAPES = ("b8-l4096-h80", "b1-l32768-h80", "b4-l2048-h24", "b2-l8192-h128-g8")
+#: shapes of the staged steps from the taught kernels to the shipped config (notebook 10)
+STEP_SHAPES = ("b8-l4096-h80", "b1-l32768-h80")
 SWEEP_BASE = dict(batch=4, nheads=24, headdim=64, ngroups=1, dstate=128, chunk_size=256)
 SWEEP_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 OVERHEAD_SHAPE = dict(batch=1, seqlen=256, nheads=8, headdim=64, ngroups=1, dstate=128, chunk_size=64)
@@ -550,6 +552,7 @@ def run_benchmark(
     settings: Mapping | None = None,
     checkpoint: Callable[[dict], None] | None = None,
     cutile_configs: Mapping[tuple, object] | None = None,
+    steps: Sequence[ShapeSpec] = (),
 ) -> dict:
     """Run the whole benchmark and return the results object (schema in ``mamba2_tutorial.perf.results``).
 
@@ -557,6 +560,8 @@ def run_benchmark(
     section with what has been measured so far (a schema-valid object with ``"complete": false``), so a run
     killed part-way keeps its measurements (``results_writer(path)`` writes them to a file).
     ``cutile_configs``: our configs by problem size, in place of ``ssd_config``'s (``_make_cutile``).
+    ``steps``: shapes at which every staged step from the taught kernels to the shipped config
+    (:mod:`mamba2_tutorial.fast.steps`) is checked and timed, side by side in this run (notebook 10).
     """
     if impls is None:
         impls, missing = load_implementations(impl_names)
@@ -576,6 +581,7 @@ def run_benchmark(
     )
     recs: list[dict] = []
     sweep_recs: list[dict] = []
+    step_recs: list[dict] = []
     ov = None
     header = {
         "schema_version": SCHEMA_VERSION,
@@ -593,7 +599,7 @@ def run_benchmark(
             "sweep": list(sweep_recs),
             "overhead": ov,
             "complete": complete,
-        }
+        } | ({"steps": list(step_recs)} if steps else {})
 
     def save() -> None:
         if checkpoint is not None:
@@ -606,6 +612,9 @@ def run_benchmark(
         for s in sweep:
             sweep_recs.append(_bench_shape_or_record_failure(s, impls, kernels=False, **common))
         if sweep:
+            save()
+        for s in steps:
+            step_recs.append(bench_steps(s, dtype=dtype, device=device, timer=timer, seed=seed))
             save()
     finally:
         bar.close()
@@ -620,6 +629,43 @@ def run_benchmark(
             print(f"bench: launch-overhead measurement failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         save()
     return results(complete=True)
+
+
+def bench_steps(spec: ShapeSpec, *, dtype: torch.dtype, device: str, timer: Timer, seed: int = 0) -> dict:
+    """Every staged step of :mod:`mamba2_tutorial.fast.steps` at one shape (with the segmented step when the
+    shape's class is ``long``): each checked against the float64 reference, then timed end to end and stage
+    by stage. A step that fails is recorded with its error, never timed."""
+    from ..fast.forward import ssd_forward
+    from ..fast.steps import steps_for
+    from ..fast.tuning import problem_class, segments_for, table_for_device
+
+    d = spec.dims
+    inp = _make_inputs(spec, dtype=dtype, device=device, seed=seed)
+    table = table_for_device(inp["x"].device)
+    long = problem_class(d.b, d.l, d.h, d.p, d.n, d.Q, dtype, table).split("/")[2] == "long"
+    segments = segments_for(d.b, d.h, -(-d.l // d.Q), table)
+    y_ref = _reference(inp, d.Q)
+    gate = rel_err_gate(dtype)
+    x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
+    rows = []
+    from ..fast.config import config_to_json
+
+    for step in steps_for(segmented=long, segments=segments):
+        row = {"name": step.name, "idea": step.idea, "config": config_to_json(step.config), "ms": None,
+               "rel_err": None, "kernels_ms": None}
+        try:
+            fwd = lambda cfg=step.config: ssd_forward(x, dt, A, B, C, d.Q, backend="gpu", config=cfg)
+            row["rel_err"] = check_output(step.name, fwd(), y_ref, gate=gate)
+            row["ms"] = float(timer(fwd, label=f"{spec.name}/step/{step.name}"))
+            stages = _cutile_kernels(inp, d.Q, "gpu", step.config)
+            stages.pop("meta")
+            stages.pop("chain")
+            row["kernels_ms"] = {k: float(timer(stages[k], label=f"{spec.name}/step/{step.name}/{k}"))
+                                 for k in stages_of(stages)}
+        except Exception as exc:  # noqa: BLE001 - a failed step is reported, not fatal
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        rows.append(row)
+    return {"name": spec.name, "dims": d.as_dict(), "dtype": str(dtype).replace("torch.", ""), "steps": rows}
 
 
 def write_results(results: Mapping, path: Path) -> None:
@@ -720,6 +766,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-overhead", action="store_true", help="skip the launch-overhead measurement")
     p.add_argument(
+        "--steps",
+        nargs="*",
+        default=list(STEP_SHAPES),
+        metavar="NAME",
+        help="shapes at which every step from the taught kernels to the shipped config is timed "
+        "(default %(default)s; give none to skip)",
+    )
+    p.add_argument(
         "--no-measure-ceilings",
         action="store_true",
         help="use the recorded H200 ceilings (790 TFLOP/s, 4.3 TB/s) instead of measuring them",
@@ -731,8 +785,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         nargs="+",
         metavar="FILE.json",
-        help="our launch configs per shape name, {name: SSDConfig fields} (benchmarks/probe.py --combine "
-        "writes one per run), in place of what ssd_config picks for those shapes; a later file wins",
+        help="our configs per shape name, {name: FastConfig as JSON}, in place of what ssd_config picks for "
+        "those shapes (a candidate measured beside the baselines before it goes into a tuning table); a "
+        "later file wins",
     )
     return p
 
@@ -816,6 +871,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress=not args.quiet,
         checkpoint=results_writer(args.out) if args.out else None,
         cutile_configs=configs,
+        steps=default_shapes(args.steps) if args.steps else (),
         settings={
             "configs": [str(path) for path in args.configs or ()],
             "warmup_ms": args.warmup,
