@@ -1,4 +1,5 @@
-"""The three SSD kernels and ``ssd_forward`` on the CPU tile executor, against the float64 reference.
+"""The three taught SSD kernels and ``ssd_forward_taught`` on the CPU tile executor, against the float64
+reference (the fast path's kernels and configs: ``tests/test_fast_path.py``).
 
 Each kernel runs through its host wrapper (``chunk_state_fwd``, ``state_passing_fwd``, ``chunk_scan_fwd``)
 and is compared with the reference step it replaces (``mamba2_tutorial.reference``), computed in float64.
@@ -16,8 +17,13 @@ import torch
 import mamba2_tutorial.backends as launch_module
 from mamba2_tutorial import reference as ref
 from mamba2_tutorial.checks import assert_close, relative_error
+from mamba2_tutorial.fast.forward import ssd_forward as ssd_forward_fast
 from mamba2_tutorial.inputs import SSDShape, make_inputs
-from mamba2_tutorial.ssd import chunk_scan_fwd, chunk_state_fwd, ssd_forward, ssd_plan, state_passing_fwd
+from mamba2_tutorial.kernels.chunk_scan import chunk_scan_fwd
+from mamba2_tutorial.kernels.chunk_state import chunk_state_fwd
+from mamba2_tutorial.kernels.forward import ssd_forward_taught as ssd_forward
+from mamba2_tutorial.kernels.forward import ssd_plan
+from mamba2_tutorial.kernels.state_passing import state_passing_fwd
 
 # (b, l, h, p, g, n, Q): every dim distinct where possible, l mostly not a multiple of Q
 CASES = {
@@ -220,23 +226,6 @@ def test_chunk_scan_skip_and_gate(D_kind, with_z):
     _check_chunk_scan(_shape("g3-odd-n"), D_kind, with_z, seed=5)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_chunk_scan_heads_per_block(dtype):
-    # a block may handle 1, 2 or 4 heads of one group (sharing C Bᵀ): the result must not depend on it
-    shape = SSDShape(2, 50, 8, 12, 2, 10, 16, "hb")  # 4 heads per group
-    inputs = make_inputs(shape, seed=14, dtype=dtype, z=True, initial_states=True)
-    Q = shape.chunk_size
-    dt_out, dA_cumsum, states = chunk_state_fwd(inputs["x"], inputs["dt"], inputs["A"], inputs["B"], Q,
-                                                backend="cpu")
-    init, _ = state_passing_fwd(states, dA_cumsum, inputs["initial_states"], backend="cpu")
-    ys = [chunk_scan_fwd(inputs["x"], dt_out, dA_cumsum, inputs["C"], inputs["B"], init, D=inputs["D"],
-                         z=inputs["z"], backend="cpu", max_heads_per_block=hb, _poison=True)
-          for hb in (1, 2, 4)]
-    assert torch.equal(ys[0], ys[1]) and torch.equal(ys[0], ys[2])
-    with pytest.raises(ValueError, match="power of two"):
-        chunk_scan_fwd(inputs["x"], dt_out, dA_cumsum, inputs["C"], inputs["B"], init, max_heads_per_block=3)
-
-
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_kernels_low_precision(dtype):
     _check_chunk_state(_shape("wide-p"), "bias-softplus", seed=6, dtype=dtype)
@@ -362,10 +351,9 @@ def test_ssd_plan_covers_every_output_tile():
             assert k1.grid == (math.ceil(p / k1.tiles["TP"]) * math.ceil(n / k1.tiles["TN"]), b * nchunks, h)
             assert k2.grid == (math.ceil(p / k2.tiles["TP"]) * math.ceil(n / k2.tiles["TN"]), b, h)
             m_tiles, p_tiles = Q // k3.tiles["TM"], math.ceil(p / k3.tiles["TP"])
-            assert k3.grid == (m_tiles * p_tiles, b * nchunks, h // k3.tiles["HB"])
-            assert (h // g) % k3.tiles["HB"] == 0
+            assert k3.grid == (m_tiles * p_tiles, b * nchunks, h)
             assert k3.tiles["NS"] >= n and all(v & (v - 1) == 0 for v in k3.tiles.values())
-    assert ssd_plan(8, 4096, 80, 64, 1, 128, 256)["chunk_scan"].grid == (4, 128, 20)
+    assert ssd_plan(8, 4096, 80, 64, 1, 128, 256)["chunk_scan"].grid == (4, 128, 80)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -391,30 +379,36 @@ BAD_INPUTS = {
 }
 
 
+FORWARDS = {"taught": ssd_forward, "fast": ssd_forward_fast}
+
+
+@pytest.mark.parametrize("forward", list(FORWARDS))
 @pytest.mark.parametrize("bad", list(BAD_INPUTS))
-def test_bad_input_fails_before_any_kernel(bad, no_kernel_may_run):
+def test_bad_input_fails_before_any_kernel(bad, forward, no_kernel_may_run):
     make_bad, error, message = BAD_INPUTS[bad]
     inputs = make_inputs(_shape("ragged-g2"), seed=0, D=True)
     with pytest.raises(error, match=message):
-        ssd_forward(**make_bad(inputs), chunk_size=16, backend="cpu")
+        FORWARDS[forward](**make_bad(inputs), chunk_size=16, backend="cpu")
 
 
 @pytest.mark.parametrize("chunk_size, error, message", [
     (24, ValueError, "power of two"), (0, ValueError, "chunk_size"), (16.0, TypeError, "chunk_size"),
 ])
-def test_bad_chunk_size(chunk_size, error, message, no_kernel_may_run):
+@pytest.mark.parametrize("forward", list(FORWARDS))
+def test_bad_chunk_size(chunk_size, error, message, forward, no_kernel_may_run):
     inputs = make_inputs(_shape("ragged-g2"), seed=0)
     with pytest.raises(error, match=message):
-        ssd_forward(**inputs, chunk_size=chunk_size, backend="cpu")
+        FORWARDS[forward](**inputs, chunk_size=chunk_size, backend="cpu")
 
 
-def test_bad_backend(no_kernel_may_run):
+@pytest.mark.parametrize("forward", list(FORWARDS))
+def test_bad_backend(forward, no_kernel_may_run):
     inputs = make_inputs(_shape("ragged-g2"), seed=0)
     with pytest.raises(ValueError, match="backend"):
-        ssd_forward(**inputs, chunk_size=16, backend="tpu")
+        FORWARDS[forward](**inputs, chunk_size=16, backend="tpu")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA tensors"):
-            ssd_forward(**inputs, chunk_size=16, backend="gpu")
+            FORWARDS[forward](**inputs, chunk_size=16, backend="gpu")
 
 
 def test_wrappers_check_their_inputs(no_kernel_may_run):

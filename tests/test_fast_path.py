@@ -1,0 +1,239 @@
+"""The fast path (``mamba2_tutorial.fast``) against the taught path and the float64 reference.
+
+Two paths, one truth: every config of every shipped tuning table, and every staged step of notebook 10, must
+give the results of ``ssd_forward_taught`` (the three taught kernels) and of the float64 chunked reference,
+on random problems with a distinct size in every dimension, ragged last chunks and several seeds, in every
+dtype, with every output poisoned with NaN before the kernels run (an element no block wrote fails). On the
+CPU the kernels run on the tile executor; the tests marked ``gpu`` run the same checks on a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from mamba2_tutorial import reference as ref
+from mamba2_tutorial.checks import relative_error
+from mamba2_tutorial.fast import (
+    TAUGHT,
+    ChunkScan,
+    Decay,
+    FastConfig,
+    Fused,
+    PlainScan,
+    Segmented,
+    SharedScan,
+    StateForm,
+    Unfused,
+    config_from_json,
+    config_to_json,
+    load_table,
+    problem_class,
+    ssd_config,
+)
+from mamba2_tutorial.fast.forward import ssd_forward
+from mamba2_tutorial.fast.steps import STEPS, steps_for
+from mamba2_tutorial.fast.tuning import segments_for, table_names
+from mamba2_tutorial.inputs import SSDShape, make_inputs
+from mamba2_tutorial.kernels.forward import ssd_forward_taught
+
+TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}  # relative L2 error vs float64
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+TABLE = load_table()
+
+
+def _with_segments(cfg: FastConfig, segments: int = 3) -> FastConfig:
+    """A table config with its per-problem segment count fixed (a small problem has few chunks)."""
+    if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
+        return dataclasses.replace(cfg, state=dataclasses.replace(cfg.state, segments=segments))
+    return cfg
+
+
+#: every distinct config the shipped tables and the staged steps can run
+CONFIGS = {name: _with_segments(cfg) for t in table_names() for name, cfg in load_table(t).configs.items()}
+CONFIGS |= {f"step: {s.name}": _with_segments(s.config) for s in steps_for(segmented=True, segments=3)}
+CONFIGS["taught"] = TAUGHT
+
+#: random problems: (b, l, h, p, g, n, Q), every dimension distinct, ragged last chunks
+PROBLEMS = [(2, 150, 4, 32, 2, 48, 64), (1, 211, 6, 24, 3, 40, 32), (3, 97, 2, 40, 1, 56, 64)]
+
+
+def _inputs(dims, dtype, seed, device="cpu"):
+    b, l, h, p, g, n, Q = dims
+    inputs = make_inputs(SSDShape(b, l, h, p, g, n, Q), seed=seed, dtype=dtype, device=device, D=True, z=True,
+                         dt_bias=True, initial_states=True)
+    return inputs, Q
+
+
+def _f64(inputs):
+    return {k: v.double() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def _check(cfg, dims, dtype, seed, backend="cpu", device="cpu", dt_limit=None):
+    inputs, Q = _inputs(dims, dtype, seed, device)
+    if dt_limit is not None:
+        inputs["dt_limit"] = dt_limit
+    out, final = ssd_forward(**inputs, chunk_size=Q, return_final_states=True, backend=backend, config=cfg,
+                             _poison=True)
+    t_out, t_final = ssd_forward_taught(**inputs, chunk_size=Q, return_final_states=True, backend=backend,
+                                        _poison=True)
+    r_out, r_final = ref.ssd_chunked(**_f64(inputs), chunk_size=Q, return_final_states=True)
+    assert out.dtype == dtype and out.shape == inputs["x"].shape and final.dtype == torch.float32
+    assert not out.isnan().any() and not final.isnan().any(), "an output element was never written"
+    for what, got, want in (("out", out, r_out), ("final_states", final, r_final),
+                            ("taught out", t_out, r_out)):
+        err = relative_error(got, want)
+        assert err <= TOL[dtype], f"{cfg} {dims} {dtype}: {what} relative error {err:.2e} > {TOL[dtype]:.0e}"
+    # the two paths agree with each other about as well as each agrees with float64
+    assert relative_error(out, t_out) <= 2 * TOL[dtype]
+    assert relative_error(final, t_final) <= (1e-5 if dtype == torch.float32 else 2 * TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_every_config_matches_the_taught_path_and_float64(name, dtype):
+    seed = sorted(CONFIGS).index(name) % len(PROBLEMS)
+    _check(CONFIGS[name], PROBLEMS[seed], dtype, seed=seed)
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_shipped_configs_on_random_shapes(seed):
+    """ssd_forward with the config the table picks, on random ragged shapes of every class's dtype."""
+    gen = torch.Generator().manual_seed(seed)
+    draw = lambda lo, hi: int(torch.randint(lo, hi, (1,), generator=gen))
+    g = draw(1, 3)
+    dims = (draw(1, 3), draw(70, 260), 2 * g, 16 * draw(1, 4), g, draw(17, 80), 64)
+    for dtype in (torch.bfloat16, torch.float16):
+        _check(None, dims, dtype, seed)
+
+
+def test_key_log2_falls_back_to_the_exact_decay_for_negative_dt():
+    """A dt_limit whose lower bound is negative allows dt < 0, where log2(dt) is undefined: the key-log2
+    configs must then run the exact decay (and still match the reference)."""
+    cfg = CONFIGS["fused-occ2-acc-kd+chunk-bf16cb-kd"]
+    assert cfg.scan.decay is Decay.KEY_LOG2 and cfg.state.store_kd
+    _check(cfg, PROBLEMS[0], torch.bfloat16, seed=3, dt_limit=(-0.01, 0.5))
+    _check(cfg, PROBLEMS[1], torch.float32, seed=4, dt_limit=(0.002, 0.06))
+
+
+def test_float32_runs_the_taught_kernels():
+    assert ssd_config(2, 4096, 8, 64, 1, 128, 256, torch.float32) == TAUGHT
+
+
+# ----------------------------------------------------------------------------------------------------
+# the tuning table: data, checked
+# ----------------------------------------------------------------------------------------------------
+def test_benchmark_shapes_get_their_classes():
+    expect = {
+        (8, 4096, 80, 64, 1, 128, 256): "bfloat16/large/one-tile/q>=256",
+        (1, 32768, 80, 64, 1, 128, 256): "bfloat16/large/long/q>=256",
+        (4, 2048, 24, 64, 1, 128, 256): "bfloat16/small/one-tile/q>=256",
+        (2, 8192, 128, 64, 8, 128, 128): "bfloat16/large/one-tile/q<=128",
+        (4, 8192, 40, 128, 1, 128, 256): "bfloat16/large/wide/q>=256",
+        (1, 8192, 40, 64, 1, 128, 64): "bfloat16/small/long/q<=128",
+    }
+    for (b, l, h, p, _g, n, Q), key in expect.items():
+        assert problem_class(b, l, h, p, n, Q, torch.bfloat16, TABLE) == key
+    assert problem_class(8, 4096, 80, 64, 128, 256, torch.float32, TABLE) is None
+    cfg = ssd_config(1, 32768, 80, 64, 1, 128, 256, torch.bfloat16)
+    assert isinstance(cfg.state, Segmented) and cfg.state.segments == 8  # 640 blocks: >= 4 waves of 132 SMs
+    assert segments_for(1, 80, 128, TABLE) == 8 and segments_for(1, 8, 24, TABLE) == 4  # >= 4 chunks each
+
+
+def test_every_table_covers_every_class_with_valid_configs():
+    for name in table_names():
+        table = load_table(name)
+        assert table.gpu and table.sms > 0
+        for key, cname in table.classes.items():
+            cfg = table.config(key)
+            assert cfg is table.configs[cname]
+            assert config_from_json(config_to_json(cfg)) == cfg
+            if key.startswith("float16"):  # fp16 keeps a float32 C Bᵀ: bf16 rounds 8x coarser than fp16
+                assert not (isinstance(cfg.scan, ChunkScan) and cfg.scan.cb_dtype == "bfloat16"), key
+
+
+def test_a_broken_table_is_refused(tmp_path, monkeypatch):
+    from mamba2_tutorial.fast import tuning
+
+    raw = json.loads((tuning.resources.files("mamba2_tutorial") / "data/configs/h200.json").read_text())
+    del raw["classes"]["float16/small/wide/q<=128"]
+    folder = tmp_path / "mamba2_tutorial" / "data" / "configs"
+    folder.mkdir(parents=True)
+    (folder / "h200.json").write_text(json.dumps(raw))
+    monkeypatch.setattr(tuning.resources, "files", lambda _pkg: tmp_path / "mamba2_tutorial")
+    tuning.load_table.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="classes missing"):
+            tuning.load_table("h200")
+    finally:
+        tuning.load_table.cache_clear()
+
+
+# ----------------------------------------------------------------------------------------------------
+# FastConfig: invalid combinations cannot be built
+# ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make, message", [
+    (lambda: FastConfig(Segmented(), SharedScan()), "needs ChunkScan"),
+    (lambda: FastConfig(Fused(store_kd=True), ChunkScan()), "store_kd"),
+    (lambda: FastConfig(Fused(store_kd=True), PlainScan()), "store_kd"),
+    (lambda: Fused(tiles=(64, 100)), "power of two"),
+    (lambda: Fused(tiles=(64,)), "tiles must be"),
+    (lambda: Fused(form=StateForm.KD), "store_kd"),
+    (lambda: Fused(form=6), "StateForm"),
+    (lambda: Segmented(segments=1), "segments"),
+    (lambda: Unfused(occupancy=0), "occupancy"),
+    (lambda: SharedScan(occupancy=2.0), "occupancy"),
+    (lambda: ChunkScan(cb_dtype="float16"), "cb_dtype"),
+    (lambda: ChunkScan(decay="key_log2"), "Decay"),
+    (lambda: FastConfig(Unfused(), "chunk"), "scan must be"),
+])
+def test_invalid_configs_are_refused(make, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        make()
+
+
+def test_config_json_round_trip_and_errors():
+    for cfg in CONFIGS.values():
+        assert config_from_json(json.loads(json.dumps(config_to_json(cfg)))) == cfg
+    with pytest.raises(ValueError, match="kind"):
+        config_from_json({"state": {"kind": "turbo"}, "scan": {"kind": "plain"}})
+    with pytest.raises(ValueError, match="no fields"):
+        config_from_json({"state": {"kind": "unfused", "tiles": [64, 128]}, "scan": {"kind": "plain"}})
+    with pytest.raises(ValueError, match="DT_ONCE"):
+        config_from_json({"state": {"kind": "fused", "form": ["KD"]}, "scan": {"kind": "plain"}})
+
+
+def test_the_steps_end_at_the_shipped_configs():
+    assert STEPS[0].config == TAUGHT
+    assert STEPS[-1].config == ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16)
+    long = steps_for(segmented=True, segments=8)
+    assert long[-1].config == ssd_config(1, 32768, 80, 64, 1, 128, 256, torch.bfloat16)
+    assert len({s.name for s in long}) == len(long) and all(s.idea for s in long)
+
+
+def test_compile_specs_cover_every_fast_kernel():
+    from mamba2_tutorial.fast import chunk_cb, scan_chunk, scan_shared, segments, state_fused
+    from mamba2_tutorial.fast.specs import shipped_specs
+
+    launched = {spec.kernel._pyfunc.__name__ for spec in shipped_specs()}
+    for module in (chunk_cb, scan_chunk, scan_shared, segments, state_fused):
+        kernels = {n for n in dir(module) if n.endswith("_kernel") and hasattr(getattr(module, n), "_pyfunc")}
+        assert kernels <= launched, f"{module.__name__}: {kernels - launched} launched by no shipped config"
+
+
+# ----------------------------------------------------------------------------------------------------
+# on a GPU
+# ----------------------------------------------------------------------------------------------------
+GPU_PROBLEMS = {64: (2, 700, 8, 64, 2, 128, 64), 128: (2, 1000, 8, 64, 2, 128, 128),
+                256: (1, 1300, 8, 64, 1, 128, 256)}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_every_config_on_the_gpu(name, dtype):
+    Q = 128 if "unrolled" in name else 256
+    _check(CONFIGS[name], GPU_PROBLEMS[Q], dtype, seed=1, backend="gpu", device="cuda")
