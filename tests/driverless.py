@@ -80,7 +80,7 @@ def install_stand_in_driver() -> None:
         return _CUDA_SUCCESS
 
     entry = proto(get_proc_address)
-    module = types.ModuleType(_DRIVER_MODULE, "stand-in CUDA driver (mamba2_tutorial.driverless)")
+    module = types.ModuleType(_DRIVER_MODULE, "stand-in CUDA driver (tests/driverless.py)")
     module._entry = entry
     module._mamba2_stand_in = True
     module.cuGetProcAddress_v2_ptrptr = ctypes.addressof(entry)

@@ -1,7 +1,7 @@
 """A corpus of kernel launch arguments, and the comparison of two signature derivations over it.
 
 Run as a script (``python tests/signature_corpus.py --seed 0``) it installs the stand-in CUDA driver
-(:mod:`mamba2_tutorial.driverless`), derives every case's signature both ways, CPU tensors only, and prints
+(:mod:`tests/driverless.py`), derives every case's signature both ways, CPU tensors only, and prints
 a JSON report: ``tests/test_signature_parity.py`` runs it in a subprocess, since the stand-in driver must own
 the process. The GPU test imports :func:`cases` and :func:`differences` and uses real CUDA tensors.
 """
@@ -153,7 +153,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=200)
     args = ap.parse_args(argv)
-    from mamba2_tutorial.driverless import install_stand_in_driver, launch_signature
+    from driverless import install_stand_in_driver, launch_signature
 
     install_stand_in_driver()
     pairs = cases(args.seed, args.rounds)

@@ -218,48 +218,51 @@ def test_signature_int64_annotations_and_tuples():
     assert compile_mod.tile_ir_bytecode(wide, (x, 3, (16, 32), (x, 2.0)))  # cuTile accepts the signature
 
 
-def test_the_ssd_kernels_compile_for_hopper_including_the_default_bf16_path():
-    """Every SSD kernel spec compiles for sm_90 with tileiras (no GPU), among them the two launches
-    ``ssd_forward`` makes for bf16 inputs (``configs.FAST_16BIT``: its tiles, heads per block and hints)."""
+def test_the_taught_ssd_kernels_compile_for_hopper():
+    """Every taught SSD kernel spec compiles for sm_90 with tileiras (no GPU needed)."""
     from mamba2_tutorial.kernels import chunk_scan, chunk_state, state_passing
-    from mamba2_tutorial.kernels._host import hinted
-    from mamba2_tutorial.kernels.configs import FAST_16BIT
 
     specs = chunk_state.SPECS + state_passing.SPECS + chunk_scan.SPECS
-    by_name = {s.name: s for s in specs}
-    fast_scan, fast_state = by_name["ssd.fast_bf16.chunk_scan"], by_name["ssd.fast_bf16.chunk_state_passing"]
-    assert fast_scan.kernel is hinted(chunk_scan.chunk_scan_shared_kernel, *FAST_16BIT.scan_hints)
-    assert fast_state.kernel is hinted(chunk_state.chunk_state_passing_kernel, *FAST_16BIT.state_hints)
-    grid, args = fast_scan.make_args()
-    assert grid[2] == 8  # h 8, one head per block (FAST_16BIT.scan_heads)
     results = compile_specs(specs, ["sm_90"], jobs=2)
     failed = [f"{r.name}: {r.error}" for r in results if not r.ok]
     assert not failed, failed
     assert all(r.cubin_bytes > 1000 for r in results)
 
 
+def test_the_fast_specs_are_what_the_shipped_configs_launch():
+    """The fast path's compile specs come from recording ``ssd_forward`` with each shipped config: the b8
+    class's state stage is the fused kernel at occupancy 2, its scan the whole-chunk kernel at 3."""
+    from mamba2_tutorial.fast.specs import shipped_specs
+
+    by_name = {s.name: s for s in shipped_specs()}
+    state = by_name["fast.h200.bfloat16.large.one-tile.qge256.chunk_state_passing_kernel"]
+    scan = by_name["fast.h200.bfloat16.large.one-tile.qge256.chunk_scan_chunk_kernel"]
+    assert state.kernel._compiler_options.occupancy == 2
+    assert scan.kernel._compiler_options.occupancy == 3
+    grid, _ = scan.make_args()
+    assert grid[0] == 8  # heads first: one block per (head, p tile, chunk)
+
+
 def test_the_b8_kernels_fit_their_occupancy_without_spilling():
-    """What ``ssd_forward`` runs for bf16 at b8-l4096-h80 (``configs.FAST_16BIT_CB``, the benchmark's inputs),
-    compiled for sm_90: the fused state stage at occupancy 2 must fit 128 registers per thread (two blocks of
-    256 threads fill the register file) with no stack frame, the scan at occupancy 3 80 registers and no
-    stack. That is what attempt 24 of docs/perf-notes.md measured; a compiler change that spills here would
-    cost far more than it shows in a correctness test. The stage's old form (FORM 0: dt re-derived per element
-    of the x tile) with the same tiles and hints spills 8.6 KB per thread, so the check can fail."""
+    """What ``ssd_forward`` runs for bf16 at b8-l4096-h80, compiled for sm_90: the fused state stage at
+    occupancy 2 must fit 128 registers per thread (two blocks of 256 threads fill the register file) with no
+    stack frame, the whole-chunk scan at occupancy 3 80 registers and no stack. A compiler change that spills
+    here would cost far more than it shows in a correctness test. The stage's plain form (dt re-derived per
+    element of the x tile, no StateForm) with the same tiles and hint spills, so the check can fail."""
     from mamba2_tutorial.compile import compile_cubin
     from mamba2_tutorial.cubin_info import cubin_resources
-    from mamba2_tutorial.kernels import chunk_state
-    from mamba2_tutorial.kernels._host import hinted
-    from mamba2_tutorial.kernels.configs import FAST_16BIT_CB as cfg
+    from mamba2_tutorial.fast.specs import shipped_specs
+    from mamba2_tutorial.fast.state_fused import KD
 
-    state = hinted(chunk_state.chunk_state_passing_kernel, *cfg.state_hints)
-    fused_args = chunk_state._example_fused_args  # the specs' example launches
-    form = chunk_state.STATE_KD | cfg.state_form
-    kw = dict(l=700, p=64, n=128, tiles=cfg.state_tiles, options=False)
-    res = cubin_resources(compile_cubin(state, fused_args(torch.bfloat16, 256, form=form, **kw)()[1]))
+    by_name = {s.name: s for s in shipped_specs()}
+    state = by_name["fast.h200.bfloat16.large.one-tile.qge256.chunk_state_passing_kernel"]
+    scan = by_name["fast.h200.bfloat16.large.one-tile.qge256.chunk_scan_chunk_kernel"]
+    _, args = state.make_args()
+    res = cubin_resources(compile_cubin(state.kernel, args))
     assert res["registers"] <= 128 and res["frame_bytes"] == 0, res
-    old = cubin_resources(compile_cubin(state, fused_args(torch.bfloat16, 256, form=0, **kw)()[1]))
+    plain = args[:-1] + (KD,)  # FORM is the last argument: the key-log2 store only, no DT_ONCE or ACC
+    old = cubin_resources(compile_cubin(state.kernel, plain))
     assert old["frame_bytes"] > 1024, old
-    scan = kernel_spec("ssd.fast_bf16_cb.chunk_scan")
     res = cubin_resources(compile_cubin(scan.kernel, scan.make_args()[1]))
     assert res["registers"] <= 80 and res["frame_bytes"] == 0, res
 

@@ -3,7 +3,7 @@
 The CPU executor's type check and every ahead-of-time compile (``python -m mamba2_tutorial compile``, the
 registers and stack frames in docs/perf-notes.md) use our derivation; a GPU launch uses cuTile's. Where they
 disagree, the cubin we read is not the one the GPU runs. On the CPU, cuTile's derivation runs through a
-stand-in CUDA driver (``mamba2_tutorial.driverless``) in a subprocess; on a GPU, on real CUDA tensors.
+stand-in CUDA driver (``tests/driverless.py``) in a subprocess; on a GPU, on real CUDA tensors.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def test_stand_in_driver_refuses_a_process_that_loaded_a_real_one():
     code = (
         "import sys, types\n"
         "sys.modules['cuda.tile._load_libcuda'] = types.ModuleType('cuda.tile._load_libcuda')\n"
-        "from mamba2_tutorial.driverless import install_stand_in_driver\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from driverless import install_stand_in_driver\n"
         "try:\n"
         "    install_stand_in_driver()\n"
         "except RuntimeError as e:\n"
@@ -55,7 +56,7 @@ def test_stand_in_driver_refuses_a_process_that_loaded_a_real_one():
 def test_as_cuda_array_rejects_device_tensors_and_keeps_scalars():
     import torch
 
-    from mamba2_tutorial.driverless import as_cuda_array
+    from driverless import as_cuda_array
 
     wrapped = as_cuda_array((torch.zeros(3), [torch.ones(2)], 5, 0.5))
     assert wrapped[0].__dlpack_device__() == (2, 0) and wrapped[2:] == (5, 0.5)

@@ -39,9 +39,18 @@ def _problem(key: str) -> dict:
                 dt_bias=torch.randn(h, generator=gen), dt_softplus=True)
 
 
-def _signature(args) -> tuple:
-    """What a compile is specialized on, roughly: each tensor's dtype and rank, each constant's value."""
-    return tuple((a.dtype, a.dim()) if isinstance(a, torch.Tensor) else a for a in args)
+#: tile sizes: a variant at other tile sizes is the same code, so the compile check takes it once
+_TILE_PARAMS = {"Q", "TK", "TM", "TN", "TP", "NS", "TR"}
+
+
+def _variant(kernel, args) -> tuple:
+    """What makes a launch a different program: each tensor's dtype and rank, each flag's value, the hint;
+    not the tile sizes (and not the problem's sizes)."""
+    code = kernel._pyfunc.__code__
+    names = code.co_varnames[:code.co_argcount]
+    return (kernel._pyfunc.__name__, repr(kernel._compiler_options)) + tuple(
+        (a.dtype, a.dim()) if isinstance(a, torch.Tensor) else (None if name in _TILE_PARAMS else a)
+        for name, a in zip(names, args))
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,7 +77,7 @@ def shipped_specs() -> tuple[KernelSpec, ...]:
                 _host._RECORDER = previous
             for kernel, grid, args in launches:
                 base = kernel._pyfunc.__name__
-                ident = (base, id(kernel), _signature(args))
+                ident = _variant(kernel, args)
                 if ident in specs:
                     continue
                 where = key.replace("/", ".").replace("<=", "le").replace(">=", "ge")
