@@ -321,3 +321,43 @@ def validate_kernel_inputs(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=N
             _VALIDATED.clear()
         _VALIDATED[key] = dims
     return dims
+
+
+def validate_chunk_scan_inputs(x, dt_out, dA_cumsum, C, B, chunk_init_states, D=None, z=None) -> None:
+    """The checks of kernel 3 run on its own (``chunk_scan_fwd``): the inputs and the intermediates of kernels
+    1 and 2, their shapes, dtypes and the chunk size they imply."""
+    from .kernels._host import check_chunk_size as check_power_of_two
+    from .kernels._host import check_kernel_dtype
+
+    for name, t in (("x", x), ("C", C), ("B", B)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        check_kernel_dtype(name, t)
+    for name, t in (("dt_out", dt_out), ("dA_cumsum", dA_cumsum), ("chunk_init_states", chunk_init_states)):
+        allowed = (torch.float32, x.dtype) if name == "chunk_init_states" else (torch.float32,)
+        if not isinstance(t, torch.Tensor) or t.dtype not in allowed:
+            got = getattr(t, "dtype", type(t).__name__)
+            raise TypeError(f"{name} must be a float32 torch.Tensor, got {got}")
+    check_shape(x, "x", ("b", "l", "h", "p"), (None,) * 4)
+    b, l, h, p = x.shape
+    check_shape(C, "C", ("b", "l", "g", "n"), (b, l, None, None))
+    g, n = C.shape[2], C.shape[3]
+    check_shape(B, "B", ("b", "l", "g", "n"), (b, l, g, n))
+    if B.dtype != x.dtype or C.dtype != x.dtype:
+        raise TypeError(f"x, B and C must share one dtype, got {x.dtype}, {B.dtype}, {C.dtype}")
+    if g == 0 or h % g:
+        raise ValueError(f"nheads h = {h} must be divisible by ngroups g = {g}")
+    check_shape(dt_out, "dt_out", ("b", "h", "nchunks", "Q"), (b, h, None, None))
+    Q = dt_out.shape[3]
+    check_power_of_two(Q)
+    nchunks = -(-l // Q)
+    check_shape(dt_out, "dt_out", ("b", "h", "nchunks", "Q"), (b, h, nchunks, Q))
+    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "nchunks", "Q"), (b, h, nchunks, Q))
+    check_shape(chunk_init_states, "chunk_init_states", ("b", "nchunks", "h", "p", "n"),
+                (b, nchunks, h, p, n))
+    if D is not None:
+        check_shape(D, "D", ("h",) if D.ndim == 1 else ("h", "p"), (h,) if D.ndim == 1 else (h, p))
+    if z is not None:
+        check_shape(z, "z", ("b", "l", "h", "p"), (b, l, h, p))
+        if z.dtype != x.dtype:
+            raise TypeError(f"z must have x's dtype {x.dtype}, got {z.dtype}")

@@ -48,8 +48,6 @@ from ._host import (
     LaunchPlan,
     allocate,
     cdiv,
-    check_chunk_size,
-    check_kernel_dtype,
     launch,
     next_power_of_two,
     placeholder,
@@ -199,40 +197,9 @@ def chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, chunk_init_states, *, D=None, z=N
     x (b, l, h, p), dt_out and dA_cumsum (b, h, nchunks, Q) float32 (kernel 1), C and B (b, l, g, n),
     chunk_init_states (b, nchunks, h, p, n) float32 or x's dtype (kernel 2), D (h,) or (h, p), z (b, l, h, p).
     """
-    from mamba2_tutorial.validation import check_shape
+    from mamba2_tutorial.validation import validate_chunk_scan_inputs
 
-    for name, t in (("x", x), ("C", C), ("B", B)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        check_kernel_dtype(name, t)
-    for name, t in (("dt_out", dt_out), ("dA_cumsum", dA_cumsum), ("chunk_init_states", chunk_init_states)):
-        allowed = (torch.float32, x.dtype) if name == "chunk_init_states" else (torch.float32,)
-        if not isinstance(t, torch.Tensor) or t.dtype not in allowed:
-            got = getattr(t, "dtype", type(t).__name__)
-            raise TypeError(f"{name} must be a float32 torch.Tensor, got {got}")
-    check_shape(x, "x", ("b", "l", "h", "p"), (None,) * 4)
-    b, l, h, p = x.shape
-    check_shape(C, "C", ("b", "l", "g", "n"), (b, l, None, None))
-    g, n = C.shape[2], C.shape[3]
-    check_shape(B, "B", ("b", "l", "g", "n"), (b, l, g, n))
-    if B.dtype != x.dtype or C.dtype != x.dtype:
-        raise TypeError(f"x, B and C must share one dtype, got {x.dtype}, {B.dtype}, {C.dtype}")
-    if g == 0 or h % g:
-        raise ValueError(f"nheads h = {h} must be divisible by ngroups g = {g}")
-    check_shape(dt_out, "dt_out", ("b", "h", "nchunks", "Q"), (b, h, None, None))
-    Q = dt_out.shape[3]
-    check_chunk_size(Q)
-    nchunks = -(-l // Q)
-    check_shape(dt_out, "dt_out", ("b", "h", "nchunks", "Q"), (b, h, nchunks, Q))
-    check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "nchunks", "Q"), (b, h, nchunks, Q))
-    check_shape(chunk_init_states, "chunk_init_states", ("b", "nchunks", "h", "p", "n"),
-                (b, nchunks, h, p, n))
-    if D is not None:
-        check_shape(D, "D", ("h",) if D.ndim == 1 else ("h", "p"), (h,) if D.ndim == 1 else (h, p))
-    if z is not None:
-        check_shape(z, "z", ("b", "l", "h", "p"), (b, l, h, p))
-        if z.dtype != x.dtype:
-            raise TypeError(f"z must have x's dtype {x.dtype}, got {z.dtype}")
+    validate_chunk_scan_inputs(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z)
     x, dt_out, dA_cumsum, C, B, chunk_init_states = (
         strided_ok(t) for t in (x, dt_out, dA_cumsum, C, B, chunk_init_states))
     D, z = strided_ok(D), strided_ok(z)
