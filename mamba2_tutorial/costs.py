@@ -2,7 +2,7 @@
 
 These are *model* counts that compare the three forms of the ladder (notebooks 01-03): every operation
 of each form, so the recurrence (which has no matrix product at all) can be set against the others. They
-are formulas, not measurements. For the GPU kernels, :mod:`mamba2_tutorial.roofline` counts only the
+are formulas, not measurements. For the GPU kernels, :mod:`mamba2_tutorial.perf.roofline` counts only the
 tensor-core FLOPs of the chunked form (causal pairs by default) and the bytes each kernel moves; notebook 09
 turns those into a roofline. When l is a multiple of Q, the four matrix products counted here (chunk state,
 C·Bᵀ, scores·x, C·state) equal its ``causal=False`` terms.

@@ -13,7 +13,7 @@ The mapping follows ``ct.launch``:
   ``ct.IndexedWithInt64``; what ct.launch's C code specializes on: unit strides, strides that are a multiple
   of 16 bytes, sizes that are a multiple of 16 or equal to 1, 16-byte base alignment, whether elements may
   overlap; see :func:`array_constraint`). ``tests/test_signature_parity.py`` checks it against cuTile's own
-  derivation, run on the CPU through :mod:`mamba2_tutorial.driverless`;
+  derivation, run on the CPU through a stand-in CUDA driver (``tests/driverless.py``);
 - a Python ``int`` -> int32 runtime scalar (int64 under ``ct.ScalarInt64``); ``float`` -> float32;
   ``bool`` -> bool;
 - a parameter annotated ``ct.Constant`` -> its plain value, embedded into the compiled code;

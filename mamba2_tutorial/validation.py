@@ -1,4 +1,5 @@
-"""Argument validation shared by the reference SSD forms and the cuTile ``ssd_forward``.
+"""Argument validation shared by the reference SSD forms and the cuTile forwards (``ssd_forward_taught``,
+``ssd_forward``).
 
 Every error names the argument, the expected shape written with the math names, and what was received, e.g.::
 

@@ -4,7 +4,7 @@
 same compile errors as the GPU), then runs the kernel's own Python function once per block with every ``ct.*``
 call and tile operator routed through cuTile's dispatch hook to NumPy implementations that follow cuTile's
 rules (dtype promotion, loose constants, int32 loop variables, tile-indexed loads with padding, masked stores,
-mma dtypes, ...). Use it through ``mamba2_tutorial.backends(kernel, grid, args, backend="cpu")``.
+mma dtypes, ...). Use it through ``mamba2_tutorial.launch(kernel, grid, args, backend="cpu")``.
 
 Timings of the CPU executor mean nothing about GPU performance.
 
@@ -13,8 +13,10 @@ How it differs from the GPU (on purpose, or because a sequential CPU cannot tell
 - Narrow-float accumulations (``sum``/``cumsum`` of float16/bfloat16, ``mma`` into a float16 accumulator,
   ``@`` on float16) are computed in float32 and rounded once, so the CPU is slightly MORE accurate than the
   GPU: compare with dtype-aware tolerances (``mamba2_tutorial.checks.assert_close``).
-- Rounding-mode and flush-to-zero hints are accepted and ignored (round to nearest even, subnormals kept);
-  ``latency``, ``allow_tma``, memory order and scope are accepted and ignored.
+- Rounding-mode hints are accepted and ignored (round to nearest even). ``flush_to_zero`` is emulated on the
+  float32 math functions (``exp2``, ``exp``, ...: subnormal inputs and results become 0, as on the GPU) and
+  ignored elsewhere (subnormals kept); ``latency``, ``allow_tma``, memory order and scope are accepted and
+  ignored.
 - Blocks run one after another (x fastest, or ``block_order="random"``/``"reversed"``), so races between
   blocks never show as torn values: run a kernel under several orders to expose order dependence.
 - UNDETERMINED padding is poisoned (NaN, or ``-123456789`` for integers; see ``set_int_poison``); a fully out-

@@ -127,8 +127,9 @@ def hinted(kernel, occupancy: int | None = None):
     return found
 
 
-#: a launch recorder (``tools/cubin_cache.py``, which compiles ahead of time what a run would launch): when
-#: set, called with (hinted kernel, grid, args) in place of every launch, which then runs nothing
+#: a launch recorder (``tools/precompile.py``, which compiles ahead of time what a run would launch, and
+#: ``fast/specs.py``): when set, called with (hinted kernel, grid, args) in place of every launch, which then
+#: runs nothing
 _RECORDER = None
 
 

@@ -2,8 +2,9 @@
 
 Dtypes follow cuTile (``promote`` uses cuTile's own ``promote_dtypes``); narrow floats compute in float32 and
 round to the result dtype; integers wrap; integer ``//`` and ``%`` round toward minus infinity;
-``minimum``/``maximum`` ignore NaN unless ``propagate_nan=True``. Rounding-mode and flush-to-zero hints are
-accepted; results are always round-to-nearest (the GPU's default).
+``minimum``/``maximum`` ignore NaN unless ``propagate_nan=True``. Rounding-mode hints are accepted; results
+are always round-to-nearest (the GPU's default). ``flush_to_zero`` flushes subnormal inputs and results of
+the float32 math functions to zero, as the GPU does; arithmetic operators accept it and keep subnormals.
 """
 
 from __future__ import annotations
