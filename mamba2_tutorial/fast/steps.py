@@ -1,8 +1,9 @@
 """How the taught kernels became the shipped ones, as a few staged steps, each a :class:`FastConfig`.
 
-Notebook 10 tells this story with the times ``python -m mamba2_tutorial bench --steps`` measured for every
-step, side by side in one run (``data/benchmarks/h200.json``, its ``"steps"``). Each step adds one idea to
-the one before; the last is what ``ssd_forward`` ships for the problem's class.
+Notebook 10 tells this story with the times ``python -m mamba2_tutorial bench`` measured for every step, side
+by side in one run, at its ``--steps`` shapes (b8-l4096-h80 and b1-l32768-h80 unless named;
+``data/benchmarks/h200.json``, its ``"steps"``). Each step adds one idea to the one before; the last is what
+``ssd_forward`` ships for the problem's class.
 """
 
 from __future__ import annotations
