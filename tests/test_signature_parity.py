@@ -1,7 +1,7 @@
 """Our signature derivation (``mamba2_tutorial.signature``) against cuTile's own (``ct.launch``'s C code).
 
 The CPU executor's type check and every ahead-of-time compile (``python -m mamba2_tutorial compile``, the
-registers and stack frames in docs/perf-notes.md) use our derivation; a GPU launch uses cuTile's. Where they
+registers and stack frames in docs/perf-history.md) use our derivation; a GPU launch uses cuTile's. Where they
 disagree, the cubin we read is not the one the GPU runs. On the CPU, cuTile's derivation runs through a
 stand-in CUDA driver (``tests/driverless.py``) in a subprocess; on a GPU, on real CUDA tensors.
 """

@@ -37,8 +37,7 @@ def chunk_cb_kernel(C, B, CB, Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.
     pid_bc = ct.bid(1)
     g = ct.bid(2)
     nchunks = CB.shape[1]
-    b = pid_bc // nchunks
-    c = pid_bc % nchunks
+    b, c = pid_bc // nchunks, pid_bc % nchunks
     seqlen = C.shape[1]
     m_tile = c * (Q // TM) + i_m
     if m_tile * TM < seqlen:

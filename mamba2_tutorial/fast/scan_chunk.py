@@ -123,8 +123,7 @@ def chunk_scan_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D
     i_p = ct.bid(1)
     pid_bc = ct.bid(2)
     nchunks = dA_cumsum.shape[2]
-    b = pid_bc // nchunks
-    c = pid_bc % nchunks
+    b, c = pid_bc // nchunks, pid_bc % nchunks
     g = (hb * HB) // heads_per_group
     seqlen = x.shape[1]
     S_cTs = ()

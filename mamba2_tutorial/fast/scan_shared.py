@@ -32,15 +32,11 @@ def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D
                              TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                              D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
     """``chunk_scan_kernel``'s arguments and results; grid (Q/TM · cdiv(p, TP), b · nchunks, h / HB)."""
-    pid_mp = ct.bid(0)
-    pid_bc = ct.bid(1)
-    hb = ct.bid(2)
+    pid_mp, pid_bc, hb = ct.bid(0), ct.bid(1), ct.bid(2)
     nchunks = dA_cumsum.shape[2]
-    b = pid_bc // nchunks
-    c = pid_bc % nchunks
+    b, c = pid_bc // nchunks, pid_bc % nchunks                  # batch, chunk
     p_tiles = ct.cdiv(x.shape[3], TP)
-    i_m = pid_mp // p_tiles
-    i_p = pid_mp % p_tiles
+    i_m, i_p = pid_mp // p_tiles, pid_mp % p_tiles              # row tile, head-dim tile
     g = (hb * HB) // heads_per_group
     seqlen = x.shape[1]
     m_tile = c * (Q // TM) + i_m

@@ -33,7 +33,7 @@ import torch
 
 from ..kernels._host import LaunchPlan, allocate, cdiv, launch
 from ..kernels.state_passing import launch_state_passing
-from .state_fused import chunk_local_state, chunk_state_passing_tiles, state_args
+from .state_fused import chunk_local_state, chunk_state_passing_tiles, head_scalars, state_args
 
 __all__ = ["SegmentCarry", "chunk_state_segments_kernel", "launch_chunk_state_segments", "segment_layout",
            "segments_plan"]
@@ -56,28 +56,22 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
     pid_bs = ct.bid(1)
     h = ct.bid(2)
     nseg = seg_states.shape[1]
-    b = pid_bs // nseg
-    s = pid_bs % nseg
+    b, s = pid_bs // nseg, pid_bs % nseg                        # batch, segment
     n_tiles = ct.cdiv(chunk_init_states.shape[4], TN)
-    i_p = pid_pn // n_tiles
-    i_n = pid_pn % n_tiles
-    g = h // heads_per_group
-    seqlen = x.shape[1]
-    nchunks = dA_cumsum.shape[2]
-    A_h = ct.load(A, (h,), shape=()).astype(ct.float32)
-    dt_bias_h = ct.load(dt_bias, (h,), shape=()).astype(ct.float32) if HAS_DT_BIAS else 0.0
+    i_p, i_n = pid_pn // n_tiles, pid_pn % n_tiles              # the (TP, TN) state tile
+    A_h, dt_bias_h = head_scalars(A, dt_bias, h, HAS_DT_BIAS)
 
     S = ct.zeros((TP, TN), dtype=ct.float32)          # the segment starts from zero: stage 2 adds the carry
     log_decay = ct.zeros((1,), dtype=ct.float32)      # sum of dA_cs[Q-1] over the segment's chunks so far
     c0 = s * chunks_per_segment
-    c_end = min(c0 + chunks_per_segment, nchunks)
+    c_end = min(c0 + chunks_per_segment, dA_cumsum.shape[2])
     for c in range(c0, c_end):
         ct.store(chunk_init_states, (b, c, h, i_p, i_n),
                  S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
         ct.store(seg_prefix, (b, h, c), log_decay.reshape((1, 1, 1)))
-        dA_cs_last, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n,
-                                          seqlen, dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S,
-                                          FORM)
+        dA_cs_last, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h,
+                                          h // heads_per_group, i_p, i_n, x.shape[1], dt_min, dt_max, Q, TK,
+                                          TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S, FORM)
         log_decay = log_decay + dA_cs_last
 
     ct.store(seg_states, (b, s, h, i_p, i_n), S.reshape((1, 1, 1, TP, TN)))

@@ -25,11 +25,12 @@ import torch
 
 from ..kernels._host import LaunchPlan, allocate, cdiv, launch, placeholder, tile_size
 from ..kernels.chunk_state import LOG2E, chunk_state_tiles, process_dt
+from ..kernels.state_passing import initial_state_tile
 from .config import StateForm
 
 __all__ = ["chunk_local_state", "chunk_state_passing_kernel", "chunk_state_passing_plan",
-           "chunk_state_passing_tiles", "computed_once", "key_log2", "launch_chunk_state_passing",
-           "state_args"]
+           "chunk_state_passing_tiles", "computed_once", "head_scalars", "key_log2",
+           "launch_chunk_state_passing", "state_args"]
 
 ZERO = ct.PaddingMode.ZERO
 KD, DT_ONCE, ACC = int(StateForm.KD), int(StateForm.DT_ONCE), int(StateForm.ACC)
@@ -49,6 +50,12 @@ def key_log2(dA_cs, dt):
     so that exp(dA_cs_m - dA_cs_k) · dt_k = exp2(dA_cs_m · log2(e) - kd_k): what the chunk scan reads with
     ``Decay.KEY_LOG2``. Only for dt >= 0. Inlined by cuTile."""
     return dA_cs * LOG2E - ct.log2(dt)
+
+
+def head_scalars(A, dt_bias, h, HAS_DT_BIAS):
+    """Head h's A and dt_bias (0 without a bias), float32 scalars. Inlined by cuTile."""
+    A_h = ct.load(A, (h,), shape=()).astype(ct.float32)
+    return A_h, ct.load(dt_bias, (h,), shape=()).astype(ct.float32) if HAS_DT_BIAS else 0.0
 
 
 def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen, dt_min,
@@ -100,25 +107,16 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
     b = ct.bid(1)
     h = ct.bid(2)
     n_tiles = ct.cdiv(chunk_init_states.shape[4], TN)
-    i_p = pid_pn // n_tiles
-    i_n = pid_pn % n_tiles
+    i_p, i_n = pid_pn // n_tiles, pid_pn % n_tiles              # the (TP, TN) state tile
     g = h // heads_per_group
-    seqlen = x.shape[1]
-    nchunks = dA_cumsum.shape[2]
-    A_h = ct.load(A, (h,), shape=()).astype(ct.float32)
-    dt_bias_h = ct.load(dt_bias, (h,), shape=()).astype(ct.float32) if HAS_DT_BIAS else 0.0
+    A_h, dt_bias_h = head_scalars(A, dt_bias, h, HAS_DT_BIAS)
+    S = initial_state_tile(initial_states, b, h, i_p, i_n, TP, TN, HAS_INITIAL_STATES)
 
-    if HAS_INITIAL_STATES:
-        S = ct.load(initial_states, (b, h, i_p, i_n), shape=(1, 1, TP, TN), padding_mode=ZERO)
-        S = S.reshape((TP, TN)).astype(ct.float32)
-    else:
-        S = ct.zeros((TP, TN), dtype=ct.float32)
-
-    for c in range(nchunks):
-        S_out = S.astype(chunk_init_states.dtype)
-        ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_out.reshape((1, 1, 1, TP, TN)))
-        _, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen,
-                                 dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S, FORM)
+    for c in range(dA_cumsum.shape[2]):
+        ct.store(chunk_init_states, (b, c, h, i_p, i_n),
+                 S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
+        _, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n,
+                                 x.shape[1], dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S, FORM)
 
     ct.store(final_states, (b, h, i_p, i_n), S.reshape((1, 1, TP, TN)))
 

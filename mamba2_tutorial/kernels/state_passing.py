@@ -35,6 +35,7 @@ from .spec import KernelSpec
 
 __all__ = [
     "SPECS",
+    "initial_state_tile",
     "launch_state_passing",
     "state_passing_fwd",
     "state_passing_kernel",
@@ -46,6 +47,15 @@ LOG2E = 1.4426950408889634
 ZERO = ct.PaddingMode.ZERO
 MIN_BLOCKS = 1024  # enough blocks to fill an H200 (132 SMs) several times over
 LONG_LOOP = 8  # chunks: below this the sequential loop is short and the default tile is kept
+
+
+def initial_state_tile(initial_states, b, h, i_p, i_n, TP, TN, HAS_INITIAL_STATES):
+    """The (TP, TN) float32 tile of the state entering chunk 0: from initial_states, or zero. A plain
+    function: cuTile inlines it into the kernel that calls it (HAS_INITIAL_STATES stays a constant)."""
+    if HAS_INITIAL_STATES:
+        S = ct.load(initial_states, (b, h, i_p, i_n), shape=(1, 1, TP, TN), padding_mode=ZERO)
+        return S.reshape((TP, TN)).astype(ct.float32)
+    return ct.zeros((TP, TN), dtype=ct.float32)
 
 
 @ct.kernel
@@ -64,11 +74,7 @@ def state_passing_kernel(states, dA_cumsum, initial_states,  # inputs
     nchunks = states.shape[1]
 
     # S: the running state tile, float32. Its type (dtype and shape) must be the same on every iteration.
-    if HAS_INITIAL_STATES:
-        S = ct.load(initial_states, (b, h, i_p, i_n), shape=(1, 1, TP, TN), padding_mode=ZERO)
-        S = S.reshape((TP, TN)).astype(ct.float32)
-    else:
-        S = ct.zeros((TP, TN), dtype=ct.float32)
+    S = initial_state_tile(initial_states, b, h, i_p, i_n, TP, TN, HAS_INITIAL_STATES)
 
     for c in range(nchunks):
         S_out = S.astype(chunk_init_states.dtype)             # a no-op for a float32 output
