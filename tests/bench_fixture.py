@@ -3,8 +3,11 @@ timings.
 
 Nothing here is a measurement. The stand-ins compute the right function with the PyTorch reference (so the
 correctness gate passes for real), and the "times" are made-up multiples of each shape's roofline floor, so
-that tables and figures have something to draw. The fixture's ``device`` says so, and it is never shipped
-under ``mamba2_tutorial/data/``. Regenerate it with::
+that tables and figures have something to draw: one small shape ("tiny") is made host-bound (its end-to-end
+time three times its kernels'), and the staged steps of ``bench --steps`` at the two real step shapes get
+made-up multiples of each stage's floor (``make_steps``: the real steps, configs and ideas; fake times and
+errors). The fixture's ``device`` says so, and it is never shipped under ``mamba2_tutorial/data/``.
+Regenerate it with::
 
     .venv/bin/python tests/bench_fixture.py          # writes tests/data/bench_results_fixture.json
 """
@@ -21,13 +24,19 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script
     sys.path.insert(0, str(ROOT))
 
-from mamba2_tutorial import bench, reference, roofline  # noqa: E402
+from mamba2_tutorial import reference  # noqa: E402
 from mamba2_tutorial.inputs import SHAPES  # noqa: E402
+from mamba2_tutorial.perf import bench, roofline  # noqa: E402
+from mamba2_tutorial.perf.results import step_costs  # noqa: E402
 
 FIXTURE_PATH = ROOT / "tests" / "data" / "bench_results_fixture.json"
 FIXTURE_DEVICE = "TEST FIXTURE: CPU stand-ins with FAKE timings, not a measurement"
-# fake time = factor x roofline floor (made up, only so that plots have something to show)
-FAKE_FACTORS = {"cutile": 1.8, "mamba_ssm": 6.0, "fla": 5.0, "torch": 150.0}
+# made-up times, only so that tables and plots have something to show: each kernel a factor x its roofline
+# floor; ours end to end FAKE_E2E_OVERHEAD x its kernels' sum; the others a factor x ours
+FAKE_FACTORS = {"taught": 1.9, "mamba_ssm": 2.6, "fla": 2.2, "torch": 60.0}
+FAKE_E2E_OVERHEAD = 1.02
+#: shapes whose fake end-to-end time is this many times more (the kernels' times stay): host-bound
+FAKE_HOST_BOUND = {"tiny": 3.0}
 FAKE_KERNEL_FACTORS = {"chunk_state": 1.5, "state_passing": 1.3, "chunk_state_passing": 1.4,
                        "chunk_scan": 1.6}
 FIXTURE_SHAPES = ("tiny", "tiny-g3", "small", "small-pow2")
@@ -72,7 +81,7 @@ def _reference_kernels(inp, Q):
 
 
 def stand_in_impls() -> dict[str, bench.Impl]:
-    """Correct CPU stand-ins under the four implementation names (NOT the real implementations)."""
+    """Correct CPU stand-ins under the five implementation names (NOT the real implementations)."""
 
     def chunked(inp, Q):
         return lambda: reference.ssd_chunked(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], Q)
@@ -86,6 +95,7 @@ def stand_in_impls() -> dict[str, bench.Impl]:
 
     return {
         "cutile": bench.Impl("cutile", chunked, kernels=_reference_kernels),
+        "taught": bench.Impl("taught", chunked),
         "mamba_ssm": bench.Impl("mamba_ssm", quadratic),
         "fla": bench.Impl("fla", gla),
         "torch": bench.Impl("torch", chunked),
@@ -93,8 +103,9 @@ def stand_in_impls() -> dict[str, bench.Impl]:
 
 
 def fake_timer(specs):
-    """timer(fn, label) -> a made-up time: FAKE_FACTORS x the roofline floor of the shape in the label."""
-    floors = {s.name: roofline.floor_ms(s.dims) for s in specs}
+    """timer(fn, label) -> a made-up time: a kernel FAKE_KERNEL_FACTORS x its roofline floor; ours end to end
+    a little more than its kernels' sum (FAKE_HOST_BOUND times more where host-bound); the others
+    FAKE_FACTORS x ours."""
     kfloors = {s.name: roofline.kernel_floors_ms(s.dims) | roofline.kernel_floors_ms(s.dims, fused=True)
                for s in specs}
     calls = []
@@ -104,10 +115,62 @@ def fake_timer(specs):
         parts = label.split("/")
         if len(parts) == 3 and parts[1] == "kernel":
             return FAKE_KERNEL_FACTORS[parts[2]] * kfloors[parts[0]][parts[2]]
-        return FAKE_FACTORS[parts[1]] * floors[parts[0]]
+        # ours end to end: the stand-in's three kernels and a little launch overhead (more where host-bound)
+        kf = kfloors[parts[0]]
+        ours = FAKE_E2E_OVERHEAD * sum(FAKE_KERNEL_FACTORS[k] * kf[k] for k in roofline.KERNELS)
+        if parts[1] == "cutile":
+            return FAKE_HOST_BOUND.get(parts[0], 1.0) * ours
+        return FAKE_FACTORS[parts[1]] * ours
 
     timer.calls = calls
     return timer
+
+
+#: fake stage times of the staged steps, as multiples of each stage's floor (made up, in the spirit of a
+#: real run: each step faster than the one before; the state stage of a long sequence slow until segmented)
+FAKE_STEP_FACTORS = {
+    "taught": {"chunk_state": 3.0, "state_passing": 2.6, "chunk_scan": 3.6},
+    "fuse state passing": {"chunk_state_passing": 2.3, "chunk_scan": 3.6},
+    "2-D scan, occupancy 3": {"chunk_state_passing": 2.3, "chunk_scan": 2.9},
+    "C Bᵀ once, whole-chunk scan": {"chunk_state_passing": 2.3, "chunk_scan": 2.3},
+    "C Bᵀ in bf16": {"chunk_state_passing": 2.3, "chunk_scan": 2.1},
+    "key-log2 decay": {"chunk_state_passing": 2.3, "chunk_scan": 2.05},
+    "state stage tuned": {"chunk_state_passing": 1.95, "chunk_scan": 2.05},
+    "segmented state stage": {"chunk_state_passing": 2.0, "chunk_scan": 2.3},
+}
+FAKE_LONG_STATE = 2.1  # a long sequence's fused state stage before it is segmented: idle SMs
+FAKE_STEP_OVERHEAD = 1.01  # end to end over the sum of the stages
+
+
+def make_steps(names=bench.STEP_SHAPES, ceilings=roofline.H200_CEILINGS) -> list[dict]:
+    """The "steps" section of a ``bench --steps`` run at ``names``, with the real steps (``steps_for``, the
+    segmented one where the shape's class is long, as ``bench_steps`` picks them) and FAKE times."""
+    import torch
+
+    from mamba2_tutorial.fast.config import config_to_json
+    from mamba2_tutorial.fast.steps import steps_for
+    from mamba2_tutorial.fast.tuning import load_table, problem_class, segments_for
+
+    table = load_table()
+    out = []
+    for spec in bench.default_shapes(names):
+        d = spec.dims
+        long = problem_class(d.b, d.l, d.h, d.p, d.n, d.Q, torch.bfloat16, table).split("/")[2] == "long"
+        rec = {"name": spec.name, "dims": d.as_dict(), "dtype": "bfloat16", "steps": []}
+        for st in steps_for(segmented=long, segments=segments_for(d.b, d.h, d.nchunks, table)):
+            row = {"name": st.name, "idea": st.idea, "config": config_to_json(st.config)}
+            floors = {k: c.floor_ms(ceilings) for k, c in step_costs(rec, row).items()}
+            kms = {}
+            segmented = row["config"]["state"]["kind"] == "segmented"
+            for k, f in FAKE_STEP_FACTORS[st.name].items():
+                slow = FAKE_LONG_STATE if long and k == "chunk_state_passing" and not segmented else 1.0
+                kms[k] = f * slow * floors[k]
+            bf16_cb = row["config"]["scan"].get("cb_dtype") == "bfloat16"
+            row |= {"ms": FAKE_STEP_OVERHEAD * sum(kms.values()), "rel_err": 2.9e-3 if bf16_cb else 2.4e-3,
+                    "kernels_ms": kms}
+            rec["steps"].append(row)
+        out.append(rec)
+    return out
 
 
 def make_fixture() -> dict:
@@ -128,6 +191,7 @@ def make_fixture() -> dict:
         device_name=FIXTURE_DEVICE,
         settings={"note": "test fixture: fake timings"},
     )
+    results["steps"] = make_steps()
     results["date"] = "2000-01-01 (test fixture)"
     results["versions"] = {k: None for k in results["versions"]} | {"torch": "fixture"}
     results["overhead"] = {  # made-up numbers in the schema's shape

@@ -1,8 +1,9 @@
-"""The benchmark's arithmetic and plumbing, on a CPU: roofline counts, the results schema, the table, the
-targets, the harness's correctness gate (wrong implementations are rejected, never timed), the fla mapping,
-the mamba_ssm import fallback, the figures. No timing happens here: performance is measured only by ``python
--m mamba2_tutorial bench``. The one GPU test runs the harness at a tiny shape and checks correctness and the
-schema, not speed.
+"""The benchmark's arithmetic and plumbing, on a CPU: roofline counts, the results schema (with the staged
+steps), the printed tables, the host-bound flag, the harness's correctness gate (wrong implementations and
+wrong steps are rejected, never timed), our forward, the taught forward and the staged steps wired into the
+harness on the CPU executor, the fla mapping, the mamba_ssm import fallback. No timing happens here:
+performance is measured only by ``python -m mamba2_tutorial bench``. The one GPU test runs the harness at a
+tiny shape and checks correctness and the schema, not speed. The figures: ``test_perf_plots.py``.
 """
 
 from __future__ import annotations
@@ -17,17 +18,29 @@ import pytest
 import torch
 from bench_fixture import FIXTURE_DEVICE, FIXTURE_PATH, fake_timer, make_fixture, simple_gla, stand_in_impls
 
-from mamba2_tutorial import bench, bench_results, costs, roofline
-from mamba2_tutorial.bench_results import IMPLS, ResultsError, validate_results
+from mamba2_tutorial import costs
+from mamba2_tutorial.fast.config import (
+    ChunkScan,
+    Decay,
+    FastConfig,
+    Fused,
+    SharedScan,
+    Unfused,
+    config_from_json,
+    config_to_json,
+)
+from mamba2_tutorial.fast.steps import STEPS, steps_for
+from mamba2_tutorial.fast.tuning import ssd_config
 from mamba2_tutorial.inputs import SHAPES, make_inputs
-from mamba2_tutorial.kernels import configs as config_module
-from mamba2_tutorial.kernels.configs import SSDConfig, config_from_json, config_to_json, ssd_config
+from mamba2_tutorial.perf import bench, roofline
+from mamba2_tutorial.perf import results as res
+from mamba2_tutorial.perf.results import IMPLS, ResultsError, validate_results
 from mamba2_tutorial.reference import ssd_chunked
 
 
 @pytest.fixture(scope="module")
 def fixture_results():
-    return bench_results.load_results(FIXTURE_PATH)
+    return res.load_results(FIXTURE_PATH)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -80,8 +93,8 @@ def test_floor_is_the_larger_of_the_two_times():
     "name, floor",
     [("b8-l4096-h80", 0.220), ("b1-l32768-h80", 0.220), ("b4-l2048-h24", 0.017), ("b2-l8192-h128-g8", 0.142)],
 )
-def test_reproduces_the_background_floors(name, floor):
-    """The background notes' floors (790 TFLOP/s, 4.3 TB/s) counted the full Q x Q blocks and dt in fp32."""
+def test_the_looser_full_square_floors(name, floor):
+    """Floors that count the full Q x Q blocks and dt in fp32 (at 790 TFLOP/s, 4.3 TB/s), a looser count."""
     d = roofline.dims_of(SHAPES[name])
     assert round(roofline.floor_ms(d, causal=False, dt_bytes=4), 3) == floor
     # counting only the causal half can only lower the floor
@@ -160,7 +173,6 @@ def test_dims_validation_and_conversion():
     with pytest.raises(TypeError, match="expected Dims"):
         roofline.dims_of(3)
 
-
 # ----------------------------------------------------------------------------------------------------
 # the results schema and the shipped results
 
@@ -169,6 +181,7 @@ def test_fixture_is_schema_valid_and_labelled(fixture_results):
     validate_results(fixture_results)
     assert fixture_results["device"] == FIXTURE_DEVICE  # a fixture can never pass for a measurement
     assert "h200" not in str(FIXTURE_PATH).lower() and "data/benchmarks" not in str(FIXTURE_PATH)
+    assert fixture_results["steps"] and all(r["ms"].get("taught") for r in fixture_results["shapes"])
 
 
 def test_fixture_is_what_the_generator_makes(fixture_results):
@@ -182,6 +195,10 @@ def test_fixture_is_what_the_generator_makes(fixture_results):
             for impl in IMPLS:
                 assert a["ms"][impl] == pytest.approx(b["ms"][impl], rel=1e-5)
                 assert a["rel_err"][impl] == pytest.approx(b["rel_err"][impl], rel=0.05)
+    assert [r["name"] for r in fresh["steps"]] == [r["name"] for r in fixture_results["steps"]]
+    for a, b in zip(fresh["steps"], fixture_results["steps"]):
+        assert [s["config"] for s in a["steps"]] == [s["config"] for s in b["steps"]]
+        assert [s["ms"] for s in a["steps"]] == pytest.approx([s["ms"] for s in b["steps"]], rel=1e-5)
 
 
 def _mutate(results, path, value):
@@ -205,10 +222,12 @@ def _mutate(results, path, value):
         (("versions", "torch"), 2.11, "versions.torch"),
         (("ceilings", "copy_tbps"), -1.0, "copy_tbps"),
         (("shapes",), [], "non-empty list"),
-        (("shapes", 0, "ms", "fla"), KeyError, "keys must be exactly"),
+        (("shapes", 0, "ms", "fla"), KeyError, "keys must be"),
+        (("shapes", 0, "ms", "triton"), 1.0, "optionally with 'taught'"),
         (("shapes", 0, "ms", "cutile"), -0.5, "ms.cutile"),
         (("shapes", 0, "ms", "cutile"), float("nan"), "ms.cutile"),
         (("shapes", 0, "rel_err", "cutile"), None, "needs a finite relative error"),
+        (("shapes", 0, "rel_err", "taught"), None, "needs a finite relative error"),
         (("shapes", 0, "ms", "fla"), None, "a null time needs a reason"),
         (("shapes", 0, "floor_ms"), 0.0, "floor_ms"),
         (("shapes", 0, "dims", "Q"), 0, "dims.Q"),
@@ -218,6 +237,23 @@ def _mutate(results, path, value):
         (("sweep", 0, "dtype"), 16, "dtype"),
         (("overhead", "impls", "triton"), {}, "unknown implementation"),
         (("overhead", "impls", "cutile", "graph_us"), 0, "graph_us"),
+        # the staged steps
+        (("steps",), {}, "results.steps: must be a list"),
+        (("steps", 1, "name"), "b8-l4096-h80", "results.steps: names must be unique"),
+        (("steps", 0, "dims", "h"), 0, r"steps\[0\]\[b8-l4096-h80\].dims.h"),
+        (("steps", 0, "steps"), [], "non-empty list"),
+        (("steps", 0, "steps", 2, "name"), "taught", "names must be unique"),
+        (("steps", 0, "steps", 1, "idea"), KeyError, "missing key 'idea'"),
+        (("steps", 0, "steps", 1, "ms"), None, r"\[fuse state passing\].error: a step with a null time"),
+        (("steps", 0, "steps", 1, "ms"), 0.0, "must be a positive number or null"),
+        (("steps", 0, "steps", 1, "rel_err"), None, "a timed step needs a finite relative error"),
+        (("steps", 0, "steps", 1, "rel_err"), float("inf"), "a timed step needs a finite relative error"),
+        (("steps", 0, "steps", 1, "error"), "", "non-empty string"),
+        (("steps", 0, "steps", 1, "config"), {"state": {"kind": "fused"}}, "exactly"),
+        (("steps", 0, "steps", 1, "config", "scan", "kind"), "turbo", r"config.scan: must be an object with"),
+        (("steps", 0, "steps", 1, "kernels_ms", "chunk_scan"), -1.0, "kernels_ms.chunk_scan"),
+        (("steps", 0, "steps", 0, "kernels_ms"), {"chunk_state_passing": 1.0, "chunk_scan": 1.0},
+         "the unfused state stage's stages are"),
     ],
 )
 def test_validator_names_the_broken_field(fixture_results, path, value, message):
@@ -225,49 +261,66 @@ def test_validator_names_the_broken_field(fixture_results, path, value, message)
         validate_results(_mutate(fixture_results, path, value))
 
 
-def test_a_null_time_with_a_reason_is_valid(fixture_results):
+def test_what_the_schema_allows(fixture_results):
     r = _mutate(fixture_results, ("shapes", 0, "ms", "fla"), None)
     r["shapes"][0]["errors"]["fla"] = "did not import: ModuleNotFoundError"
     validate_results(r)
+    # results measured before the taught forward was benchmarked, or without --steps
+    old = copy.deepcopy(fixture_results)
+    del old["steps"]
+    for rec in old["shapes"] + old["sweep"]:
+        del rec["ms"]["taught"], rec["rel_err"]["taught"]
+    validate_results(old)
+    # a step that failed: no time, its reason; its relative error where the check measured one
+    step = fixture_results["steps"][0]["steps"][3]
+    failed = dict(step, ms=None, rel_err=0.3, kernels_ms=None, error="failed the correctness check: ...")
+    validate_results(_mutate(fixture_results, ("steps", 0, "steps", 3), failed))
+    # a step timed end to end whose stages could not be timed keeps its time and says why
+    partial = dict(step, kernels_ms=None, error="RuntimeError: out of memory")
+    validate_results(_mutate(fixture_results, ("steps", 0, "steps", 3), partial))
 
 
 def test_load_shipped_results_errors(tmp_path, monkeypatch, fixture_results):
     missing = tmp_path / "h200.json"
-    monkeypatch.setattr(bench_results, "shipped_results_path", lambda: missing)
+    monkeypatch.setattr(res, "shipped_results_path", lambda: missing)
     with pytest.raises(FileNotFoundError, match="python -m mamba2_tutorial bench"):
-        bench_results.load_shipped_results()
+        res.load_shipped_results()
     missing.write_text("{not json")
     with pytest.raises(ResultsError, match="not valid JSON"):
-        bench_results.load_shipped_results()
+        res.load_shipped_results()
     missing.write_text(json.dumps(_mutate(fixture_results, ("ceilings",), None)))
     with pytest.raises(ResultsError, match="results.ceilings"):
-        bench_results.load_shipped_results()
+        res.load_shipped_results()
     missing.write_text(json.dumps(fixture_results))
-    assert bench_results.load_shipped_results() == fixture_results
+    assert res.load_shipped_results() == fixture_results
 
 
-def test_shipped_results_when_present():
-    """Once the lead ships the H200 run, it must be a real, complete GPU measurement; until then, a clear
-    error."""
-    path = bench_results.shipped_results_path()
+def test_the_shipped_results():
+    """The shipped H200 run: a real, complete GPU measurement of the shipped code, whose recorded configs are
+    what the tuning table picks now; its ceilings measured, below the datasheet's; its staged steps (where
+    the run has them) end at the shipped config of their shape."""
+    path = res.shipped_results_path()
     assert path.parts[-3:] == ("data", "benchmarks", "h200.json")
-    if not path.exists():
-        with pytest.raises(FileNotFoundError):
-            bench_results.load_shipped_results()
-        return
-    r = bench_results.load_shipped_results()
+    r = res.load_shipped_results()
     assert "H200" in r["device"] and "FIXTURE" not in r["device"].upper()
     assert [s["name"] for s in r["shapes"]] == list(bench.DEFAULT_SHAPES)
     for s in r["shapes"]:
         assert s["ms"]["cutile"] is not None and s["cutile_kernels_ms"], s["name"]
-    # configs recorded since stop 22: the shipped numbers must be the shipped configs' (re-run the benchmark,
-    # or ship the measured config in kernels/configs.py)
     assert bench.config_mismatches(r) == []
     assert r["sweep"], "the shipped results need the seqlen sweep for notebook 09"
+    c, sheet = res.ceilings_of(r), roofline.H200_DATASHEET
+    assert "measured" in c.source
+    assert c.mma_flops_per_s < sheet.mma_flops_per_s and c.copy_bytes_per_s < sheet.copy_bytes_per_s
+    for rec in r.get("steps", []):
+        d = rec["dims"]
+        dtype = getattr(torch, rec["dtype"])
+        shipped = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], dtype)
+        assert config_from_json(rec["steps"][-1]["config"]) == shipped, rec["name"]
+        assert rec["steps"][0]["config"] == config_to_json(FastConfig()), rec["name"]
 
 
 # ----------------------------------------------------------------------------------------------------
-# the table and the targets
+# the tables and the host-bound flag
 
 
 def _record(name, ms, floor=0.25, dims=None):
@@ -287,7 +340,7 @@ def _results(records):
         "schema_version": 1,
         "device": "NVIDIA H200 (hand-made test data)",
         "date": "2026-12-02",
-        "versions": dict.fromkeys(bench_results.VERSION_KEYS),
+        "versions": dict.fromkeys(res.VERSION_KEYS),
         "shapes": records,
         "sweep": [],
         "ceilings": {"mma_tflops": 790.0, "copy_tbps": 4.3},
@@ -303,7 +356,7 @@ def test_format_table_shows_times_floors_speedups_and_reasons():
         ]
     )
     validate_results(r)
-    text = bench_results.format_table(r)
+    text = res.format_table(r)
     lines = text.splitlines()
     row_a = next(line for line in lines if line.startswith("a "))
     assert "0.500 (2.0x)" in row_a and "1.250 (5.0x)" in row_a and "2.50x" in row_a and "80.00x" in row_a
@@ -311,25 +364,66 @@ def test_format_table_shows_times_floors_speedups_and_reasons():
     assert "1.000 (2.0x)" in row_b and "8.00x" in row_b
     geo = next(line for line in lines if line.startswith("geomean"))
     assert f"{math.sqrt(2.5 * 8.0):.2f}x" in geo  # 4.47x
-    assert "fla ms" not in text  # a column nobody has is left out
+    assert "fla ms" not in text and "taught" not in text  # a column nobody has is left out
     assert "b fla: did not import: ModuleNotFoundError: fla" in text
     assert "relative L2 error" in text and "3.0e-03" in text
+
+
+def test_format_table_shows_the_taught_forward_beside_ours():
+    """What the tuning bought: the taught kernels' time, and ours against it."""
+    r = _results([_record("a", {"cutile": 0.5, "taught": 1.5, "mamba_ssm": 1.25, "fla": 1.0, "torch": 40.0})])
+    validate_results(r)
+    text = res.format_table(r)
+    head = next(line for line in text.splitlines() if line.startswith("shape "))
+    assert head.index("cutile ms") < head.index("taught ms") < head.index("mamba_ssm ms")
+    assert "vs taught" in head
+    row = next(line for line in text.splitlines() if line.startswith("a "))
+    assert "1.500 (6.0x)" in row and "3.00x" in row
 
 
 def test_format_table_kernel_breakdown():
     rec = _record("a", {"cutile": 0.5, "mamba_ssm": 1.25, "fla": 1.0, "torch": 40.0})
     rec["cutile_kernels_ms"] = {"chunk_state": 0.1, "state_passing": 0.05, "chunk_scan": 0.3}
     rec["kernel_floor_ms"] = {"chunk_state": 0.05, "state_passing": 0.05, "chunk_scan": 0.1}
-    text = bench_results.format_table(_results([rec]))
+    text = res.format_table(_results([rec]))
     row = [line for line in text.splitlines() if line.startswith("a ")][-1]
     assert "0.100 (2.0x)" in row and "0.050 (1.0x)" in row and "0.300 (3.0x)" in row and "0.450" in row
+    assert row.endswith("no") and "host-bound" not in text.split("our kernels")[1].split("\n", 3)[-1]
 
 
-def test_a_fused_breakdown_is_tabled_plotted_and_validated():
+def test_host_bound_is_flagged_with_its_device_time():
+    """End to end far above the kernels' device time: the host's work per call sets it. The flag needs the
+    kernels' times; the tables say so and show the device time."""
+    fast = _record("big", {"cutile": 0.66, "mamba_ssm": 1.3, "fla": 1.2, "torch": 27.0})
+    fast["cutile_kernels_ms"] = {"chunk_state_passing": 0.25, "chunk_scan": 0.41}  # 0.66: on the device
+    slow = _record("small", {"cutile": 0.169, "mamba_ssm": 1.06, "fla": 0.62, "torch": 2.3})
+    slow["cutile_kernels_ms"] = {"chunk_state_passing": 0.032, "chunk_scan": 0.054}  # 0.086: host-bound
+    edge = _record("edge", {"cutile": 0.15, "mamba_ssm": 1.0, "fla": 1.0, "torch": 2.0})
+    edge["cutile_kernels_ms"] = {"chunk_state_passing": 0.04, "chunk_scan": 0.06}  # exactly 1.5x: not
+    bare = _record("bare", {"cutile": 0.169, "mamba_ssm": 1.06, "fla": 0.62, "torch": 2.3})  # no breakdown
+    r = _results([fast, slow, edge, bare])
+    validate_results(r)
+    assert [res.host_bound(x) for x in r["shapes"]] == [False, True, False, False]
+    assert res.device_ms(slow) == pytest.approx(0.086) and res.device_ms(bare) is None
+    assert res.host_bound_notes(r) == [
+        "small: 0.169 ms end to end, its kernels 0.086 ms of device time (2.0x): host-bound"]
+    text = res.format_table(r)
+    table = text.split("our kernels, each timed alone")[1].split("\n\n")[0].splitlines()[3:]
+    rows = {line.split()[0]: line for line in table}
+    assert list(rows) == ["big", "small", "edge"]
+    assert rows["small"].endswith("yes") and rows["big"].endswith("no") and rows["edge"].endswith("no")
+    assert "0.086" in rows["small"] and "0.169" in rows["small"]
+    assert "  small: 0.169 ms end to end, its kernels 0.086 ms of device time (2.0x): host-bound" in text
+    assert "big:" not in text
+
+
+def test_the_fixture_flags_its_host_bound_shape(fixture_results):
+    assert [r["name"] for r in fixture_results["shapes"] if res.host_bound(r)] == ["tiny"]
+
+
+def test_a_fused_breakdown_is_tabled_and_validated():
     """Where ssd_forward fuses kernels 1 and 2, the breakdown has two kernels; next to a three-kernel record
     the table shows '-' for the kernels a record does not have, and floors must have the same keys."""
-    from mamba2_tutorial import perf_plots
-
     three = _record("a", {"cutile": 0.5, "mamba_ssm": 1.25, "fla": 1.0, "torch": 40.0})
     three["cutile_kernels_ms"] = {"chunk_state": 0.1, "state_passing": 0.05, "chunk_scan": 0.3}
     three["kernel_floor_ms"] = {"chunk_state": 0.05, "state_passing": 0.05, "chunk_scan": 0.1}
@@ -338,14 +432,11 @@ def test_a_fused_breakdown_is_tabled_plotted_and_validated():
     fused["kernel_floor_ms"] = {"chunk_state_passing": 0.06, "chunk_scan": 0.1}
     results = _results([three, fused])
     validate_results(results)
-    text = bench_results.format_table(results)
+    text = res.format_table(results)
     head = [line for line in text.splitlines() if "chunk_state_passing ms" in line]
     assert head and head[0].index("state_passing ms") < head[0].index("chunk_state_passing ms")
     row = [line for line in text.splitlines() if line.startswith("f ")][-1]
     assert "0.120 (2.0x)" in row and "0.250 (2.5x)" in row and " - " in row and "0.370" in row
-    fig = perf_plots.plot_kernel_breakdown(results)
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert labels.count("chunk_scan") == 1 and "chunk_state_passing" in labels and "chunk_state" in labels
 
     bad = copy.deepcopy(fused)
     bad["kernel_floor_ms"] = dict(three["kernel_floor_ms"])
@@ -359,22 +450,12 @@ def test_a_fused_breakdown_is_tabled_plotted_and_validated():
 def test_fused_kernel_floors_drop_the_chunk_states():
     d = roofline.dims_of(SHAPES["small"])
     three, two = roofline.kernel_costs(d), roofline.kernel_costs(d, fused=True)
-    assert tuple(two) == bench_results.FUSED_KERNELS
+    assert tuple(two) == res.FUSED_KERNELS
     states = three["chunk_state"].byte_terms["chunk states (write)"]
     moved = three["chunk_state"].bytes + three["state_passing"].bytes - two["chunk_state_passing"].bytes
     assert moved == pytest.approx(2 * states) and states > 0
     flops = three["chunk_state"].flops + three["state_passing"].flops
     assert two["chunk_state_passing"].flops == pytest.approx(flops)
-
-
-def _target_results(b8=0.5, vs_mamba=2.5, vs_fla=1.4):
-    recs = []
-    for name in bench.DEFAULT_SHAPES:
-        ours = b8 if name == "b8-l4096-h80" else 1.0
-        recs.append(
-            _record(name, {"cutile": ours, "mamba_ssm": ours * vs_mamba, "fla": ours * vs_fla, "torch": 40.0})
-        )
-    return _results(recs)
 
 
 def test_format_overhead_lists_what_failed(fixture_results):
@@ -387,29 +468,82 @@ def test_format_overhead_lists_what_failed(fixture_results):
         "graph_error": "RuntimeError: operation not permitted when capturing",
     }
     validate_results(r)
-    text = bench_results.format_overhead(r)
+    text = res.format_overhead(r)
     assert "torch: graph_error RuntimeError: operation not permitted" in text and "950.0" in text
-    assert bench_results.format_overhead(dict(r, overhead=None)) == "launch overhead: not measured"
+    assert res.format_overhead(dict(r, overhead=None)) == "launch overhead: not measured"
 
 
-def test_targets_met_and_missed():
-    rows = bench_results.check_targets(_target_results())
-    assert len(rows) == 8 and all(ok for _, _, ok in rows)
-    rows = bench_results.check_targets(_target_results(b8=0.7, vs_mamba=1.8, vs_fla=1.2))
-    failed = [d for d, _, ok in rows if not ok]
-    assert any(d.startswith("geomean") for d in failed)  # 1.8 < 2.0
-    assert sum("vs fla" in d for d in failed) == 3  # 1.2 < 1.3 on the three large shapes
-    assert not any("vs mamba_ssm >= 1.5" in d for d in failed)  # 1.8 >= 1.5
-    assert any("<= 0.6 ms" in d for d in failed)
-    assert "[FAIL]" in bench_results.format_targets(_target_results(b8=0.7))
+# ----------------------------------------------------------------------------------------------------
+# the staged steps: costs, floors, the table
 
 
-def test_targets_missing_measurement_is_not_met():
-    r = _target_results()
-    r["shapes"][0]["ms"]["fla"] = None
-    r["shapes"][0]["errors"] = {"fla": "did not import"}
-    rows = {d: ok for d, _, ok in bench_results.check_targets(r)}
-    assert rows["b8-l4096-h80: speedup vs fla >= 1.3x"] is False
+def test_step_costs_follow_the_config(fixture_results):
+    """A step's design: the three taught kernels (the float32 chunk states cross memory twice) or the fused
+    state stage and the scan; its floor is the sum of its stages', above the whole forward's."""
+    rec = res.steps_record(fixture_results, "b8-l4096-h80")
+    ceil = res.ceilings_of(fixture_results)
+    taught, fused = rec["steps"][0], rec["steps"][1]
+    assert not res.step_is_fused(taught) and res.step_is_fused(fused)
+    d = roofline.dims_of(rec["dims"])
+    assert res.step_costs(rec, taught) == roofline.kernel_costs(d, io_bytes=2, dt_bytes=2, init_state_bytes=2)
+    assert list(res.step_costs(rec, fused)) == list(roofline.FUSED_KERNELS)
+    states = d.b * d.nchunks * d.h * d.p * d.n * 4  # float32 chunk states: written once, read once
+    moved = sum(c.bytes for c in res.step_costs(rec, taught).values()) - sum(
+        c.bytes for c in res.step_costs(rec, fused).values())
+    assert moved == 2 * states
+    whole = roofline.floor_ms(d, ceil, io_bytes=2, dt_bytes=2)
+    assert whole < res.step_floor_ms(rec, fused, ceil) < res.step_floor_ms(rec, taught, ceil)
+    segmented = res.steps_record(fixture_results, "b1-l32768-h80")["steps"][-1]
+    assert segmented["config"]["state"]["kind"] == "segmented" and res.step_is_fused(segmented)
+    with pytest.raises(KeyError, match=r"measured at \['b8-l4096-h80', 'b1-l32768-h80'\]"):
+        res.steps_record(fixture_results, "b4-l2048-h24")
+    with pytest.raises(KeyError, match="--steps"):
+        res.steps_record(dict(fixture_results, steps=[]))
+
+
+def test_format_steps(fixture_results):
+    text = res.format_steps(fixture_results)
+    rec = res.steps_record(fixture_results, "b8-l4096-h80")
+    block = text.split("b8-l4096-h80 (")[1].split("b1-l32768-h80 (")[0]
+    lines = block.splitlines()
+    assert "b8 l4096 h80 p64 g1 n128 Q256, bfloat16" in lines[0]
+    head = lines[1]
+    for col in ("step", "bought", "vs taught", "chunk_state ms", "chunk_state_passing ms", "chunk_scan ms",
+                "design floor", "rel err"):
+        assert col in head, col
+    ceil = res.ceilings_of(fixture_results)
+    for i, st in enumerate(rec["steps"]):
+        row = next(line for line in lines[3:] if line.startswith(f"{i}  {st['name']} "))
+        assert f"{st['ms']:.3f}" in row and f"{rec['steps'][0]['ms'] / st['ms']:.2f}x" in row
+        assert f"{res.step_floor_ms(rec, st, ceil):.3f}" in row and f"{st['rel_err']:.1e}" in row
+        if i:
+            assert f"{rec['steps'][i - 1]['ms'] / st['ms']:.2f}x" in row
+        assert f"  {i} {st['name']}: {st['idea']}" in lines
+    taught_row = next(line for line in lines if line.startswith("0  taught"))
+    k = rec["steps"][0]["kernels_ms"]["state_passing"]
+    floor = res.step_costs(rec, rec["steps"][0])["state_passing"].floor_ms(ceil)
+    assert f"{k:.3f} ({k / floor:.1f}x)" in taught_row
+    assert "not timed" not in text and "host-bound" not in text
+    assert res.format_steps(dict(fixture_results, steps=[])).startswith("staged steps: not measured")
+
+
+def test_format_steps_says_why_a_step_has_no_time_and_flags_host_bound(fixture_results):
+    r = copy.deepcopy(fixture_results)
+    steps = r["steps"][0]["steps"]
+    steps[2] |= {"ms": None, "rel_err": 0.25, "kernels_ms": None,
+                 "error": "failed the correctness check: relative L2 error 2.5e-01"}
+    steps[3]["ms"] = 2 * sum(steps[3]["kernels_ms"].values())
+    validate_results(r)
+    text = res.format_steps(r)
+    assert "  not timed: 2-D scan, occupancy 3: failed the correctness check: relative L2 error 2.5e-01" \
+        in text
+    row2 = next(line for line in text.splitlines() if line.startswith("2  2-D scan"))
+    assert " - " in row2 and "2.5e-01" in row2
+    row3 = next(line for line in text.splitlines() if line.startswith("3  C Bᵀ once"))
+    assert "[host-bound]" in row3
+    # "bought" compares with the last step that has a time
+    assert f"{steps[1]['ms'] / steps[3]['ms']:.2f}x" in row3
+    assert res.step_host_bound(steps[3]) and not res.step_host_bound(steps[4])
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -479,7 +613,7 @@ def test_gate_rejects_wrong_outputs_and_never_times_them():
         "tiny-g3/kernel/chunk_scan",
     ]
     assert rec["errors"]["mamba_ssm"] == "not selected"
-    assert set(rec["cutile_kernels_ms"]) == set(bench_results.KERNELS)
+    assert set(rec["cutile_kernels_ms"]) == set(res.KERNELS)
 
 
 def test_a_shape_that_fails_outside_the_implementations_is_recorded(monkeypatch):
@@ -525,17 +659,17 @@ def test_a_run_killed_after_the_first_shape_leaves_a_valid_partial_file(tmp_path
             checkpoint=bench.results_writer(out),
         )
     with pytest.raises(ResultsError, match="complete is false"):
-        bench_results.load_results(out)
-    partial = bench_results.load_results(out, allow_partial=True)
-    assert partial["complete"] is False and not bench_results.is_complete(partial)
+        res.load_results(out)
+    partial = res.load_results(out, allow_partial=True)
+    assert partial["complete"] is False and not res.is_complete(partial)
     assert [r["name"] for r in partial["shapes"]] == ["tiny-g3"] and partial["sweep"] == []
     assert partial["shapes"][0]["ms"]["cutile"] is not None
     assert partial["shapes"][0]["ms"]["cutile"] == pytest.approx(timer(None, label="tiny-g3/cutile"))
     assert not list(out.parent.glob("*.tmp"))
-    monkeypatch.setattr(bench_results, "shipped_results_path", lambda: out)
+    monkeypatch.setattr(res, "shipped_results_path", lambda: out)
     with pytest.raises(ResultsError, match="allow_partial"):
-        bench_results.load_shipped_results()
-    assert bench_results.load_shipped_results(allow_partial=True) == partial
+        res.load_shipped_results()
+    assert res.load_shipped_results(allow_partial=True) == partial
 
     # the same run, not interrupted: checkpoints grow one shape at a time; the last write says complete
     seen = []
@@ -551,7 +685,7 @@ def test_a_run_killed_after_the_first_shape_leaves_a_valid_partial_file(tmp_path
     assert seen == [["tiny-g3"], ["tiny-g3", "tiny"]]
     assert results["complete"] is True
     bench.write_results(results, out)
-    assert bench_results.load_results(out)["shapes"] == results["shapes"]
+    assert res.load_results(out)["shapes"] == results["shapes"]
 
 
 def test_the_partial_marker_is_validated(fixture_results):
@@ -580,33 +714,47 @@ def test_gate_checks_the_kernel_chain_too():
 
 
 def test_our_kernels_wired_into_the_harness_on_the_cpu_executor():
-    """The harness calls ssd_forward and the three kernel wrappers with the right arguments (CPU)."""
+    """The harness calls ssd_forward and its stages with the right arguments (CPU executor), and records the
+    config it ran."""
     rec, calls = _run_one({"cutile": bench._make_cutile(backend="cpu")}, name="tiny", seed=4)
     assert rec["ms"]["cutile"] is not None, rec["errors"]
     assert rec["rel_err"]["cutile"] < 1e-2 and "cutile_kernels" not in rec["errors"]
-    # the kernels ssd_forward launches at this size: bf16 takes the fused config (kernels 1 and 2 as one)
     d = rec["dims"]
-    fused = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], torch.bfloat16).fused
-    stages = bench_results.FUSED_KERNELS if fused else bench_results.KERNELS
+    cfg = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], torch.bfloat16)
+    stages = res.FUSED_KERNELS if isinstance(cfg.state, Fused) else res.KERNELS
     assert calls == ["tiny/cutile"] + [f"tiny/kernel/{k}" for k in stages]
     assert set(rec["cutile_kernels_ms"]) == set(rec["kernel_floor_ms"]) == set(stages)
-    bench_results.validate_record(rec)
+    assert rec["cutile_config"] == config_to_json(cfg)
+    res.validate_record(rec)
+
+
+def test_the_taught_forward_wired_into_the_harness_on_the_cpu_executor():
+    """"taught" (ssd_forward_taught, three launches) is timed beside ours: what the tuning bought."""
+    impls = {"cutile": bench._make_cutile(backend="cpu"), "taught": bench._make_taught(backend="cpu")}
+    rec, calls = _run_one(impls, name="tiny-g3", seed=2)
+    assert rec["ms"]["taught"] is not None and rec["rel_err"]["taught"] < 1e-2, rec["errors"]
+    d = rec["dims"]
+    cfg = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], torch.bfloat16)
+    stages = res.FUSED_KERNELS if isinstance(cfg.state, Fused) else res.KERNELS
+    assert calls == ["tiny-g3/cutile", "tiny-g3/taught"] + [f"tiny-g3/kernel/{k}" for k in stages]
+    validate_results(_results([rec]))
+    assert "vs taught" in res.format_table(_results([rec]))
 
 
 def test_configs_replace_what_ssd_config_picks_and_are_recorded_cpu():
-    """``--configs`` (a probe's winners): the harness runs our forward and its stages with the given config
+    """``--configs`` (a candidate config): the harness runs our forward and its stages with the given config
     for that size, and records it; other sizes keep ssd_config's."""
     spec = _spec("tiny")
     d = spec.dims
     picked = ssd_config(d.b, d.l, d.h, d.p, d.g, d.n, d.Q, torch.bfloat16)
-    assert picked.fused  # so an unfused override shows in the stages that are timed
-    unfused = SSDConfig(scan_heads=2)
+    assert isinstance(picked.state, Fused)  # so an unfused override shows in the stages that are timed
+    unfused = FastConfig(Unfused(occupancy=2), SharedScan(occupancy=3))
     impl = bench._make_cutile(backend="cpu", configs={(d.b, d.l, d.h, d.p, d.g, d.n, d.Q): unfused})
     rec, calls = _run_one({"cutile": impl}, name="tiny", seed=4)
     assert rec["rel_err"]["cutile"] < 1e-2 and "cutile_kernels" not in rec["errors"]
-    assert calls == ["tiny/cutile"] + [f"tiny/kernel/{k}" for k in bench_results.KERNELS]
+    assert calls == ["tiny/cutile"] + [f"tiny/kernel/{k}" for k in res.KERNELS]
     assert config_from_json(json.loads(json.dumps(rec["cutile_config"]))) == unfused
-    bench_results.validate_record(rec)
+    res.validate_record(rec)
     rec, _ = _run_one({"cutile": impl}, name="tiny-g3", seed=4)  # another size: ssd_config's pick
     e = rec["dims"]
     assert rec["cutile_config"] == config_to_json(
@@ -616,53 +764,121 @@ def test_configs_replace_what_ssd_config_picks_and_are_recorded_cpu():
 def test_config_mismatches_name_results_measured_with_other_configs():
     rec = _record("b8-l4096-h80", dict.fromkeys(IMPLS, 1.0),
                   dims={"b": 8, "l": 4096, "h": 80, "p": 64, "g": 1, "n": 128, "Q": 256})
-    results = _results([rec])
+    results = dict(_results([rec]), device="NVIDIA H200")  # the GPU of the h200 tuning table
     assert bench.config_mismatches(results) == []  # nothing recorded, nothing to compare
-    rec["cutile_config"] = config_to_json(ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16))
+    shipped = ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16)
+    rec["cutile_config"] = config_to_json(shipped)
     assert bench.config_mismatches(results) == []
-    rec["cutile_config"] = config_to_json(SSDConfig(**(vars(config_module.FAST_16BIT_CB)
-                                                       | dict(scan_row_group=2, scan_hints=(2, None)))))
-    assert bench.config_mismatches(results) == [
-        "b8-l4096-h80: measured with another config than ssd_config picks now (fields ['scan_hints', "
-        "'scan_row_group'])"]
+    rec["cutile_config"] = config_to_json(STEPS[-2].config)  # the step before the state stage was tuned
+    (problem,) = bench.config_mismatches(results)
+    assert problem.startswith("b8-l4096-h80: measured with ") and "bfloat16/large/one-tile/q>=256" in problem
+    # a segmented stage recorded with its segment count matches the table's rule (segments None)
+    long = _record("b1-l32768-h80", dict.fromkeys(IMPLS, 1.0),
+                   dims={"b": 1, "l": 32768, "h": 80, "p": 64, "g": 1, "n": 128, "Q": 256})
+    long["cutile_config"] = config_to_json(ssd_config(1, 32768, 80, 64, 1, 128, 256, torch.bfloat16))
+    assert long["cutile_config"]["state"]["segments"] == 8
+    assert bench.config_mismatches(dict(results, shapes=[long])) == []
+    assert bench.config_mismatches(dict(results, shapes=[long], device="NVIDIA B200")) == [
+        "b1-l32768-h80: no tuning table for 'NVIDIA B200'"]
 
 
 def test_read_configs_maps_shape_names_to_sizes(tmp_path):
     path = tmp_path / "best.json"
-    cfg = config_module.FAST_16BIT_CB
+    cfg = FastConfig(Fused(tiles=(64, 128), occupancy=2), ChunkScan("bfloat16", Decay.KEY_LOG2, occupancy=3))
     path.write_text(json.dumps({"b8-l4096-h80": config_to_json(cfg)}))
     assert bench.read_configs(path) == {(8, 4096, 80, 64, 1, 128, 256): cfg}
     path.write_text(json.dumps({"b9-nonsense": {}}))
     with pytest.raises(ValueError, match="unknown shape 'b9-nonsense'"):
         bench.read_configs(path)
-    path.write_text(json.dumps({"b8-l4096-h80": {"scan_warp_drive": 1}}))
-    with pytest.raises(ValueError, match=r"b8-l4096-h80: unknown SSDConfig fields \['scan_warp_drive'\]"):
+    path.write_text(json.dumps({"b8-l4096-h80": {"state": {"kind": "fused", "warp_drive": 1},
+                                                 "scan": {"kind": "plain"}}}))
+    with pytest.raises(ValueError, match=r"b8-l4096-h80: state: Fused has no fields \['warp_drive'\]"):
         bench.read_configs(path)
-    path.write_text(json.dumps({"b8-l4096-h80": {"segments": 0}}))
-    with pytest.raises(ValueError, match="segments must be an int >= 1"):
+    path.write_text(json.dumps({"b8-l4096-h80": {"state": {"kind": "unfused", "occupancy": 0},
+                                                 "scan": {"kind": "plain"}}}))
+    with pytest.raises(ValueError, match="occupancy"):
         bench.read_configs(path)
 
 
-def test_every_named_config_survives_a_json_round_trip():
-    tail = SSDConfig(**(vars(config_module.FAST_16BIT_CB) | dict(
-        state_tail=((64, 64, 128), (3, None), 20), state_tail_segments=2)))
-    for cfg in [getattr(config_module, name) for name in config_module.__all__
-                if isinstance(getattr(config_module, name), SSDConfig)] + [tail]:
-        assert config_from_json(json.loads(json.dumps(config_to_json(cfg)))) == cfg
-    with pytest.raises(TypeError, match="object of fields"):
-        config_from_json([("fused", True)])
+# the staged steps, run by the harness on the CPU executor: a long sequence, so the segmented step is there
+LONG = bench.ShapeSpec("cpu-long", roofline.Dims(b=1, l=500, h=2, p=16, g=1, n=16, Q=16))  # 32 chunks, ragged
 
 
-def test_config_source_is_python_for_the_same_config():
-    # what probe.py prints for a winner, to paste into kernels/configs.py: it evaluates back to the config
-    namespace = vars(config_module)
-    assert config_module.config_source(config_module.LONG_BF16) == "LONG_BF16"
-    winner = SSDConfig(**(vars(config_module.FAST_16BIT_CB) | dict(
-        scan_row_group=2, scan_hints=(2, None, 8), state_tail=((64, 128, 128), (2, None)),
-        state_tail_segments=2)))
-    source = config_module.config_source(winner)
-    assert source.startswith("SSDConfig(**(vars(FAST_16BIT_CB) | dict(") and "scan_row_group=2" in source
-    assert eval(source, dict(namespace)) == winner  # noqa: S307 - our own generated source
+def test_bench_steps_on_the_cpu_executor():
+    """Every staged step checked against float64, then timed end to end and stage by stage; the record is
+    schema-valid and ends at the config ssd_forward ships for the shape's class."""
+    timer_calls = []
+
+    def fake(fn, label=""):
+        timer_calls.append(label)
+        return 1.0 + len(timer_calls) / 100
+
+    rec = bench.bench_steps(LONG, dtype=torch.bfloat16, device="cpu", timer=fake, seed=1)
+    steps = steps_for(segmented=True, segments=8)
+    assert [s["name"] for s in rec["steps"]] == [s.name for s in steps]
+    assert [config_from_json(s["config"]) for s in rec["steps"]] == [s.config for s in steps]
+    assert all("error" not in s for s in rec["steps"]), [s.get("error") for s in rec["steps"]]
+    assert all(s["rel_err"] < bench.rel_err_gate(torch.bfloat16) for s in rec["steps"])
+    assert set(rec["steps"][0]["kernels_ms"]) == set(res.KERNELS)
+    assert all(set(s["kernels_ms"]) == set(res.FUSED_KERNELS) for s in rec["steps"][1:])
+    assert rec["steps"][-1]["config"]["state"]["segments"] == 8  # segments_for(b1, h2, 32 chunks)
+    # each step: its forward, then its stages in launch order
+    want = []
+    for s in rec["steps"]:
+        want += [f"cpu-long/step/{s['name']}"] + [f"cpu-long/step/{s['name']}/{k}" for k in s["kernels_ms"]]
+    assert timer_calls == want
+    results = _results([_record("a", dict.fromkeys(res.REQUIRED_IMPLS, 1.0))]) | {"steps": [rec]}
+    validate_results(results)
+    assert "cpu-long (b1 l500 h2 p16 g1 n16 Q16, bfloat16)" in res.format_steps(results)
+
+
+def test_bench_steps_rejects_a_wrong_step_and_never_times_it(monkeypatch):
+    """A step whose output is wrong is recorded with its error and its relative error, never timed; a shape
+    that fails before any step (out of memory) gives every step the reason."""
+    from mamba2_tutorial.fast import forward
+
+    real = forward.ssd_forward
+
+    def wrong_for_bf16_cb(*args, config=None, **kw):
+        y = real(*args, config=config, **kw)
+        return y * 1.5 if getattr(config.scan, "cb_dtype", None) == "bfloat16" else y
+
+    monkeypatch.setattr(forward, "ssd_forward", wrong_for_bf16_cb)
+    calls = []
+    spec = bench.ShapeSpec("cpu-tiny", roofline.Dims(b=1, l=40, h=2, p=8, g=1, n=8, Q=16))
+    rec = bench.bench_steps(spec, dtype=torch.bfloat16, device="cpu",
+                            timer=lambda fn, label="": calls.append(label) or 1.0)
+    bad = [s for s in rec["steps"] if s["config"]["scan"].get("cb_dtype") == "bfloat16"]
+    assert bad and all(s["ms"] is None and "failed the correctness check" in s["error"] for s in bad)
+    assert all(s["rel_err"] == pytest.approx(0.5, rel=0.05) for s in bad)
+    assert not any(label.startswith(f"cpu-tiny/step/{s['name']}") for s in bad for label in calls)
+    assert len(rec["steps"]) == len(STEPS)  # not a long sequence: no segmented step
+    validate_results(_results([_record("a", dict.fromkeys(res.REQUIRED_IMPLS, 1.0))]) | {"steps": [rec]})
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(bench, "_reference", out_of_memory)
+    rec = bench.bench_steps(spec, dtype=torch.bfloat16, device="cpu", timer=lambda fn, label="": 1.0)
+    assert all(s["ms"] is None and "out of memory" in s["error"] for s in rec["steps"])
+
+
+def test_run_benchmark_writes_the_steps_section(monkeypatch):
+    """``steps=`` adds the "steps" section (checkpointed like the rest); without it there is none."""
+    seen = []
+    monkeypatch.setattr(bench, "bench_steps", lambda spec, **kw: seen.append((spec.name, kw["device"])) or {
+        "name": spec.name, "dims": spec.dims.as_dict(), "dtype": "bfloat16",
+        "steps": [{"name": "taught", "idea": "", "config": config_to_json(FastConfig()), "ms": None,
+                   "rel_err": None, "kernels_ms": None, "error": "not run in this test"}]})
+    specs = [_spec("tiny-g3")]
+    common = dict(impls={"torch": stand_in_impls()["torch"]}, device="cpu", timer=fake_timer(specs),
+                  progress=False, device_name="cpu test")
+    checkpoints = []
+    results = bench.run_benchmark(specs, steps=[_spec("tiny")], checkpoint=checkpoints.append, **common)
+    validate_results(results)
+    assert [r["name"] for r in results["steps"]] == ["tiny"] and seen == [("tiny", "cpu")]
+    assert "steps" in checkpoints[-1] and all(c["complete"] is False for c in checkpoints)
+    assert "steps" not in bench.run_benchmark(specs, **common)
 
 
 def test_check_output_shape_and_gate():
@@ -747,16 +963,17 @@ def test_load_implementations_reports_what_does_not_import(monkeypatch):
     with pytest.raises(ValueError, match="unknown implementation"):
         bench.load_implementations(["jax"])
 
-
 # ----------------------------------------------------------------------------------------------------
-# command line, timing summary, figures
+# command line, timing
 
 
 def test_cli_parser_and_cpu_refusal(capsys):
     args = bench.build_parser().parse_args([])
     assert args.shapes == list(bench.DEFAULT_SHAPES) and args.dtype == "bf16" and args.sweep
-    args = bench.build_parser().parse_args(["--shapes", "b4-l2048-h24", "--sweep", "--rep", "50"])
-    assert args.shapes == ["b4-l2048-h24"] and args.sweep == [] and args.rep == 50.0 and args.configs is None
+    assert args.impls == list(IMPLS) and "taught" in args.impls and args.steps == list(bench.STEP_SHAPES)
+    args = bench.build_parser().parse_args(["--shapes", "b4-l2048-h24", "--sweep", "--steps", "--rep", "50"])
+    assert args.shapes == ["b4-l2048-h24"] and args.sweep == [] and args.steps == [] and args.rep == 50.0
+    assert args.configs is None
     args = bench.build_parser().parse_args(["--configs", "b8/best.json", "b1/best.json"])
     assert [str(p) for p in args.configs] == ["b8/best.json", "b1/best.json"]
     if not torch.cuda.is_available():
@@ -768,7 +985,7 @@ def test_cli_parser_and_cpu_refusal(capsys):
 
 
 def test_summarize_median_and_quantiles():
-    from mamba2_tutorial.timing import summarize
+    from mamba2_tutorial.perf.timing import summarize
 
     t = summarize([5.0, 1.0, 3.0, 2.0, 4.0])
     assert (t.median_ms, t.p20_ms, t.p80_ms, t.n) == (3.0, 2.0, 4.0, 5)
@@ -781,7 +998,7 @@ def test_time_cuda_plumbing_with_a_fake_clock(monkeypatch):
     checked against a fake device clock: fn takes 2 ms, the L2 flush 0.5 ms. No real timing."""
     import types
 
-    from mamba2_tutorial import timing
+    from mamba2_tutorial.perf import timing
 
     clock = {"t": 0.0, "calls": 0}
 
@@ -814,38 +1031,6 @@ def test_time_cuda_plumbing_with_a_fake_clock(monkeypatch):
     assert t.n == 10 and t.median_ms == 2.0  # at least min_reps
 
 
-def test_figures_from_the_fixture(fixture_results, tmp_path):
-    from matplotlib.figure import Figure
-
-    from mamba2_tutorial import perf_plots
-
-    for fn in (
-        perf_plots.plot_time_vs_seqlen,
-        perf_plots.plot_speedup_vs_seqlen,
-        perf_plots.plot_kernel_breakdown,
-        perf_plots.plot_roofline,
-    ):
-        fig = fn(fixture_results)
-        assert isinstance(fig, Figure)
-        ax = fig.axes[0]
-        assert ax.get_xlabel() and ax.get_ylabel() and FIXTURE_DEVICE in ax.get_title()
-        assert ax.get_legend() is not None
-    fig = perf_plots.summary_figure(fixture_results)
-    assert len(fig.axes) == 4
-    fig.savefig(tmp_path / "summary.png")  # what `bench --plot FILE.png` writes
-    assert (tmp_path / "summary.png").stat().st_size > 10_000
-    labels = lambda f: [t.get_text() for t in f.axes[0].get_legend().get_texts()]
-    assert not any("PyTorch" in t for t in labels(perf_plots.plot_speedup_vs_seqlen(fixture_results)))
-    assert any(
-        "PyTorch" in t for t in labels(perf_plots.plot_speedup_vs_seqlen(fixture_results, include_torch=True))
-    )
-    no_sweep = dict(fixture_results, sweep=[])
-    with pytest.raises(ValueError, match="sweep"):
-        perf_plots.plot_time_vs_seqlen(no_sweep)
-    fig = perf_plots.summary_figure(no_sweep)  # a missing panel says why instead of failing
-    assert any("sweep" in t.get_text() for ax in fig.axes for t in ax.texts)
-
-
 # ----------------------------------------------------------------------------------------------------
 # GPU: the real harness at a tiny shape (correctness and schema only; no performance claims)
 
@@ -855,75 +1040,22 @@ def test_tiny_real_benchmark_run_on_gpu():
     spec = bench.ShapeSpec("gpu-tiny", roofline.Dims(b=2, l=300, h=8, p=64, g=2, n=128, Q=64))  # ragged
     results = bench.run_benchmark(
         [spec],
-        impl_names=("cutile", "mamba_ssm", "fla", "torch"),
+        impl_names=("cutile", "taught", "mamba_ssm", "fla", "torch"),
         timer=bench.cuda_timer(5.0, 20.0),
         sweep=[bench.ShapeSpec("gpu-sweep", roofline.Dims(1, 256, 8, 64, 1, 128, 64))],
         overhead=bench.ShapeSpec("gpu-ov", roofline.Dims(1, 128, 4, 64, 1, 128, 64)),
+        steps=[bench.ShapeSpec("gpu-steps", roofline.Dims(1, 2048, 4, 64, 1, 128, 64))],  # long: segmented
         progress=False,
     )
     validate_results(results)
     rec = results["shapes"][0]
     assert rec["ms"]["cutile"] is not None, rec["errors"]
+    assert rec["ms"]["taught"] is not None, rec["errors"]
     assert rec["ms"]["torch"] is not None, rec["errors"]
     assert rec["rel_err"]["cutile"] < 2e-2 and rec["cutile_kernels_ms"], rec["errors"]
     assert results["overhead"]["impls"]["cutile"]["event_ms"] is not None
-    print(bench_results.format_table(results))
-
-
-# ----------------------------------------------------------------------------------------------------
-# the optimization log
-
-
-NOTES = """
-# notes
-
-## The two numbers
-| a | b |
-
-### Attempt 1: bf16 states
-- Kernel: state_passing
-- Change: store the entering states in bf16
-- Prediction: 0.08 ms less,
-  because 336 MB less traffic
-- Shape: b8-l4096-h80
-- Before (ms): 1.20
-- After (ms): 0.96 ms
-- Why they differ: the kernel was latency-bound
-
-### Attempt 2: fuse
-- Kernel: chunk_state
-- Change: fuse
-- Prediction: less
-- Shape: b8-l4096-h80
-- Before (ms): to measure
-- After (ms): -
-- Why they differ: to measure
-
-## Later section
-- Kernel: not an attempt
-"""
-
-
-def test_parse_perf_notes():
-    from mamba2_tutorial.perf_notes import parse_perf_notes
-
-    a1, a2 = parse_perf_notes(NOTES)
-    assert (a1["number"], a1["title"]) == (1, "bf16 states")
-    assert a1["Prediction"] == "0.08 ms less, because 336 MB less traffic"  # continuation line joined
-    assert (a1["before_ms"], a1["after_ms"]) == (1.2, 0.96) and a1["speedup"] == pytest.approx(1.25)
-    assert a2["before_ms"] is None and a2["after_ms"] is None and a2["speedup"] is None
-    with pytest.raises(ValueError, match="attempt 2 .fuse. lacks fields .'Shape'."):
-        parse_perf_notes(
-            NOTES.replace("- Shape: b8-l4096-h80\n- Before (ms): to measure", "- Before (ms): x")
-        )
-    with pytest.raises(ValueError, match="appears twice"):
-        parse_perf_notes(NOTES.replace("Attempt 2", "Attempt 1"))
-
-
-def test_the_repository_perf_notes_parse():
-    from mamba2_tutorial.perf_notes import read_perf_notes
-
-    attempts = read_perf_notes()
-    assert len(attempts) >= 5 and [a["number"] for a in attempts] == sorted(a["number"] for a in attempts)
-    for a in attempts:  # a number is either a real measurement or absent; never a placeholder that parses
-        assert a["after_ms"] is None or a["after_ms"] > 0
+    steps = results["steps"][0]["steps"]
+    assert steps[-1]["name"] == "segmented state stage"
+    assert all(s["ms"] is not None and s["kernels_ms"] for s in steps), [s.get("error") for s in steps]
+    print(res.format_table(results))
+    print(res.format_steps(results))

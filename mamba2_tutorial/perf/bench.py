@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 from . import roofline
-from .results import IMPLS, SCHEMA_VERSION, format_overhead, format_table, stages_of
+from .results import IMPLS, SCHEMA_VERSION, format_overhead, format_steps, format_table, stages_of
 
 DEFAULT_SHAPES = ("b8-l4096-h80", "b1-l32768-h80", "b4-l2048-h24", "b2-l8192-h128-g8")
 #: shapes of the staged steps from the taught kernels to the shipped config (notebook 10)
@@ -635,37 +635,50 @@ def bench_steps(spec: ShapeSpec, *, dtype: torch.dtype, device: str, timer: Time
     """Every staged step of :mod:`mamba2_tutorial.fast.steps` at one shape (with the segmented step when the
     shape's class is ``long``): each checked against the float64 reference, then timed end to end and stage
     by stage. A step that fails is recorded with its error, never timed."""
+    from ..fast.config import config_to_json
     from ..fast.forward import ssd_forward
     from ..fast.steps import steps_for
     from ..fast.tuning import problem_class, segments_for, table_for_device
 
     d = spec.dims
-    inp = _make_inputs(spec, dtype=dtype, device=device, seed=seed)
-    table = table_for_device(inp["x"].device)
-    long = problem_class(d.b, d.l, d.h, d.p, d.n, d.Q, dtype, table).split("/")[2] == "long"
+    backend = "gpu" if str(device).startswith("cuda") else "cpu"  # the CPU executor only to test the wiring
+    table = table_for_device(torch.device(device))
+    key = problem_class(d.b, d.l, d.h, d.p, d.n, d.Q, dtype, table)  # None for float32: no tuned class
+    long = key is not None and key.split("/")[2] == "long"
     segments = segments_for(d.b, d.h, -(-d.l // d.Q), table)
-    y_ref = _reference(inp, d.Q)
+    steps = steps_for(segmented=long, segments=segments)
+    rows = [{"name": step.name, "idea": step.idea, "config": config_to_json(step.config), "ms": None,
+             "rel_err": None, "kernels_ms": None} for step in steps]
+    record = {"name": spec.name, "dims": d.as_dict(), "dtype": str(dtype).replace("torch.", ""),
+              "steps": rows}
+    try:
+        inp = _make_inputs(spec, dtype=dtype, device=device, seed=seed)
+        y_ref = _reference(inp, d.Q)
+    except Exception as exc:  # noqa: BLE001 - out of memory, say: every step says why it has no time
+        for row in rows:
+            row["error"] = f"shape failed before timing: {type(exc).__name__}: {exc}"
+        return record
     gate = rel_err_gate(dtype)
     x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
-    rows = []
-    from ..fast.config import config_to_json
 
-    for step in steps_for(segmented=long, segments=segments):
-        row = {"name": step.name, "idea": step.idea, "config": config_to_json(step.config), "ms": None,
-               "rel_err": None, "kernels_ms": None}
+    for step, row in zip(steps, rows):
         try:
-            fwd = lambda cfg=step.config: ssd_forward(x, dt, A, B, C, d.Q, backend="gpu", config=cfg)
+            fwd = lambda cfg=step.config: ssd_forward(x, dt, A, B, C, d.Q, backend=backend, config=cfg)
+            # a step that forgets to write part of y must not pass on the step before's result
+            _poison_allocator(y_ref.shape, x.dtype, y_ref.device)
             row["rel_err"] = check_output(step.name, fwd(), y_ref, gate=gate)
             row["ms"] = float(timer(fwd, label=f"{spec.name}/step/{step.name}"))
-            stages = _cutile_kernels(inp, d.Q, "gpu", step.config)
+            stages = _cutile_kernels(inp, d.Q, backend, step.config)
             stages.pop("meta")
             stages.pop("chain")
             row["kernels_ms"] = {k: float(timer(stages[k], label=f"{spec.name}/step/{step.name}/{k}"))
                                  for k in stages_of(stages)}
+        except IncorrectOutput as exc:
+            row["error"] = f"failed the correctness check: {exc}"
+            row["rel_err"] = exc.rel_err
         except Exception as exc:  # noqa: BLE001 - a failed step is reported, not fatal
             row["error"] = f"{type(exc).__name__}: {exc}"
-        rows.append(row)
-    return {"name": spec.name, "dims": d.as_dict(), "dtype": str(dtype).replace("torch.", ""), "steps": rows}
+    return record
 
 
 def write_results(results: Mapping, path: Path) -> None:
@@ -890,6 +903,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_table(results, records="sweep"))
     print()
     print(format_overhead(results))
+    if results.get("steps"):
+        print()
+        print(format_steps(results))
     if args.out:
         write_results(results, args.out)
         print(f"wrote {args.out}")

@@ -1,5 +1,9 @@
-"""Figures of benchmark results (notebook 09): time and speedup against sequence length, our per-kernel
-breakdown against each kernel's floor, and the roofline picture.
+"""Figures of benchmark results: time and speedup against sequence length, our per-kernel breakdown against
+each kernel's floor, the roofline picture (notebook 09); the staged steps from the taught kernels to the
+shipped config as a waterfall and on the roofline (notebook 10).
+
+Host-bound shapes (:func:`~mamba2_tutorial.perf.results.host_bound`) are flagged in the breakdown and shown
+on the roofline at their device time too.
 
 Every function takes a results object (the schema of :mod:`mamba2_tutorial.perf.results`: a live run or the
 shipped H200 JSON), builds a :class:`matplotlib.figure.Figure` directly (no pyplot state), labels its axes,
@@ -8,11 +12,25 @@ puts the device in the title and returns the Figure. Pass ``ax=`` to draw into a
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 
 from matplotlib.figure import Figure
 
-from .results import IMPL_LABELS, IMPLS, speedup, stages_of
+from . import roofline
+from .results import (
+    DTYPE_BYTES,
+    IMPL_LABELS,
+    IMPLS,
+    ceilings_of,
+    device_ms,
+    host_bound,
+    speedup,
+    stages_of,
+    step_costs,
+    step_is_fused,
+    steps_record,
+)
 
 __all__ = [
     "IMPL_COLORS",
@@ -20,11 +38,14 @@ __all__ = [
     "plot_speedup_vs_seqlen",
     "plot_kernel_breakdown",
     "plot_roofline",
+    "plot_steps_roofline",
+    "plot_steps_waterfall",
     "summary_figure",
 ]
 
-IMPL_COLORS = {"cutile": "tab:green", "mamba_ssm": "tab:blue", "fla": "tab:orange", "torch": "tab:gray"}
-_MARKERS = {"cutile": "o", "mamba_ssm": "s", "fla": "^", "torch": "D"}
+IMPL_COLORS = {"cutile": "tab:green", "taught": "tab:olive", "mamba_ssm": "tab:blue", "fla": "tab:orange",
+               "torch": "tab:gray"}
+_MARKERS = {"cutile": "o", "taught": "v", "mamba_ssm": "s", "fla": "^", "torch": "D"}
 KERNEL_COLORS = {"chunk_state": "tab:purple", "state_passing": "tab:brown", "chunk_state_passing": "tab:pink",
                  "chunk_scan": "tab:cyan"}
 
@@ -142,6 +163,10 @@ def plot_kernel_breakdown(results: Mapping, *, ax=None) -> Figure:
         e2e = r["ms"].get("cutile")
         if e2e is not None:
             ax.plot([i - w, i], [e2e, e2e], "k-", lw=2, label="ssd_forward end to end" if i == 0 else None)
+        if host_bound(r):
+            ax.annotate(f"host-bound:\ndevice {device_ms(r):.3g} ms\nof {e2e:.3g} end to end",
+                        (i - w / 2, e2e), textcoords="offset points", xytext=(0, 4), ha="center",
+                        va="bottom", fontsize=7, color="tab:red")
     ax.set_xticks(range(len(recs)), [f"{r['name']}\nmeasured | floor" for r in recs], fontsize=8)
     ax.set_xlabel("benchmark shape")
     ax.set_ylabel("time (ms)")
@@ -189,13 +214,139 @@ def plot_roofline(results: Mapping, *, ax=None, records: str = "shapes") -> Figu
         if impl == "cutile":
             for x, y, name in pts:
                 ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+            hosted = [r for r in recs if r["ms"].get(impl) is not None and host_bound(r)]
+            for j, r in enumerate(hosted):  # where the GPU would put a host-bound shape: its device time
+                x = r["flops"] / r["bytes"]
+                y_dev, y_e2e = (r["flops"] / (t * 1e-3) / 1e12 for t in (device_ms(r), r["ms"][impl]))
+                ax.plot([x, x], [y_e2e, y_dev], color=IMPL_COLORS[impl], lw=0.8, ls=":")
+                ax.scatter([x], [y_dev], marker=_MARKERS[impl], facecolors="none",
+                           edgecolors=IMPL_COLORS[impl], zorder=3,
+                           label="cuTile, device time of a host-bound shape" if j == 0 else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _log_ticks(ax)
     ax.set_xlabel("arithmetic intensity (counted tensor-core FLOPs / minimum bytes)")
     ax.set_ylabel("achieved TFLOP/s (counted FLOPs / median time)")
     ax.set_title(f"Roofline of the SSD forward\n{_device(results)}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def _log_ticks(ax) -> None:
+    """Log axes labelled at 1, 2 and 5 times each power of ten, in plain numbers."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_locator(NullLocator())
+
+
+def _step_label(i: int, name: str) -> str:
+    return f"{i}. " + "\n".join(textwrap.wrap(name, 14))
+
+
+def plot_steps_waterfall(results: Mapping, name: str | None = None, *, ax=None) -> Figure:
+    """The staged steps at one shape (default: the first measured) as a waterfall: each step's time as a
+    stack of its stages, each timed alone (the taught kernels' three, then the fused state stage and the
+    scan), a black tick at its end-to-end time, a dashed step from the time before with the change it bought
+    written above, and the floor of the step's design (short dashes) over the whole forward's floor
+    (dotted)."""
+    rec = steps_record(results, name)
+    steps = rec["steps"]
+    ceilings = ceilings_of(results)
+    fig, ax = _new_axes(ax, figsize=(max(6.4, 1.15 * len(steps) + 1.5), 4.8))
+    w = 0.6
+    seen: set[str] = set()
+    prev = None
+    top = max([st["ms"] for st in steps if st["ms"] is not None] or [1.0])
+    for i, st in enumerate(steps):
+        ms, km = st["ms"], st.get("kernels_ms") or {}
+        if ms is None:
+            ax.text(i, 0.02 * top, "not timed", rotation=90, ha="center", va="bottom", fontsize=7)
+            continue
+        bottom = 0.0
+        for k in stages_of(km):
+            ax.bar(i, km[k], w, bottom=bottom, color=KERNEL_COLORS[k], label=k if k not in seen else None)
+            seen.add(k)
+            bottom += km[k]
+        if not km:
+            ax.bar(i, ms, w, color="lightgray", label=None if "no stages" in seen else "no stage times")
+            seen.add("no stages")
+        ax.plot([i - w / 2, i + w / 2], [ms, ms], "k-", lw=2, label="end to end" if i == 0 else None)
+        floor = sum(c.floor_ms(ceilings) for c in step_costs(rec, st).values())
+        ax.plot([i - w / 2, i + w / 2], [floor, floor], color="k", ls=(0, (2, 1)), lw=1,
+                label="floor of the step's design" if i == 0 else None)
+        if prev is not None:
+            ax.plot([i - 1 + w / 2, i - w / 2], [prev, prev], color="k", ls="--", lw=0.8)
+            delta = ms - prev
+            ax.annotate(f"{delta:+.3f} ms\n({prev / ms:.2f}x)", (i, max(ms, prev)),
+                        textcoords="offset points", xytext=(0, 3), ha="center", va="bottom", fontsize=7,
+                        color="tab:green" if delta < 0 else "tab:red")
+        prev = ms
+    nbytes = DTYPE_BYTES.get(rec["dtype"], 2)
+    whole = roofline.floor_ms(rec["dims"], ceilings, io_bytes=nbytes, dt_bytes=nbytes)
+    ax.axhline(whole, color="k", ls=":", lw=1, label="floor of the whole forward")
+    ax.set_xticks(range(len(steps)), [_step_label(i, st["name"]) for i, st in enumerate(steps)], fontsize=7)
+    ax.set_ylim(0, 1.22 * top)
+    ax.set_xlabel("step (each adds one idea to the one before)")
+    ax.set_ylabel("time per forward (ms, median)")
+    d = rec["dims"]
+    ax.set_title(f"From the taught kernels to the shipped config: {rec['name']} "
+                 f"(p{d['p']} n{d['n']} g{d['g']} Q{d['Q']}, {rec['dtype']})\n{_device(results)}",
+                 fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def plot_steps_roofline(results: Mapping, name: str | None = None, *, ax=None) -> Figure:
+    """The staged steps at one shape on the roofline: achieved TFLOP/s (the forward's counted FLOPs over the
+    step's end-to-end time) against the arithmetic intensity of the step's design (counted FLOPs over the
+    bytes its stages move, ``roofline.kernel_costs``: fusing state passing moves the point right, since the
+    chunk states no longer cross memory; the other steps move it up). The dotted line is the intensity of
+    the whole forward (inputs read once, output written once), the best any design can reach."""
+    rec = steps_record(results, name)
+    ceilings = ceilings_of(results)
+    peak, bw = ceilings.mma_flops_per_s / 1e12, ceilings.copy_bytes_per_s / 1e12
+    nbytes = DTYPE_BYTES.get(rec["dtype"], 2)
+    whole = roofline.forward_cost(rec["dims"], io_bytes=nbytes, dt_bytes=nbytes)
+    fig, ax = _new_axes(ax)
+    pts = []
+    for i, st in enumerate(rec["steps"]):
+        if st["ms"] is None:
+            continue
+        costs = step_costs(rec, st).values()
+        flops, nb = sum(c.flops for c in costs), sum(c.bytes for c in costs)
+        pts.append((i, flops / nb, flops / (st["ms"] * 1e-3) / 1e12, step_is_fused(st)))
+    if not pts:
+        raise ValueError(f"no step at {rec['name']} was timed")
+    xs_all = [p[1] for p in pts] + [whole.intensity, peak / bw]
+    lo, hi = min(xs_all) / 3, max(xs_all) * 3
+    xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    ax.plot(xs, [min(peak, bw * x) for x in xs], "k-", lw=1.5,
+            label=f"roof: {peak:.0f} TFLOP/s, {bw:.2f} TB/s")
+    ax.axvline(whole.intensity, color="k", ls=":", lw=1, label="intensity of the whole forward")
+    ax.plot([p[1] for p in pts], [p[2] for p in pts], color="0.6", lw=0.8, zorder=2)
+    for fused in (False, True):
+        sel = [p for p in pts if p[3] == fused]
+        if sel:
+            ax.scatter([p[1] for p in sel], [p[2] for p in sel], marker="o" if fused else "s", zorder=3,
+                       color="tab:green" if fused else "tab:olive",
+                       label="fused state stage (one launch)" if fused else "taught state stage (two)")
+    for i, x, y, _ in pts:
+        ax.annotate(str(i), (x, y), textcoords="offset points", xytext=(5, -3) if i % 2 else (-11, -3),
+                    fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _log_ticks(ax)
+    ax.set_xlabel("arithmetic intensity of the step's design (FLOP per byte its stages move)")
+    ax.set_ylabel("achieved TFLOP/s (counted FLOPs / median time)")
+    ax.set_title(f"The steps on the roofline: {rec['name']} ({rec['dtype']})\n{_device(results)}",
+                 fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
     return fig
 
 

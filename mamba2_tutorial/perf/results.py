@@ -1,17 +1,18 @@
-"""Benchmark results: the JSON schema, its validator, the shipped H200 results, the printed table.
+"""Benchmark results: the JSON schema, its validator, the shipped H200 results, the printed tables.
 
-This module is pure Python (no torch, no GPU): notebook 09 uses it on a CPU to show the H200 results shipped
-in the package (``mamba2_tutorial/data/benchmarks/h200.json``, written only by a real GPU run of
+This module is pure Python (no torch, no GPU): notebooks 09 and 10 use it on a CPU to show the H200 results
+shipped in the package (``mamba2_tutorial/data/benchmarks/h200.json``, written only by a real GPU run of
 ``python -m mamba2_tutorial bench --out ...``).
 
 Schema (``SCHEMA_VERSION`` 1)::
 
     {"schema_version": 1, "device": str, "date": "YYYY-MM-DD...",
      "versions": {"torch", "cuda_tile", "triton", "mamba_ssm", "fla": str or null},
-     "ceilings": {"mma_tflops": float, "copy_tbps": float, "source": str},
+     "ceilings": {"mma_tflops": float, "copy_tbps": float, "source": str},   # measured by the run
      "settings": {...free-form: dtype, warmup_ms, rep_ms, timer, command...},
      "shapes": [record, ...], "sweep": [record, ...],
      "overhead": null or {"name", "dims", "impls": {impl: {"event_ms", "host_us", "loop_us", "graph_us"}}},
+     "steps": [steps record, ...],   # optional: ``bench --steps`` (the staged steps of notebook 10)
      "complete": bool}   # optional; false in the checkpoint a run writes as it goes (measured so far)
 
     record = {"name": str, "dims": {"b", "l", "h", "p", "g", "n", "Q": int}, "dtype": str,
@@ -28,12 +29,25 @@ Schema (``SCHEMA_VERSION`` 1)::
               "cutile_config": {"state": {...}, "scan": {...}}}   # the FastConfig our forward ran with
                                                                   # (fast.config.config_to_json)
 
-A null time always comes with a reason in ``errors``; a time always comes with a finite relative error (every
-implementation is checked against the float64 reference before it is timed).
+    steps record = {"name": str, "dims": {... as above}, "dtype": str,
+                    "steps": [{"name": str, "idea": str,
+                               "config": {"state": {"kind": ...}, "scan": {"kind": ...}},  # config_to_json
+                               "ms": float or null,        # end to end, ssd_forward with this config
+                               "rel_err": float or null,   # against the float64 reference
+                               "kernels_ms": null or {stage: float},  # keys as cutile_kernels_ms
+                               "error": str}, ...]}        # "error" only where something failed
+
+A null time always comes with a reason in ``errors`` (for a step: its ``error``); a time always comes with a
+finite relative error (every implementation and every step is checked against the float64 reference before
+it is timed).
 
 A run writes its ``--out`` file after every shape, so a run killed part-way keeps what it measured: such a
 file has ``"complete": false`` (and may have no shapes yet). ``load_results`` and ``load_shipped_results``
 refuse it unless called with ``allow_partial=True``.
+
+**Host-bound.** A shape whose end-to-end time is more than :data:`HOST_BOUND_RATIO` times the sum of its
+kernels' device times (each timed alone) is bound by the host's work per call, not by the GPU:
+:func:`host_bound` flags it, and the tables and figures show its device time beside its end-to-end time.
 """
 
 from __future__ import annotations
@@ -43,6 +57,7 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
+from . import roofline
 from .roofline import FUSED_KERNELS, KERNELS  # the three kernels; the two when kernels 1 and 2 are fused
 
 SCHEMA_VERSION = 1
@@ -60,6 +75,11 @@ STAGE_ORDER = ("chunk_state", "state_passing", "chunk_state_passing", "chunk_sca
 DIM_KEYS = ("b", "l", "h", "p", "g", "n", "Q")
 VERSION_KEYS = ("torch", "cuda_tile", "triton", "mamba_ssm", "fla")
 SHIPPED_RESOURCE = ("data", "benchmarks", "h200.json")
+#: end-to-end time over the sum of the kernels' device times above which a shape is host-bound
+HOST_BOUND_RATIO = 1.5
+#: the kinds of a FastConfig's two stages as JSON (``fast.config.config_to_json``)
+CONFIG_KINDS = {"state": ("unfused", "fused", "segmented"), "scan": ("plain", "shared", "chunk")}
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
 
 
 
@@ -81,14 +101,7 @@ def _require(cond: bool, where: str, what: str) -> None:
         raise ResultsError(f"{where}: {what}")
 
 
-def validate_record(rec, where: str = "record") -> None:
-    """Check one shape (or sweep) record; raise ResultsError naming the field."""
-    _require(isinstance(rec, Mapping), where, f"must be an object, got {type(rec).__name__}")
-    for key in ("name", "dims", "dtype", "ms", "rel_err", "floor_ms"):
-        _require(key in rec, where, f"missing key {key!r}")
-    _require(isinstance(rec["name"], str) and rec["name"], f"{where}.name", "must be a non-empty string")
-    where = f"{where}[{rec['name']}]"
-    dims = rec["dims"]
+def _validate_dims(dims, where: str) -> None:
     _require(isinstance(dims, Mapping), f"{where}.dims", "must be an object")
     for k in DIM_KEYS:
         v = dims.get(k)
@@ -98,6 +111,26 @@ def validate_record(rec, where: str = "record") -> None:
             f"must be a positive int, got {v!r}",
         )
     _require(dims["h"] % dims["g"] == 0, f"{where}.dims", "h must be a multiple of g")
+
+
+def _validate_breakdown(d, where: str) -> None:
+    _require(
+        isinstance(d, Mapping) and set(d) in (set(KERNELS), set(FUSED_KERNELS)),
+        where,
+        f"keys must be exactly {list(KERNELS)} or {list(FUSED_KERNELS)}",
+    )
+    for k, v in d.items():
+        _require(_num(v) and v > 0, f"{where}.{k}", f"must be a positive number, got {v!r}")
+
+
+def validate_record(rec, where: str = "record") -> None:
+    """Check one shape (or sweep) record; raise ResultsError naming the field."""
+    _require(isinstance(rec, Mapping), where, f"must be an object, got {type(rec).__name__}")
+    for key in ("name", "dims", "dtype", "ms", "rel_err", "floor_ms"):
+        _require(key in rec, where, f"missing key {key!r}")
+    _require(isinstance(rec["name"], str) and rec["name"], f"{where}.name", "must be a non-empty string")
+    where = f"{where}[{rec['name']}]"
+    _validate_dims(rec["dims"], where)
     _require(isinstance(rec["dtype"], str), f"{where}.dtype", "must be a string")
     _require(_num(rec["floor_ms"]) and rec["floor_ms"] > 0, f"{where}.floor_ms", "must be a positive number")
     errors = rec.get("errors", {})
@@ -129,16 +162,8 @@ def validate_record(rec, where: str = "record") -> None:
         if err is not None:
             _require(_num(err) and err >= 0, f"{where}.rel_err.{impl}", f"must be >= 0 or null, got {err!r}")
     for key in ("cutile_kernels_ms", "kernel_floor_ms"):
-        if rec.get(key) is None:
-            continue
-        d = rec[key]
-        _require(
-            isinstance(d, Mapping) and set(d) in (set(KERNELS), set(FUSED_KERNELS)),
-            f"{where}.{key}",
-            f"keys must be exactly {list(KERNELS)} or {list(FUSED_KERNELS)}",
-        )
-        for k, v in d.items():
-            _require(_num(v) and v > 0, f"{where}.{key}.{k}", f"must be a positive number, got {v!r}")
+        if rec.get(key) is not None:
+            _validate_breakdown(rec[key], f"{where}.{key}")
     if rec.get("cutile_kernels_ms") is not None and rec.get("kernel_floor_ms") is not None:
         _require(
             set(rec["cutile_kernels_ms"]) == set(rec["kernel_floor_ms"]),
@@ -152,6 +177,60 @@ def validate_record(rec, where: str = "record") -> None:
     for key in ("flops", "bytes"):
         if key in rec:
             _require(_num(rec[key]) and rec[key] > 0, f"{where}.{key}", "must be a positive number")
+
+
+def _validate_config(cfg, where: str) -> None:
+    _require(isinstance(cfg, Mapping) and set(cfg) == set(CONFIG_KINDS), where,
+             f"must be a FastConfig as JSON, an object with exactly {list(CONFIG_KINDS)}")
+    for stage, kinds in CONFIG_KINDS.items():
+        _require(isinstance(cfg[stage], Mapping) and cfg[stage].get("kind") in kinds, f"{where}.{stage}",
+                 f"must be an object with a 'kind' of {list(kinds)}, got {cfg[stage]!r}")
+
+
+def validate_step(step, where: str = "step") -> None:
+    """Check one staged step (see the module docstring); raise ResultsError naming the field."""
+    _require(isinstance(step, Mapping), where, f"must be an object, got {type(step).__name__}")
+    for key in ("name", "idea", "config", "ms", "rel_err"):
+        _require(key in step, where, f"missing key {key!r}")
+    _require(isinstance(step["name"], str) and step["name"], f"{where}.name", "must be a non-empty string")
+    where = f"{where}[{step['name']}]"
+    _require(isinstance(step["idea"], str), f"{where}.idea", "must be a string")
+    _validate_config(step["config"], f"{where}.config")
+    ms, err, error = step["ms"], step["rel_err"], step.get("error")
+    _require(error is None or (isinstance(error, str) and error), f"{where}.error",
+             "must be a non-empty string where present")
+    if ms is None:
+        _require(error is not None, f"{where}.error", "a step with a null time needs a reason")
+    else:
+        _require(_num(ms) and ms > 0, f"{where}.ms", f"must be a positive number or null, got {ms!r}")
+        _require(_num(err) and err >= 0, f"{where}.rel_err",
+                 f"a timed step needs a finite relative error, got {err!r}")
+    _require(err is None or (_num(err) and err >= 0), f"{where}.rel_err",
+             f"must be >= 0 or null, got {err!r}")
+    km = step.get("kernels_ms")
+    if km is not None:
+        _validate_breakdown(km, f"{where}.kernels_ms")
+        kind = step["config"]["state"]["kind"]
+        want = KERNELS if kind == "unfused" else FUSED_KERNELS
+        _require(set(km) == set(want), f"{where}.kernels_ms",
+                 f"the {kind} state stage's stages are {list(want)}, got {sorted(km)}")
+
+
+def validate_steps_record(rec, where: str = "steps record") -> None:
+    """Check one shape's staged steps (see the module docstring); raise ResultsError naming the field."""
+    _require(isinstance(rec, Mapping), where, f"must be an object, got {type(rec).__name__}")
+    for key in ("name", "dims", "dtype", "steps"):
+        _require(key in rec, where, f"missing key {key!r}")
+    _require(isinstance(rec["name"], str) and rec["name"], f"{where}.name", "must be a non-empty string")
+    where = f"{where}[{rec['name']}]"
+    _validate_dims(rec["dims"], where)
+    _require(isinstance(rec["dtype"], str), f"{where}.dtype", "must be a string")
+    steps = rec["steps"]
+    _require(isinstance(steps, list) and steps, f"{where}.steps", "must be a non-empty list")
+    for j, step in enumerate(steps):
+        validate_step(step, f"{where}.steps[{j}]")
+    names = [st["name"] for st in steps]
+    _require(len(set(names)) == len(names), f"{where}.steps", f"names must be unique, got {names}")
 
 
 def validate_results(results) -> None:
@@ -192,6 +271,13 @@ def validate_results(results) -> None:
     _require(isinstance(sweep, list), "results.sweep", "must be a list")
     for i, rec in enumerate(sweep):
         validate_record(rec, f"results.sweep[{i}]")
+    steps = results.get("steps")
+    if steps is not None:
+        _require(isinstance(steps, list), "results.steps", "must be a list")
+        for i, rec in enumerate(steps):
+            validate_steps_record(rec, f"results.steps[{i}]")
+        names = [r["name"] for r in steps]
+        _require(len(set(names)) == len(names), "results.steps", f"names must be unique, got {names}")
     overhead = results.get("overhead")
     if overhead is not None:
         _require(
@@ -237,7 +323,7 @@ def load_results(path, *, allow_partial: bool = False) -> dict:
 
 def shipped_results_path() -> Path:
     """Where the package keeps the measured H200 results."""
-    return Path(__file__).resolve().parent.joinpath(*SHIPPED_RESOURCE)
+    return Path(__file__).resolve().parents[1].joinpath(*SHIPPED_RESOURCE)  # the package, not perf/
 
 
 def load_shipped_results(*, allow_partial: bool = False) -> dict:
@@ -274,6 +360,76 @@ def geomean(values) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
+def ceilings_of(results: Mapping) -> roofline.Ceilings:
+    """The ceilings the run measured (matrix rate and copy bandwidth), as :class:`roofline.Ceilings`: every
+    floor of a results file is computed with these, never with a datasheet's."""
+    c = results["ceilings"]
+    return roofline.Ceilings(c["mma_tflops"] * 1e12, c["copy_tbps"] * 1e12, c.get("source", ""))
+
+
+def device_ms(rec: Mapping) -> float | None:
+    """The sum of our kernels' device times (each timed alone) of one record, or None without a breakdown."""
+    km = rec.get("cutile_kernels_ms")
+    return sum(km.values()) if km else None
+
+
+def host_bound(rec: Mapping) -> bool:
+    """Whether our forward's end-to-end time on this record is more than :data:`HOST_BOUND_RATIO` times its
+    kernels' device time: the host's work per call (checks, allocations, launches), not the GPU, sets it."""
+    e2e, dev = rec["ms"].get("cutile"), device_ms(rec)
+    return e2e is not None and dev is not None and e2e > HOST_BOUND_RATIO * dev
+
+
+def host_bound_notes(results: Mapping, records: str = "shapes") -> list[str]:
+    """One line per host-bound record: its end-to-end time and its device time."""
+    return [f"{r['name']}: {_fmt_ms(r['ms']['cutile'])} ms end to end, its kernels "
+            f"{_fmt_ms(device_ms(r))} ms of device time ({r['ms']['cutile'] / device_ms(r):.1f}x): host-bound"
+            for r in results.get(records, []) if host_bound(r)]
+
+
+# ----------------------------------------------------------------------------------------------------
+# the staged steps (notebook 10)
+
+
+def steps_record(results: Mapping, name: str | None = None) -> Mapping:
+    """The staged steps measured at shape ``name`` (default: the first); KeyError names the ones there are."""
+    recs = results.get("steps") or []
+    if not recs:
+        raise KeyError("results have no 'steps' (run the benchmark with --steps NAME ...)")
+    if name is None:
+        return recs[0]
+    for r in recs:
+        if r["name"] == name:
+            return r
+    raise KeyError(f"no staged steps at {name!r}; measured at {[r['name'] for r in recs]}")
+
+
+def step_is_fused(step: Mapping) -> bool:
+    """Whether the step's state stage is one launch (fused or segmented): the chunk states never cross
+    memory."""
+    return step["config"]["state"]["kind"] != "unfused"
+
+
+def step_costs(rec: Mapping, step: Mapping) -> dict[str, roofline.Cost]:
+    """Counted FLOPs and bytes of each stage the step's config launches (``roofline.kernel_costs``): the three
+    taught kernels, or the fused state stage and the scan. Inputs, outputs and the states entering each chunk
+    are in the record's dtype (as ``ssd_forward`` stores them), the chunk states float32."""
+    nbytes = DTYPE_BYTES.get(rec["dtype"], 2)
+    return roofline.kernel_costs(rec["dims"], io_bytes=nbytes, dt_bytes=nbytes, init_state_bytes=nbytes,
+                                 fused=step_is_fused(step))
+
+
+def step_floor_ms(rec: Mapping, step: Mapping, ceilings: roofline.Ceilings) -> float:
+    """The floor of the step's design: the sum of its stages' roofline floors."""
+    return sum(c.floor_ms(ceilings) for c in step_costs(rec, step).values())
+
+
+def step_host_bound(step: Mapping) -> bool:
+    """Whether the step's end-to-end time is more than :data:`HOST_BOUND_RATIO` times its stages' time."""
+    km = step.get("kernels_ms")
+    return step["ms"] is not None and bool(km) and step["ms"] > HOST_BOUND_RATIO * sum(km.values())
+
+
 # ----------------------------------------------------------------------------------------------------
 # the printed table
 
@@ -291,10 +447,11 @@ def _fmt_x(v) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def _table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
+    """A text table, its first ``left`` columns left-aligned, the others right-aligned."""
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     line = lambda r: "  ".join(
-        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+        c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
     )
     return "\n".join([line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
 
@@ -322,7 +479,7 @@ def format_table(results: Mapping, *, records: str = "shapes") -> str:
             + [_fmt_x(geomean(speedup(r, o) for r in recs)) for o in others]
         )
     parts = [
-        f"{results['device']}  ({results['date']})   ms = median device time per forward; "
+        f"{results['device']}  ({results['date']})   ms = median time per forward, end to end; "
         "(Nx) = time / roofline floor; vs X = X's time / ours",
         _table(header, rows),
     ]
@@ -336,7 +493,7 @@ def format_table(results: Mapping, *, records: str = "shapes") -> str:
     krecs = [r for r in recs if r.get("cutile_kernels_ms")]
     if krecs:
         cols = stages_of({k: 1 for r in krecs for k in r["cutile_kernels_ms"]})
-        kh = ["shape"] + [f"{k} ms (x floor)" for k in cols] + ["sum", "end-to-end"]
+        kh = ["shape"] + [f"{k} ms (x floor)" for k in cols] + ["device (sum)", "end-to-end", "host-bound"]
         krows = []
         for r in krecs:
             kf = r.get("kernel_floor_ms") or {}
@@ -344,9 +501,13 @@ def format_table(results: Mapping, *, records: str = "shapes") -> str:
             krows.append(
                 [r["name"]]
                 + [_fmt_ms(km[k], kf.get(k)) if k in km else "-" for k in cols]
-                + [_fmt_ms(sum(km.values())), _fmt_ms(r["ms"].get("cutile"))]
+                + [_fmt_ms(device_ms(r)), _fmt_ms(r["ms"].get("cutile")), "yes" if host_bound(r) else "no"]
             )
         parts += ["", "our kernels, each timed alone", _table(kh, krows)]
+        notes = host_bound_notes({records: krecs}, records)
+        if notes:
+            parts += ["", f"host-bound (end to end > {HOST_BOUND_RATIO}x the kernels' device time; the "
+                          "device time is what the GPU needs):"] + [f"  {line}" for line in notes]
 
     problems = [
         f"  {r['name']} {impl}: {msg}" for r in recs for impl, msg in sorted(r.get("errors", {}).items())
@@ -385,3 +546,42 @@ def format_overhead(results: Mapping) -> str:
         if row.get(k)
     ]
     return "\n".join([title, _table(header, rows)] + (["not measured:"] + notes if notes else []))
+
+
+def format_steps(results: Mapping) -> str:
+    """The staged steps as text, one table per shape: each step's end-to-end time, what it bought over the
+    step before, its speedup over the taught kernels, its stages (each timed alone, as a multiple of its
+    roofline floor), its design's floor and its relative error; then each step's idea."""
+    recs = results.get("steps") or []
+    if not recs:
+        return "staged steps: not measured (python -m mamba2_tutorial bench --steps NAME ...)"
+    ceilings = ceilings_of(results)
+    parts = [f"staged steps from the taught kernels to the shipped config, {results['device']} "
+             f"({results['date']}): ms = median time per forward; bought = the step before's time / this "
+             "step's; stages timed alone (Nx) = time / the stage's roofline floor"]
+    for rec in recs:
+        steps = rec["steps"]
+        cols = stages_of({k: 1 for st in steps for k in (st.get("kernels_ms") or {})})
+        header = (["#", "step", "ms", "bought", "vs taught"] + [f"{k} ms (x floor)" for k in cols]
+                  + ["design floor", "rel err"])
+        rows, prev = [], None
+        taught = steps[0]["ms"]
+        for i, st in enumerate(steps):
+            ms, km = st["ms"], st.get("kernels_ms") or {}
+            floors = {k: c.floor_ms(ceilings) for k, c in step_costs(rec, st).items()}
+            rows.append(
+                [str(i), st["name"] + (" [host-bound]" if step_host_bound(st) else ""), _fmt_ms(ms),
+                 _fmt_x(None if ms is None or prev is None else prev / ms),
+                 _fmt_x(None if ms is None or taught is None else taught / ms)]
+                + [_fmt_ms(km[k], floors.get(k)) if k in km else "-" for k in cols]
+                + [_fmt_ms(sum(floors.values())), "-" if st["rel_err"] is None else f"{st['rel_err']:.1e}"])
+            prev = ms if ms is not None else prev
+        d = rec["dims"]
+        dims = " ".join(f"{k}{d[k]}" for k in DIM_KEYS)
+        floor = roofline.floor_ms(d, ceilings, io_bytes=DTYPE_BYTES.get(rec["dtype"], 2),
+                                  dt_bytes=DTYPE_BYTES.get(rec["dtype"], 2))
+        parts += ["", f"{rec['name']} ({dims}, {rec['dtype']}): the whole forward's floor "
+                      f"{_fmt_ms(floor)} ms", _table(header, rows, left=2)]
+        parts += [f"  {i} {st['name']}: {st['idea']}" for i, st in enumerate(steps)]
+        parts += [f"  not timed: {st['name']}: {st['error']}" for st in steps if st.get("error")]
+    return "\n".join(parts)

@@ -25,8 +25,7 @@ P is the number of (query t, key s) pairs inside chunks that the products touch.
 default) it counts only s ≤ t: Q·(Q+1)/2 per full chunk, r·(r+1)/2 for a ragged last chunk of r rows, so about
 l·Q/2 — the work that is actually needed (a kernel that skips tiles above the diagonal does a little more, a
 kernel that computes the whole square does twice as much). ``causal=False`` counts the full square, P = l·Q:
-that is the count behind the 0.22 ms floor quoted in issue 5 and the background notes for b8 l4096 h80 Q256 (a
-looser floor).
+a looser floor (0.22 ms at b8 l4096 h80 Q256 with dt in float32, at 790 TFLOP/s and 4.3 TB/s).
 
 Not counted, and why: the in-chunk cumsum of dt·A (b·l·h adds); the pairwise decays exp(dA_t − dA_s) (b·h·P
 exponentials on the special-function units: about 0.08 ms of MUFU time at b8 l4096 h80 if done pairwise,
@@ -339,12 +338,17 @@ class Ceilings:
         }
 
 
-# Measured on an H200 of this workplace (2026-10-28 and 2026-11-04): an 8192³ bf16 torch.matmul on random data
-# ran at 769-798 TFLOP/s; a device-to-device copy moved ~4.3 TB/s counting bytes read plus bytes written. The
-# datasheet's 989 TFLOP/s and 4.8 TB/s are not reachable in practice.
+# The ceilings a kernel can reach are measured, not read off a datasheet: the benchmark measures them at the
+# start of every run (``measure_ceilings``) and records them with its results, which compute every floor with
+# them. H200_CEILINGS is the fallback when a run does not measure (``bench --no-measure-ceilings``): an 8192³
+# bf16 torch.matmul on random data ran at 769-798 TFLOP/s on an H200 (2026-10-28 and 2026-11-04), a
+# device-to-device copy moved ~4.3 TB/s counting bytes read plus bytes written.
 H200_CEILINGS = Ceilings(
     790e12, 4.3e12, "H200, measured: bf16 matmul 8192^3 ~790 TFLOP/s, d2d copy ~4.3 TB/s"
 )
+#: the H200 SXM datasheet's dense bf16 tensor-core rate and HBM3e bandwidth: peaks at the boost clock that no
+#: real kernel sustains (the measured ceilings are what a kernel can reach)
+H200_DATASHEET = Ceilings(989e12, 4.8e12, "NVIDIA H200 SXM datasheet: 989 TFLOP/s dense bf16, 4.8 TB/s HBM3e")
 
 
 def floor_ms(dims, ceilings: Ceilings | None = None, **cost_kwargs) -> float:

@@ -1,0 +1,182 @@
+"""The benchmark figures (``mamba2_tutorial.perf.plots``), drawn from the test fixture (FAKE timings): each
+returns a labelled Figure with the device in its title, and draws the numbers of the results it is given:
+the staged steps' waterfall and roofline, the host-bound flag, the taught forward beside ours."""
+
+from __future__ import annotations
+
+import copy
+
+import matplotlib
+import pytest
+from bench_fixture import FIXTURE_DEVICE, FIXTURE_PATH
+from matplotlib.figure import Figure
+
+from mamba2_tutorial.perf import plots, roofline
+from mamba2_tutorial.perf import results as res
+
+matplotlib.use("Agg")  # headless (the helpers never touch pyplot anyway)
+
+
+@pytest.fixture(scope="module")
+def fixture_results():
+    return res.load_results(FIXTURE_PATH)
+
+
+def _legend(fig: Figure, i: int = 0) -> list[str]:
+    return [t.get_text() for t in fig.axes[i].get_legend().get_texts()]
+
+
+def _texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+def test_figures_from_the_fixture(fixture_results, tmp_path):
+    for fn in (
+        plots.plot_time_vs_seqlen,
+        plots.plot_speedup_vs_seqlen,
+        plots.plot_kernel_breakdown,
+        plots.plot_roofline,
+        plots.plot_steps_waterfall,
+        plots.plot_steps_roofline,
+    ):
+        fig = fn(fixture_results)
+        assert isinstance(fig, Figure)
+        ax = fig.axes[0]
+        assert ax.get_xlabel() and ax.get_ylabel() and FIXTURE_DEVICE in ax.get_title()
+        assert ax.get_legend() is not None
+    fig = plots.summary_figure(fixture_results)
+    assert len(fig.axes) == 4
+    fig.savefig(tmp_path / "summary.png")  # what `bench --plot FILE.png` writes
+    assert (tmp_path / "summary.png").stat().st_size > 10_000
+    assert not any("PyTorch" in t for t in _legend(plots.plot_speedup_vs_seqlen(fixture_results)))
+    with_torch = plots.plot_speedup_vs_seqlen(fixture_results, include_torch=True)
+    assert any("PyTorch" in t for t in _legend(with_torch))
+    no_sweep = dict(fixture_results, sweep=[])
+    with pytest.raises(ValueError, match="sweep"):
+        plots.plot_time_vs_seqlen(no_sweep)
+    fig = plots.summary_figure(no_sweep)  # a missing panel says why instead of failing
+    assert any("sweep" in t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_the_taught_forward_is_drawn_beside_ours(fixture_results):
+    label = res.IMPL_LABELS["taught"]
+    for fn in (plots.plot_time_vs_seqlen, plots.plot_roofline):
+        assert label in _legend(fn(fixture_results))
+    assert f"vs {label}" in _legend(plots.plot_speedup_vs_seqlen(fixture_results))
+    fig = plots.plot_time_vs_seqlen(fixture_results)
+    line = next(ln for ln in fig.axes[0].lines if ln.get_label() == label)
+    sweep = sorted(fixture_results["sweep"], key=lambda r: r["dims"]["l"])
+    assert list(line.get_ydata()) == [r["ms"]["taught"] for r in sweep]
+
+
+def test_a_fused_breakdown_is_plotted(fixture_results):
+    three = copy.deepcopy(fixture_results["shapes"][1])
+    fused = copy.deepcopy(fixture_results["shapes"][2])
+    fused["cutile_kernels_ms"] = {"chunk_state_passing": 0.12, "chunk_scan": 0.25}
+    fused["kernel_floor_ms"] = {"chunk_state_passing": 0.06, "chunk_scan": 0.1}
+    results = dict(fixture_results, shapes=[three, fused])
+    res.validate_results(results)
+    labels = _legend(plots.plot_kernel_breakdown(results))
+    assert labels.count("chunk_scan") == 1 and "chunk_state_passing" in labels and "chunk_state" in labels
+
+
+def test_host_bound_shapes_are_flagged_with_their_device_time(fixture_results):
+    (rec,) = [r for r in fixture_results["shapes"] if res.host_bound(r)]
+    fig = plots.plot_kernel_breakdown(fixture_results)
+    notes = [t for t in _texts(fig.axes[0]) if t.startswith("host-bound")]
+    e2e = rec["ms"]["cutile"]
+    assert notes == [f"host-bound:\ndevice {res.device_ms(rec):.3g} ms\nof {e2e:.3g} end to end"]
+
+    fig = plots.plot_roofline(fixture_results)
+    ax = fig.axes[0]
+    assert "cuTile, device time of a host-bound shape" in _legend(fig)
+    hollow = next(c for c in ax.collections if c.get_label() == "cuTile, device time of a host-bound shape")
+    (x, y), = hollow.get_offsets()
+    assert x == pytest.approx(rec["flops"] / rec["bytes"])
+    assert y == pytest.approx(rec["flops"] / (res.device_ms(rec) * 1e-3) / 1e12)
+    # with no host-bound shape, no flag
+    calm = copy.deepcopy(fixture_results)
+    for r in calm["shapes"]:
+        r["ms"]["cutile"] = res.device_ms(r)
+    assert not any(t.startswith("host-bound") for t in _texts(plots.plot_kernel_breakdown(calm).axes[0]))
+    assert "cuTile, device time of a host-bound shape" not in _legend(plots.plot_roofline(calm))
+
+
+@pytest.mark.parametrize("name", ["b8-l4096-h80", "b1-l32768-h80"])
+def test_the_waterfall_draws_each_step_its_stages_and_what_it_bought(fixture_results, name):
+    rec = res.steps_record(fixture_results, name)
+    steps = rec["steps"]
+    fig = plots.plot_steps_waterfall(fixture_results, name)
+    ax = fig.axes[0]
+    assert name in ax.get_title()
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(ticks) == len(steps) and ticks[0] == "0. taught"
+    assert ticks[-1].startswith(f"{len(steps) - 1}. ")
+    # the stacked bars: every stage of every step, bottom to top in launch order
+    bars = [(round(p.get_x() + p.get_width() / 2), p.get_y(), p.get_height()) for p in ax.patches]
+    want = []
+    for i, st in enumerate(steps):
+        bottom = 0.0
+        for k in res.stages_of(st["kernels_ms"]):
+            want.append((i, bottom, st["kernels_ms"][k]))
+            bottom += st["kernels_ms"][k]
+    assert [(i, pytest.approx(b), pytest.approx(h)) for i, b, h in want] == bars
+    # a tick at each end-to-end time, the floor of each step's design, and the whole forward's floor
+    ys = {tuple(line.get_ydata()) for line in ax.lines}
+    ceil = res.ceilings_of(fixture_results)
+    for st in steps:
+        assert (st["ms"], st["ms"]) in ys
+        floor = res.step_floor_ms(rec, st, ceil)
+        assert any(a == pytest.approx(floor) and b == pytest.approx(floor) for a, b in ys)
+    whole = roofline.floor_ms(rec["dims"], ceil, io_bytes=2, dt_bytes=2)
+    assert any(line.get_ydata()[0] == pytest.approx(whole) for line in ax.lines)
+    # what each step bought over the one before, written above it
+    deltas = [t for t in _texts(ax) if t.endswith("x)")]
+    assert deltas == [f"{b['ms'] - a['ms']:+.3f} ms\n({a['ms'] / b['ms']:.2f}x)"
+                      for a, b in zip(steps, steps[1:])]
+    labels = _legend(fig)
+    assert {"end to end", "floor of the step's design", "floor of the whole forward"} <= set(labels)
+    assert {"chunk_state", "state_passing", "chunk_state_passing", "chunk_scan"} <= set(labels)
+
+
+def test_the_waterfall_shows_a_step_without_a_time(fixture_results):
+    r = copy.deepcopy(fixture_results)
+    steps = r["steps"][0]["steps"]
+    steps[2] |= {"ms": None, "rel_err": None, "kernels_ms": None, "error": "RuntimeError: launch failed"}
+    del steps[4]["kernels_ms"]
+    res.validate_results(r)
+    ax = plots.plot_steps_waterfall(r).axes[0]
+    assert "not timed" in _texts(ax)
+    # the step after compares with the last step that has a time; one without stage times is a plain bar
+    a, b = steps[1]["ms"], steps[3]["ms"]
+    assert f"{b - a:+.3f} ms\n({a / b:.2f}x)" in _texts(ax)
+    assert "no stage times" in [t.get_text() for t in ax.get_legend().get_texts()]
+    with pytest.raises(KeyError, match="--steps"):
+        plots.plot_steps_waterfall(dict(r, steps=[]))
+
+
+def test_the_steps_on_the_roofline(fixture_results):
+    """Each step at its design's intensity (the forward's counted FLOPs over the bytes its stages move) and
+    its achieved rate: fusing state passing moves the point right, the later steps move it up."""
+    rec = res.steps_record(fixture_results)
+    fig = plots.plot_steps_roofline(fixture_results)
+    ax = fig.axes[0]
+    taught = next(c for c in ax.collections if c.get_label() == "taught state stage (two)")
+    fused = next(c for c in ax.collections if c.get_label() == "fused state stage (one launch)")
+    assert len(taught.get_offsets()) == 1 and len(fused.get_offsets()) == len(rec["steps"]) - 1
+    points = [tuple(p) for p in taught.get_offsets()] + [tuple(p) for p in fused.get_offsets()]
+    for (x, y), st in zip(points, rec["steps"]):
+        costs = res.step_costs(rec, st).values()
+        flops, nbytes = sum(c.flops for c in costs), sum(c.bytes for c in costs)
+        assert x == pytest.approx(flops / nbytes)
+        assert y == pytest.approx(flops / (st["ms"] * 1e-3) / 1e12)
+    assert points[1][0] > points[0][0]  # fewer bytes: further right
+    assert all(a[0] == pytest.approx(b[0]) for a, b in zip(points[1:], points[2:]))  # the same bytes after
+    whole = roofline.forward_cost(rec["dims"], io_bytes=2, dt_bytes=2)
+    assert any(line.get_xdata()[0] == pytest.approx(whole.intensity) for line in ax.lines)
+    assert [t.get_text() for t in ax.texts] == [str(i) for i in range(len(rec["steps"]))]
+    r = copy.deepcopy(fixture_results)
+    for st in r["steps"][0]["steps"]:
+        st |= {"ms": None, "error": "not run"}
+    with pytest.raises(ValueError, match="no step at b8-l4096-h80 was timed"):
+        plots.plot_steps_roofline(r)
