@@ -2,7 +2,8 @@
 
 Each function takes a problem size (an :class:`~mamba2_tutorial.inputs.SSDShape` or a preset name), the input
 dtype and one block of the launch grid, given as the ``(ct.bid(0), ct.bid(1), ct.bid(2))`` the kernel sees. It
-takes the grid and tile sizes from :func:`mamba2_tutorial.ssd.ssd_plan` (the same plan the launches use),
+takes the grid and tile sizes from :func:`mamba2_tutorial.kernels.forward.ssd_plan` (the same plan the
+launches of ``ssd_forward_taught`` use),
 decodes the block index exactly as the kernel does, and draws, with
 :func:`mamba2_tutorial.plots_tiles.plot_tile_grid`, every tile that block loads (orange; darker for the tile
 it stores). Hatched grey is padding: outside the tensor, zero-filled on load, skipped on store.
@@ -49,13 +50,12 @@ def block_coords(kernel: str, shape: SSDShape | str, block: tuple[int, int, int]
                  dtype: torch.dtype = torch.bfloat16) -> dict:
     """What block ``(bid0, bid1, bid2)`` of ``kernel``'s grid works on, decoded as the kernel decodes it.
 
-    Returns a dict with the plan (``grid``, ``tiles``) and the coordinates: the block's ``heads`` (one head,
-    or for ``"chunk_scan"`` with a tile ``HB`` the HB heads of one group that it handles together), ``h`` the
-    first of them and ``g`` their group; for ``"chunk_state"`` the state tile ``i_p, i_n``, batch ``b``,
-    chunk ``c`` and ``n_steps``, its loop steps of TK rows; for ``"state_passing"`` ``i_p, i_n,
-    b, h``; for ``"chunk_scan"`` the row tile ``i_m``, the head-dim tile ``i_p``, ``b, c, h, g`` and
-    ``n_key_tiles``, the number of key tiles its intra-chunk loop visits. Raises ValueError for a block
-    outside the grid (naming the grid).
+    Returns a dict with the plan (``grid``, ``tiles``) and the coordinates: the block's head ``h`` (grid
+    axis 2 in all three kernels) and its group ``g``; for ``"chunk_state"`` the state tile ``i_p, i_n``, batch
+    ``b``, chunk ``c`` and ``n_steps``, its loop steps of TK rows; for ``"state_passing"`` ``i_p, i_n, b``;
+    for ``"chunk_scan"`` the row tile ``i_m``, the head-dim tile ``i_p``, ``b, c``, ``n_key_tiles``, the
+    number of key tiles its intra-chunk loop visits, and ``active``, False for a row tile entirely past the
+    sequence end (the kernel skips it). Raises ValueError for a block outside the grid (naming the grid).
     """
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
@@ -66,16 +66,13 @@ def block_coords(kernel: str, shape: SSDShape | str, block: tuple[int, int, int]
         raise ValueError(f"block {tuple(block)} is outside the {kernel} grid {grid}")
     pid0, pid1, pid2 = (int(i) for i in block)
     nchunks = _cdiv(s.seqlen, s.chunk_size)
-    HB = t.get("HB", 1) if kernel == "chunk_scan" else 1  # heads per block (kernel 3 may batch a group's)
-    heads = list(range(pid2 * HB, pid2 * HB + HB))
-    out = {"kernel": kernel, "grid": grid, "tiles": dict(t), "h": heads[0], "heads": heads,
-           "g": heads[0] // s.heads_per_group}
+    out = {"kernel": kernel, "grid": grid, "tiles": dict(t), "h": pid2, "g": pid2 // s.heads_per_group}
     if kernel in ("chunk_state", "state_passing"):
         n_tiles = _cdiv(s.dstate, t["TN"])
         out.update(i_p=pid0 // n_tiles, i_n=pid0 % n_tiles)
         if kernel == "chunk_state":
             c = pid1 % nchunks
-            TK = t.get("TK", t["Q"])  # chunk rows per mma step (the whole chunk in one step without TK)
+            TK = t["TK"]  # chunk rows per mma step
             out.update(b=pid1 // nchunks, c=c, n_steps=min(t["Q"] // TK, _cdiv(s.seqlen - c * t["Q"], TK)))
         else:
             out.update(b=pid1)
@@ -116,8 +113,7 @@ def plot_chunk_state_tiles(shape: SSDShape | str, *, dtype: torch.dtype = torch.
     s = get_shape(shape)
     k = block_coords("chunk_state", s, block, dtype=dtype)
     t, c = k["tiles"], k["c"]
-    Q, TP, TN = t["Q"], t["TP"], t["TN"]
-    TK = t.get("TK", Q)
+    Q, TK, TP, TN = t["Q"], t["TK"], t["TP"], t["TN"]
     steps = {c * (Q // TK) + kt: kt for kt in range(k["n_steps"])}  # row tile along l -> loop step
     fig = Figure(figsize=(12, 4.6), layout="constrained")
     axes = fig.subplots(1, 3, width_ratios=[max(s.headdim, 8), max(s.dstate, 8), max(s.dstate, 8)])
@@ -220,12 +216,6 @@ def plot_chunk_scan_tiles(shape: SSDShape | str, *, dtype: torch.dtype = torch.b
     axes = fig.subplots(1, 5, width_ratios=[max(s.dstate, 8), 1.6 * rows, max(s.headdim, 8), max(s.dstate, 8),
                                             max(s.headdim, 8)])
     b, h, g = k["b"], k["h"], k["g"]
-    heads = k["heads"]
-    head_txt = f"head {h}"
-    more = ""
-    if len(heads) > 1:
-        head_txt = f"heads {heads[0]}..{heads[-1]} (HB = {len(heads)}, group {g})"
-        more = f" (and head {heads[1]})" if len(heads) == 2 else f" (and heads {heads[1]}..{heads[-1]})"
     plot_tile_grid((rows, s.dstate), (TM, NS), highlight={(i_m, 0): LOAD}, ax=axes[0], labels=False,
                    show_elements=False,
                    title=f"C[{b}, chunk {c}, {g}, :]\n({rows}, n={s.dstate}), tile ({TM}, NS={NS})")
@@ -235,7 +225,7 @@ def plot_chunk_scan_tiles(shape: SSDShape | str, *, dtype: torch.dtype = torch.b
                          f"({rows}, {rows}), tiles (TM, TK) = ({TM}, {TK})")
     plot_tile_grid((rows, s.headdim), (TK, TP), highlight={(kt, i_p): LOAD for kt in range(n_k)}, ax=axes[2],
                    labels=False, show_elements=False,
-                   title=f"x[{b}, chunk {c}, {h}, :]{more}\n({rows}, p={s.headdim}), tiles ({TK}, {TP})")
+                   title=f"x[{b}, chunk {c}, {h}, :]\n({rows}, p={s.headdim}), tiles ({TK}, {TP})")
     plot_tile_grid((s.headdim, s.dstate), (TP, NS), highlight={(i_p, 0): LOAD}, ax=axes[3], labels=False,
                    show_elements=False,
                    title=f"chunk_init_states[{b}, {c}, {h}]\n"
@@ -245,7 +235,7 @@ def plot_chunk_scan_tiles(shape: SSDShape | str, *, dtype: torch.dtype = torch.b
                    title=f"out[{b}, chunk {c}, {h}, :]\n({rows}, p={s.headdim}), tile ({TM}, {TP})")
     return _finish(fig, f"chunk_scan, {_dtype_name(dtype)}: grid {k['grid']}; block {tuple(block)} = rows "
                         f"{i_m * TM}..{min((i_m + 1) * TM, rows) - 1} × columns {i_p * TP}.. of chunk {c}, "
-                        f"batch {b}, {head_txt}: {n_k} key tile(s) in its loop", skipped=gk > n_k)
+                        f"batch {b}, head {h} (group {g}): {n_k} key tile(s) in its loop", skipped=gk > n_k)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

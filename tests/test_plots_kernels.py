@@ -12,6 +12,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
 from mamba2_tutorial.inputs import SSDShape  # noqa: E402
+from mamba2_tutorial.kernels.forward import ssd_plan  # noqa: E402
 from mamba2_tutorial.plots_kernels import (  # noqa: E402
     LOAD,
     SKIP,
@@ -21,7 +22,6 @@ from mamba2_tutorial.plots_kernels import (  # noqa: E402
     plot_chunk_state_tiles,
     plot_state_passing_tiles,
 )
-from mamba2_tutorial.ssd import ssd_plan  # noqa: E402
 
 # every dim distinct, l ragged for both chunk sizes, g = 2
 SHAPE = SSDShape(2, 300, 4, 48, 2, 80, 64, "fig")
@@ -58,14 +58,13 @@ def test_block_coords_cover_every_output_tile_once(dtype):
             elif kernel == "state_passing":
                 seen.add((k["b"], k["h"], k["i_p"], k["i_n"]))
             else:
-                assert k["heads"] == list(range(block[2] * len(k["heads"]), (block[2] + 1) * len(k["heads"])))
-                assert len({hh // (SHAPE.nheads // SHAPE.ngroups) for hh in k["heads"]}) == 1, "one group"
-                seen.update((k["b"], k["c"], hh, k["i_m"], k["i_p"]) for hh in k["heads"])
+                assert k["h"] == block[2], "axis 2 is the head: one head per block"
+                seen.add((k["b"], k["c"], k["h"], k["i_m"], k["i_p"]))
         t = plan.tiles
         tp = -(-SHAPE.headdim // t["TP"])
         if kernel == "chunk_scan":
             expected = SHAPE.batch * nchunks * SHAPE.nheads * (t["Q"] // t["TM"]) * tp
-            assert len(seen) == expected == gx * gy * gz * t.get("HB", 1)
+            assert len(seen) == expected == gx * gy * gz
             continue
         else:
             tn = -(-SHAPE.dstate // t["TN"])
@@ -148,14 +147,11 @@ def test_chunk_state_figure_shows_the_loop_steps_of_a_long_chunk():
     assert [t.get_text() for t in x_ax.texts] == ["c2 k0", "c2 k1"]
 
 
-def test_chunk_scan_figure_names_the_heads_of_a_head_block():
+def test_chunk_scan_figure_names_the_blocks_head_and_group():
+    # grid axis 2 is the head; h = 4 heads in g = 2 groups: head 3 reads group 1
     plan = _plan(SHAPE_Q256, torch.bfloat16)["chunk_scan"]
-    HB = plan.tiles.get("HB", 1)
-    fig = plot_chunk_scan_tiles(SHAPE_Q256, block=(0, 0, 1))
+    assert plan.grid[2] == SHAPE_Q256.nheads and "HB" not in plan.tiles
+    fig = plot_chunk_scan_tiles(SHAPE_Q256, block=(0, 0, 3))
     x_title, title = fig.axes[2].get_title(), fig._suptitle.get_text()
-    assert f"x[0, chunk 0, {HB}, :]" in x_title
-    if HB == 1:
-        assert "head 1:" in title and "and head" not in x_title
-    else:
-        assert f"heads {HB}..{2 * HB - 1} (HB = {HB}, group 1)" in title
-        assert (f"(and head {HB + 1})" if HB == 2 else f"(and heads {HB + 1}..{2 * HB - 1})") in x_title
+    assert "x[0, chunk 0, 3, :]" in x_title and "head 3 (group 1):" in title
+    assert "C·Bᵀ of chunk 0, group 1" in fig.axes[1].get_title()
