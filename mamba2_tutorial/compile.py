@@ -399,9 +399,17 @@ def show_tile_ir(kernel, args, *, max_lines: int | None = 60, highlight: Sequenc
                      title=f"Tile IR of {_kernel_name(kernel)}", max_lines=max_lines, highlight=highlight)
 
 
-def show_source(obj, *, max_lines: int | None = None) -> IRListing:
-    """The Python source of a kernel (``@ct.kernel``) or function, from the package, for notebook display."""
+def show_source(obj, *, max_lines: int | None = None, callouts=None) -> IRListing:
+    """The Python source of a kernel (``@ct.kernel``) or function, from the package, for notebook display.
+
+    ``callouts`` ({text on one line: number}) marks those lines with numbered markers, for a line-by-line
+    explanation below the listing (:mod:`mamba2_tutorial.callouts`)."""
     import inspect
+
+    if callouts is not None:
+        from .callouts import show_callouts
+
+        return show_callouts(obj, callouts)
 
     func = obj._annotated_function.pyfunc if hasattr(obj, "_annotated_function") else obj
     name = getattr(func, "__qualname__", getattr(func, "__name__", "source"))
