@@ -1,12 +1,18 @@
-"""Numbered callouts beside kernel sources: placed on the right lines, refused when ambiguous."""
+"""Numbered callouts beside kernel sources: placed on the right lines, refused when ambiguous, and in the
+notebooks explained one by one in the markdown cell that follows each listing."""
 
 from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
 
 import pytest
 
 from mamba2_tutorial.callouts import ALIGN, MARKERS, CalloutListing, marker, place_callouts, show_callouts
 from mamba2_tutorial.compile import show_source
 
+ROOT = Path(__file__).resolve().parents[1]
 TEXT = "def f(a):\n    b = a + 1\n    c = b * 2\n    d = c - b\n    return d\n"
 
 
@@ -73,3 +79,42 @@ def test_kernel_callouts_read_the_kernel_source():
     listing = show_source(chunk_state_kernel, callouts={"ct.cumsum(": 1, "ct.mma(": 2})
     assert "ct.cumsum(" in listing.line(1) and "ct.mma(" in listing.line(2)
     assert listing.title.endswith("chunk_state_kernel")
+
+
+def _callout_numbers(code: str) -> set[int] | None:
+    """The numbers of a ``callouts={...}`` literal in a code cell, or None if the cell has none."""
+    python = [line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))]  # no magics
+    tree = ast.parse("\n".join(python))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == "callouts":
+                    assert isinstance(kw.value, ast.Dict), "callouts must be a dict literal in the cell"
+                    return {ast.literal_eval(v) for v in kw.value.values}
+    return None
+
+
+NOTEBOOKS = [ROOT / "notebooks" / f"{name}.ipynb" for name in
+             ("05_kernel_chunk_state", "06_kernel_state_passing", "07_kernel_chunk_scan", "08_ssd_forward")]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_listing_in_the_kernel_notebooks_is_explained_marker_by_marker(path):
+    cells = json.loads(path.read_text())["cells"]
+    listings = 0
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "code":
+            continue
+        numbers = _callout_numbers("".join(cell["source"]))
+        if numbers is None:
+            continue
+        listings += 1
+        following = next((c for c in cells[i + 1:] if c["cell_type"] == "markdown"), None)
+        assert following is not None, f"{path.name} cell {i}: no markdown cell explains its callouts"
+        text = "".join(following["source"])
+        found = [MARKERS.index(ch) + 1 for ch in text if ch in MARKERS]
+        firsts = list(dict.fromkeys(found))
+        assert firsts == sorted(numbers), (
+            f"{path.name} cell {i}: the listing marks {sorted(numbers)}, the explanation below it names "
+            f"{firsts}")
+    assert listings, f"{path.name} shows no kernel source with callouts"
