@@ -8,7 +8,7 @@ Schema (``SCHEMA_VERSION`` 1)::
 
     {"schema_version": 1, "device": str, "date": "YYYY-MM-DD...",
      "versions": {"torch", "cuda_tile", "triton", "mamba_ssm", "fla": str or null},
-     "ceilings": {"mma_tflops": float, "copy_tbps": float, "source": str},   # measured by the run
+     "ceilings": {"mma_tflops": float, "copy_tbps": float, "source": str},   # the run measures them
      "settings": {...free-form: dtype, warmup_ms, rep_ms, timer, command...},
      "shapes": [record, ...], "sweep": [record, ...],
      "overhead": null or {"name", "dims", "impls": {impl: {"event_ms", "host_us", "loop_us", "graph_us"}}},
@@ -327,7 +327,7 @@ def shipped_results_path() -> Path:
 
 
 def load_shipped_results(*, allow_partial: bool = False) -> dict:
-    """The H200 results shipped with the package (measured by ``python -m mamba2_tutorial bench``), validated.
+    """The H200 results shipped with the package (a run of ``python -m mamba2_tutorial bench``), validated.
 
     Raises FileNotFoundError if the package has none yet, ResultsError if the file breaks the schema or is
     the checkpoint of an unfinished run (unless ``allow_partial``).
