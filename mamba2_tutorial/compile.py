@@ -421,9 +421,10 @@ def show_source(obj, *, max_lines: int | None = None) -> IRListing:
 class Remark:
     """One tileiras optimization remark: what became of one load, store or ``mma`` of the kernel.
 
-    ``category`` is "Memory" or "Tensor-core"; ``status`` "passed" or "failed"; ``line`` the kernel's source
-    line; ``instruction`` e.g. "TMA Load instruction", "Global-memory load instruction", "Tensor-core SM90",
-    "FMA"; ``shape`` the instruction's tile shape when given; ``reason`` why an optimization was not applied.
+    ``category`` is "Memory" or "Tensor-core"; ``status`` "passed" or "failed"; ``line`` and ``source`` the
+    kernel's source line (number and text); ``instruction`` e.g. "TMA Load instruction", "Global-memory load
+    instruction", "Tensor-core SM90", "FMA"; ``shape`` the instruction's tile shape when given; ``reason``
+    why an optimization was not applied.
     """
 
     category: str
@@ -434,9 +435,11 @@ class Remark:
     instruction: str = ""
     shape: tuple[int, ...] | None = None
     reason: str = ""
+    source: str = ""  # the kernel's source line the remark points at
 
 
 def _parse_remarks(text: str) -> list[Remark]:
+    import linecache
     import re
 
     remarks: list[Remark] = []
@@ -458,8 +461,9 @@ def _parse_remarks(text: str) -> list[Remark]:
             current = {"category": category, "status": m.group(1), "message": m.group(2), "line": None}
         elif current is None:
             continue
-        elif m := re.match(r'-->\s*".*":(\d+):\d+', line):
-            current["line"] = int(m.group(1))
+        elif m := re.match(r'-->\s*"(.*)":(\d+):\d+', line):
+            current["line"] = int(m.group(2))
+            current["source"] = linecache.getline(m.group(1), current["line"]).strip()
         elif m := re.match(r"=\s*name:\s*(.*)", line):
             current["name"] = m.group(1).strip()
         elif m := re.match(r"=\s*note:\s*Instruction\s*=\s*(.*)", line):

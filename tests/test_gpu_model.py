@@ -128,6 +128,7 @@ def test_tma_needs_16_byte_aligned_strides():
     ragged = compiler_remarks(primer.matmul_kernel, _matmul_args(torch.bfloat16, K=50), category="memory")
     failed = [r for r in ragged if r.status == "failed"]
     assert failed and all("16-byte" in r.reason for r in failed)  # A's rows are 100 bytes apart
+    assert {r.source for r in failed} == {"a = ct.load(A, index=(bm, k), shape=(TM, TK), padding_mode=ZERO)"}
     ampere = compiler_remarks(primer.matmul_kernel, _matmul_args(torch.bfloat16), arch="sm_80")
     assert not any("TMA" in r.instruction for r in ampere)  # no TMA before Hopper
 

@@ -86,8 +86,8 @@ def matmul_kernel(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Co
         a = ct.load(A, index=(bm, k), shape=(TM, TK), padding_mode=ZERO)
         b = ct.load(B, index=(k, bn), shape=(TK, TN), padding_mode=ZERO)
         # acc = a @ b + acc. bf16/f16 operands run on the tensor cores: exact products, float32 sums.
-        # float32 operands do not: tileiras compiles them to FMA instructions on the FP32 lanes (exact float32,
-        # far slower). a.astype(ct.tfloat32) opts into the tensor cores' TF32 (a 10-bit mantissa).
+        # float32 operands do not: tileiras compiles them to FMA instructions on the FP32 lanes (exact
+        # float32, far slower). a.astype(ct.tfloat32) opts into the tensor cores' TF32 (a 10-bit mantissa).
         acc = ct.mma(a, b, acc)
     # Storing float32 into a bf16/f16 array is a compile error (no implicit narrowing): convert explicitly.
     ct.store(C, index=(bm, bn), tile=acc.astype(C.dtype))
