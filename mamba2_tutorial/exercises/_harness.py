@@ -197,7 +197,10 @@ def locate(wrong: torch.Tensor, axes: Sequence[str] | None) -> str:
         else:
             listed = ", ".join(str(i) for i in hit[:6]) + (", ..." if len(hit) > 6 else "")
             parts.append(f"only {name} {listed} of 0..{size - 1}")
-    return "The wrong elements are in " + "; ".join(parts) + "." if parts else ""
+    if not parts:
+        return ""
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"The wrong elements are in {listed}."
 
 
 def compare(
@@ -313,18 +316,38 @@ def describe_cases(cases: Sequence[Case]) -> str:
     return ", ".join(sorted({c.name for c in cases}))
 
 
+#: what kernel outputs are filled with before the launch: finite, exact in bf16 and float32, and a value no
+#: right kernel produces, so that "never written" is told apart from "written with NaN" (e.g. NaN padding)
+UNWRITTEN = -(2.0**100)
+
+
+def prefilled(shape, *, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    """A kernel output buffer filled with :data:`UNWRITTEN`."""
+    return torch.full(tuple(shape), UNWRITTEN, dtype=dtype, device=device)
+
+
 def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your kernel"):
-    """For kernel outputs pre-filled with NaN: (what, hint) when nothing was stored, else None."""
+    """For kernel outputs pre-filled with :data:`UNWRITTEN`: (what, hint) when nothing or only part of the
+    output was stored, or when only zeros were stored where the answer is not zero; else None."""
     if actual.numel() and bool((actual == 0).all()) and bool((expected != 0).any()):
         return (
             f"{what} stored only zeros.",
             "is the skeleton's placeholder (ct.zeros(...)) still there? Replace it with the computation.",
         )
-    nan = torch.isnan(actual)
-    if bool(nan.all()):
+    never = actual == UNWRITTEN
+    if bool(never.all()):
         return (
-            f"{what} stored nothing: every output element still holds the NaN the check filled it with.",
+            f"{what} stored nothing: every output element still holds the value the check filled it with "
+            f"({UNWRITTEN:.4g}).",
             "finish the TODOs: the kernel must end with ct.store(...) of its result tile.",
+        )
+    if bool(never.any()):
+        idx = tuple(int(i) for i in never.nonzero()[0])
+        return (
+            f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
+            f"{UNWRITTEN:.4g}), first at index {idx}.",
+            "every block stores one tile: check the store's index (in TILE units) and the grid, so that the "
+            "tiles of all blocks cover the whole output.",
         )
     return None
 

@@ -16,7 +16,17 @@ import math
 
 import torch
 
-from ._harness import Case, Mistake, Probe, check_kernel_on_backends, compare, register, run_kernel, unwritten
+from ._harness import (
+    Case,
+    Mistake,
+    Probe,
+    check_kernel_on_backends,
+    compare,
+    prefilled,
+    register,
+    run_kernel,
+    unwritten,
+)
 
 CHECK = "check_chunk_cumsum_kernel"
 
@@ -119,7 +129,7 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected, whic
         nc = math.ceil(l / Q)
         dtp = torch.zeros(b, nc * Q, h, dtype=dt.dtype, device=device)
         dtp[:, :l] = dt
-        outs = [torch.full((b, h, nc, Q), float("nan"), device=device) for _ in range(2)]
+        outs = [prefilled((b, h, nc, Q), device=device) for _ in range(2)]
         run_kernel(CHECK, kernel, (b, nc, h), (dtp, A.clone(), *outs, Q), case, _NUDGE, backend)
         return bool(torch.isclose(outs[which].cpu(), expected, rtol=1e-5, atol=tol).all())
 
@@ -139,8 +149,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         b, l, h = dt.shape
         nc = math.ceil(l / Q)
         dt_exp, dA_exp = chunk_cumsum(dt.cpu(), A.cpu(), Q)
-        dt_out = torch.full((b, h, nc, Q), float("nan"), device=device)
-        dA_cs = torch.full((b, h, nc, Q), float("nan"), device=device)
+        dt_out = prefilled((b, h, nc, Q), device=device)
+        dA_cs = prefilled((b, h, nc, Q), device=device)
         args = (dt.clone(), A.clone(), dt_out, dA_cs, Q)
         run_kernel(CHECK, kernel, (b, nc, h), args, case, _NUDGE, backend)
         dt_out, dA_cs = dt_out.cpu(), dA_cs.cpu()

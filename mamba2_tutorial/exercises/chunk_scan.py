@@ -13,7 +13,7 @@ as two tile matrix products: ``W = (C Bᵀ) ∘ decay ∘ dt`` (Q × Q, zero abo
 
 Shapes: x (b, l, h, p), C and B (b, l, g, n) (head hi reads group ``hi // HEADS_PER_GROUP``), dt_out and
 dA_cumsum (b, h, nchunks, Q) float32, chunk_init_states (b, nchunks, h, p, n) float32; y (b, l, h, p) in x's
-dtype, filled with NaN before the launch.
+dtype, filled with a sentinel (-2**100) before the launch.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ._harness import (
     Probe,
     check_kernel_on_backends,
     compare,
+    prefilled,
     register,
     run_kernel,
     unwritten,
@@ -208,7 +209,7 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torc
         Bp[:, :l, :, :n] = B
         Sp = torch.zeros(b, nc, h, TP, TN, dtype=S.dtype, device=device)
         Sp[..., :p, :n] = S
-        y = torch.full((b, nc * Q, h, TP), float("nan"), dtype=x.dtype, device=device)
+        y = prefilled((b, nc * Q, h, TP), dtype=x.dtype, device=device)
         args = (xp, dt_out.clone(), dA.clone(), Cp, Bp, Sp, y, Q, TP, TN, h // g)
         run_kernel(CHECK, kernel, (b, nc, h), args, case, _NUDGE, backend)
         got = y[:, :l, :, :p].detach().double().cpu()
@@ -232,7 +233,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         g, n = B.shape[2], B.shape[3]
         nc, Q = dt_out.shape[2], dt_out.shape[3]
         expected = chunk_scan(*(t.cpu() for t in (x, dt_out, dA, C, B, S)))
-        y = torch.full((b, l, h, p), float("nan"), dtype=x.dtype, device=device)
+        y = prefilled((b, l, h, p), dtype=x.dtype, device=device)
         TP, TN = _next_pow2(p), _next_pow2(n)
         args = (x.clone(), dt_out.clone(), dA.clone(), C.clone(), B.clone(), S.clone(), y, Q, TP, TN, h // g)
         run_kernel(CHECK, kernel, (b, nc, h), args, case, _NUDGE, backend)
@@ -264,7 +265,7 @@ def check_chunk_scan_kernel(kernel) -> None:
 
     Signature: ``kernel(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q, TP, TN, HEADS_PER_GROUP)`` (the
     last four are ``ct.Constant[int]``), grid ``(b, nchunks, h)``; ``y`` (b, l, h, p) in x's dtype is filled
-    with NaN before the launch.
+    with a sentinel (-2**100) before the launch.
     """
     __tracebackhide__ = True
     check_kernel_on_backends(

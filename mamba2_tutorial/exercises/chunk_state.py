@@ -22,6 +22,7 @@ from ._harness import (
     check_kernel_on_backends,
     compare,
     congratulate,
+    prefilled,
     register,
     run_kernel,
     unwritten,
@@ -289,7 +290,7 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torc
         xp[:, :l, :, :p] = x
         Bp = torch.zeros(b, nc * Q, g, TN, dtype=B.dtype, device=device)
         Bp[:, :l, :, :n] = B
-        states = torch.full((b, nc, h, TP, TN), float("nan"), device=device)
+        states = prefilled((b, nc, h, TP, TN), device=device)
         args = (xp, Bp, dt_out.clone(), dA.clone(), states, Q, TP, TN, h // g)
         run_kernel(CHECK_KERNEL, kernel, (b, nc, h), args, case, _KERNEL_NUDGE, backend)
         got = states[..., :p, :n].double().cpu()
@@ -314,7 +315,7 @@ def _run_kernel_cases(kernel, backend: str, device: str) -> list[Case]:
         g, n = B.shape[2], B.shape[3]
         nc, Q = dt_out.shape[2], dt_out.shape[3]
         expected = chunk_state(x.cpu(), B.cpu(), dt_out.cpu(), dA.cpu())
-        states = torch.full((b, nc, h, p, n), float("nan"), device=device)
+        states = prefilled((b, nc, h, p, n), device=device)
         TP, TN = _next_pow2(p), _next_pow2(n)
         args = (x.clone(), B.clone(), dt_out.clone(), dA.clone(), states, Q, TP, TN, h // g)
         run_kernel(CHECK_KERNEL, kernel, (b, nc, h), args, case, _KERNEL_NUDGE, backend)
@@ -347,7 +348,7 @@ def check_chunk_state_kernel(kernel) -> None:
 
     Signature: ``kernel(x, B, dt_out, dA_cumsum, states, Q, TP, TN, HEADS_PER_GROUP)`` (the last four are
     ``ct.Constant[int]``), grid ``(b, nchunks, h)``; ``states`` (b, nchunks, h, p, n) float32 is filled with
-    NaN before the launch.
+    a sentinel (-2**100) before the launch.
     """
     __tracebackhide__ = True
     check_kernel_on_backends(

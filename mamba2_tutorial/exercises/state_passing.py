@@ -17,7 +17,16 @@ from __future__ import annotations
 
 import torch
 
-from ._harness import Case, Mistake, Probe, check_kernel_on_backends, compare, register, run_kernel, unwritten
+from ._harness import (
+    Case,
+    Mistake,
+    check_kernel_on_backends,
+    compare,
+    prefilled,
+    register,
+    run_kernel,
+    unwritten,
+)
 
 CHECK = "check_state_passing_kernel"
 
@@ -31,10 +40,6 @@ _HINT = (  # the recipe (hint(2))
     "(bi, c, hi, 0, 0) (reshaped to (1, 1, 1, TP, TN)), and only then updates state = "
     "exp(dA_cumsum[bi, hi, c, Q-1]) * state + states[bi, c, hi] (ct.load(dA_cumsum, (bi, hi, c, Q - 1), "
     "shape=()) loads one element). After the loop, store the state into final_states at (bi, hi, 0, 0)."
-)
-_PAD_HINT = (
-    "TP > p or TN > n here: the state tiles run past the end of the p and n axes, so load them with "
-    "padding_mode=ct.PaddingMode.ZERO (the default padding is UNDETERMINED: NaN on the CPU executor)."
 )
 
 register(CHECK, "ex06", _HINT)
@@ -130,30 +135,6 @@ def _mistakes(which: int) -> list[Mistake]:
     ]
 
 
-def _padding_probe(kernel, case: Case, backend: str, device: str, expected, which: int, tol) -> Probe:
-    """Re-run the learner's kernel with every array zero-padded in memory to TP x TN, so that no load runs
-    past an end: right there means the loads' padding is the cause."""
-
-    def confirms() -> bool:
-        states, dA, init = (case.inputs[k] for k in ("states", "dA_cumsum", "initial_states"))
-        b, nc, h, p, n = states.shape
-        TP, TN = _next_pow2(p), _next_pow2(n)
-        sp = torch.zeros(b, nc, h, TP, TN, device=device)
-        sp[..., :p, :n] = states
-        ip = torch.zeros(b, h, TP, TN, device=device)
-        ip[..., :p, :n] = init
-        entering = torch.full((b, nc, h, TP, TN), float("nan"), device=device)
-        final = torch.full((b, h, TP, TN), float("nan"), device=device)
-        args = (sp, dA.clone(), ip, entering, final, dA.shape[-1], TP, TN)
-        run_kernel(CHECK, kernel, (b, h), args, case, _NUDGE, backend)
-        got = (entering, final)[which][..., :p, :n].cpu()
-        return bool(torch.isclose(got, expected, rtol=tol[0], atol=tol[1]).all())
-
-    label = ("loads without padding_mode=ZERO: with the state tiles zero-padded in memory to TP x TN your "
-             "kernel is right")
-    return Probe(label, confirms, _PAD_HINT)
-
-
 def _run_cases(kernel, backend: str, device: str) -> list[Case]:
     from mamba2_tutorial.reference import state_passing
 
@@ -164,8 +145,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         b, nc, h, p, n = states.shape
         Q = dA.shape[-1]
         exp_entering, exp_final = state_passing(states.cpu(), dA.cpu(), init.cpu())
-        entering = torch.full((b, nc, h, p, n), float("nan"), device=device)
-        final = torch.full((b, h, p, n), float("nan"), device=device)
+        entering = prefilled((b, nc, h, p, n), device=device)
+        final = prefilled((b, h, p, n), device=device)
         TP, TN = _next_pow2(p), _next_pow2(n)
         args = (states.clone(), dA.clone(), init.clone(), entering, final, Q, TP, TN)
         run_kernel(CHECK, kernel, (b, h), args, case, _NUDGE, backend)
@@ -175,9 +156,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         ):
             tol = (1e-4, 1e-5 * max(1.0, float(exp.abs().max())))
             axes = ("batch entry", "chunk", "head", "", "") if which == 0 else ("batch entry", "head", "", "")
-            probe = _padding_probe(kernel, case, backend, device, exp, which, tol)
             compare(CHECK, act, exp, case, name=name, rtol=tol[0], atol=tol[1], hint=_NUDGE,
-                    mistakes=_mistakes(which), probes=[probe], axes=axes, extra=unwritten)  # fmt: skip
+                    mistakes=_mistakes(which), axes=axes, extra=unwritten)  # fmt: skip
     return cases
 
 
