@@ -137,7 +137,7 @@ def plot_gpu_model(spec: GPUSpec = H200, *, grid_blocks: int | None = None, bloc
     mx0 = 10.5
     ax.text(13.25, 6.85, "a cuTile kernel on this machine", ha="center", va="center", fontsize=10,
             weight="bold")
-    tc = ", ".join(d for d in spec.tensor_core_dtypes if d not in ("int8", "fp64"))
+    tc = ", ".join(d.split()[0] for d in spec.tensor_core_dtypes if d not in ("int8", "fp64"))
     rows_map = [
         ("launch(kernel, grid)", "a grid of blocks; each block is placed on one SM\nand stays there until "
                                  f"it ends; blocks beyond\n{spec.sm_count} x (blocks per SM) wait: waves"),
@@ -146,8 +146,8 @@ def plot_gpu_model(spec: GPUSpec = H200, *, grid_blocks: int | None = None, bloc
         ("a tile", "spread over the block's registers;\nstaged in shared memory for loads and mma"),
         ("ct.load / ct.store", "global memory (through L2) <-> shared memory:\nTMA on Hopper when base and "
                                "strides are\n16-byte aligned, else plain loads"),
-        ("ct.mma(a, b, acc)", f"tensor cores (wgmma on Hopper) for\n{tc} operands,\nfloat32 accumulator; "
-                              "float32 operands\nrun as FMA on the FP32 lanes"),
+        ("ct.mma(a, b, acc)", f"tensor cores (wgmma on Hopper) for\n{tc} operands in tiles\nof 32+ rows, "
+                              "float32 accumulator; float32\noperands, small tiles: FMA on FP32 lanes"),
         ("+, *, exp, cumsum", "FP32 lanes (and special-function units),\non registers"),
     ]
     top, row_h = 6.5, 1.05

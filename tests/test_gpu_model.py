@@ -121,6 +121,15 @@ def test_tensor_cores_take_bf16_and_tf32_but_not_float32():
         ("passed", "Tensor-core SM80")}
 
 
+@pytest.mark.parametrize(("tile", "instruction"), [((16, 16, 16), "FMA"), ((32, 32, 32), "Tensor-core SM80"),
+                                                   ((64, 64, 32), "Tensor-core SM90")])
+def test_tensor_cores_need_large_enough_tiles(tile, instruction):
+    """bf16 alone is not enough: 16 x 16 tiles run as FMA, 32-row tiles as Ampere's mma, 64-row as wgmma."""
+    args = (*_matmul_args(torch.bfloat16, M=256, N=256, K=256)[:3], *tile)
+    remarks = compiler_remarks(primer.matmul_kernel, args, "sm_90", category="tensorcore")
+    assert {r.instruction for r in remarks} == {instruction}
+
+
 def test_tma_needs_16_byte_aligned_strides():
     aligned = compiler_remarks(primer.matmul_kernel, _matmul_args(torch.bfloat16), category="memory")
     assert {r.instruction for r in aligned if r.status == "passed"} == {"TMA Load instruction",

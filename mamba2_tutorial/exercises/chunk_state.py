@@ -237,7 +237,7 @@ _KERNEL_HINT = (  # the recipe of exercise 5 (hint(2))
     "at (bi, hi, c, 0), reshaped to (Q,).\n"
     "  2. w = ct.exp(dA_last - dA_cs) * dt, with dA_last = ct.extract(dA_cs, (Q - 1,), shape=(1,)).\n"
     "  3. xw = (x.astype(ct.float32) * w[:, None]).astype(x.dtype): the mma operands in the input dtype "
-    "(bf16 runs on the tensor cores).\n"
+    "(bf16 can use the tensor cores).\n"
     "  4. state = ct.mma(ct.transpose(xw), B, ct.zeros((TP, TN), dtype=ct.float32)): a float32 accumulator.\n"
     "  5. ct.store(states, (bi, c, hi, 0, 0), state.reshape((1, 1, 1, TP, TN)))."
 )
