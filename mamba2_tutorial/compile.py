@@ -7,6 +7,8 @@
 - :func:`tile_ir` returns a kernel's Tile IR (MLIR text) for given launch arguments: cuTile bytecode,
   disassembled with ``tileirdisasm``. :func:`show_tile_ir` wraps it for display in a notebook.
 - :func:`cutile_ir` returns cuTile's own typed IR (the front end's view, before Tile IR).
+- :func:`compiler_remarks` asks tileiras what it made of each load, store and ``mma`` for one architecture
+  (TMA or plain loads; tensor cores or FMA instructions), as :class:`Remark` records.
 
 The signature (dtypes, ranks, constants) comes from example arguments via :mod:`mamba2_tutorial.signature`,
 exactly as ``ct.launch`` would derive it.
@@ -33,10 +35,12 @@ __all__ = [
     "DEFAULT_ARCHS",
     "CompileResult",
     "IRListing",
+    "Remark",
     "TileirasNotFound",
     "compile_cubin",
     "compile_kernel",
     "compile_specs",
+    "compiler_remarks",
     "cutile_ir",
     "find_tileiras",
     "format_table",
@@ -416,3 +420,94 @@ def show_source(obj, *, max_lines: int | None = None, callouts=None) -> IRListin
     module = getattr(func, "__module__", "")
     return IRListing(inspect.getsource(func), title=f"{module}.{name}" if module else name,
                      max_lines=max_lines, language="python")
+
+
+# ----------------------------------------------------------------------------------------------------
+# The compiler's decisions: tileiras's optimization remarks.
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Remark:
+    """One tileiras optimization remark: what became of one load, store or ``mma`` of the kernel.
+
+    ``category`` is "Memory" or "Tensor-core"; ``status`` "passed" or "failed"; ``line`` and ``source`` the
+    kernel's source line (number and text); ``instruction`` e.g. "TMA Load instruction", "Global-memory load
+    instruction", "Tensor-core SM90", "FMA"; ``shape`` the instruction's tile shape when given; ``reason``
+    why an optimization was not applied.
+    """
+
+    category: str
+    status: str
+    message: str
+    line: int | None
+    name: str = ""
+    instruction: str = ""
+    shape: tuple[int, ...] | None = None
+    reason: str = ""
+    source: str = ""  # the kernel's source line the remark points at
+
+
+def _parse_remarks(text: str) -> list[Remark]:
+    import linecache
+    import re
+
+    remarks: list[Remark] = []
+    category = ""
+    current: dict | None = None
+
+    def flush():
+        if current is not None:
+            remarks.append(Remark(**current))
+
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("category:"):
+            flush()
+            current = None
+            category = line.split(":", 1)[1].strip()
+        elif m := re.match(r"remark\[(\w+)\]:\s*(.*)", line):
+            flush()
+            current = {"category": category, "status": m.group(1), "message": m.group(2), "line": None}
+        elif current is None:
+            continue
+        elif m := re.match(r'-->\s*"(.*)":(\d+):\d+', line):
+            current["line"] = int(m.group(2))
+            current["source"] = linecache.getline(m.group(1), current["line"]).strip()
+        elif m := re.match(r"=\s*name:\s*(.*)", line):
+            current["name"] = m.group(1).strip()
+        elif m := re.match(r"=\s*note:\s*Instruction\s*=\s*(.*)", line):
+            current["instruction"] = m.group(1).strip()
+        elif m := re.match(r"=\s*note:\s*Shape\s*=\s*\[(.*)\]", line):
+            current["shape"] = tuple(int(v) for v in m.group(1).split(",") if v.strip())
+        elif m := re.match(r"=\s*reason:\s*(.*)", line):
+            current["reason"] = re.sub(r'^loc\(.*?\):\s*', "", m.group(1).strip())
+    flush()
+    unique: list[Remark] = []
+    for r in remarks:  # tileiras reports some operations once per code path: keep one of each
+        if r not in unique:
+            unique.append(r)
+    return unique
+
+
+def compiler_remarks(kernel, args, arch: str = "sm_90", category: str = "all") -> list[Remark]:
+    """tileiras's optimization remarks for ``kernel`` launched with ``args``, compiled for ``arch`` (no GPU).
+
+    Each remark says what one load, store or ``ct.mma`` became: on Hopper (sm_90) a load is a TMA load when
+    the array's base and strides allow it (16-byte aligned), else a plain global-memory load; on Ampere
+    (sm_80) it is an asynchronous copy (LDGSTS). An ``mma`` of bf16, fp16, tf32 or fp8 operands runs on the
+    tensor cores; one of float32 operands is compiled to FMA instructions on the CUDA cores. ``category``:
+    "all", "memory" or "tensorcore".
+    """
+    if category not in ("all", "memory", "tensorcore"):
+        raise ValueError(f"category must be 'all', 'memory' or 'tensorcore', got {category!r}")
+    bytecode = tile_ir_bytecode(kernel, args)
+    tileiras = find_tileiras()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, f"{_kernel_name(kernel)}.tileirbc")
+        with open(path, "wb") as f:
+            f.write(bytecode)
+        cmd = [tileiras, path, f"--gpu-name={arch}", "-o", os.path.join(tmp, "out.cubin"),
+               f"--remarks={category}", "--remark-format=command-line"]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"tileiras failed (exit {out.returncode}): {out.stderr.strip()}")
+    return _parse_remarks(out.stdout + out.stderr)

@@ -1,5 +1,5 @@
 """Figures for the reference ladder (notebooks 01-03): decay, state norms, the decay mask, the SSD matrix's
-block decomposition, and cost curves.
+block decomposition, the decay mask cut into chunks (with an interactive version), and cost curves.
 
 Every function builds a :class:`matplotlib.figure.Figure` directly (no pyplot state, safe without a display),
 labels its axes, gives it a title (and a colorbar for heatmaps) and returns the Figure; nothing is shown. In
@@ -27,6 +27,9 @@ __all__ = [
     "plot_segsum_comparison",
     "ssd_matrix",
     "plot_ssd_blocks",
+    "plot_decay_blocks",
+    "decay_blocks_widget",
+    "chunk_decay_matrix",
     "plot_cost_curves",
     "FORM_COLORS",
 ]
@@ -257,12 +260,13 @@ def _single_color(color: str):
 
 
 # -- rung 3: the block decomposition of the SSD matrix ----------------------------------------------------
-def ssd_matrix(dt, A, B, C, *, batch: int = 0, head: int = 0, scale_by_dt: bool = True):
-    """The (l × l) SSD matrix of one head, ``M[i, j] = L[i, j] · (C_i · B_j) · dt_j`` (float64 tensor), so
-    that ``y[:, head] = M @ x[:, head]`` (without D, z or an initial state).
+def ssd_matrix(dt, A, B, C, *, batch: int = 0, head: int = 0, scale_by_dt: bool = False):
+    """The (l × l) SSD matrix of one head, ``M = L ∘ C Bᵀ``, ``M[i, j] = L[i, j] · (C_i · B_j)`` (float64
+    tensor), so that ``y[:, head] = M @ (dt·x)[:, head]`` (without D, z or an initial state). This is the
+    series' one convention (notebooks 02 and 03), the paper's: its input X is our ``dt·x``.
 
     dt (b, l, h) processed; A (h,); B, C (b, l, g, n); head ``head`` uses group ``head // (h // g)``.
-    ``scale_by_dt=False`` leaves out the ``dt_j`` column scaling (``L ∘ C Bᵀ`` as written in the paper).
+    ``scale_by_dt=True`` folds the ``dt_j`` column scaling into M (then ``y = M @ x``).
     """
     import torch
 
@@ -313,7 +317,7 @@ def plot_ssd_blocks(
     fig, ax = _new_axes(ax, figsize=(7.0, 6.0))
     norm = SymLogNorm(linthresh=vmax * 1e-3, vmin=-vmax, vmax=vmax)
     im = ax.imshow(np.ma.masked_where(upper, M), cmap=_cmap("RdBu_r"), norm=norm, interpolation="nearest")
-    fig.colorbar(im, ax=ax, label="M[i, j] = L[i, j]·(C_i·B_j)·dt_j (symmetric log scale)")
+    fig.colorbar(im, ax=ax, label="M[i, j] = L[i, j]·(C_i·B_j) (symmetric log scale)")
     for r in range(nchunks):
         r0, r1 = edges[r], edges[r + 1]
         for c in range(r + 1):
@@ -352,6 +356,119 @@ def plot_ssd_blocks(
     ax.set_ylabel("i (output position)")
     ax.set_title(title or f"Block decomposition of the SSD matrix: {nchunks} chunks of {chunk_size}")
     return fig
+
+
+def chunk_decay_matrix(dA, chunk_size: int):
+    """The chunk-level decay matrix of one head: ``T[r, c] = exp(dA_total[c+1] + … + dA_total[r])`` for
+    chunks ``c ≤ r`` (1 on the diagonal, 0 above it), with ``dA_total[c]`` the sum of ``dA = dt·A`` over
+    chunk c: how much of a state leaving chunk c survives to the end of chunk r. It is the decay mask L one
+    level up (``exp(segsum)`` of the chunk totals), the matrix form of state passing (notebook 03). float64,
+    (nchunks, nchunks).
+    """
+    import torch
+
+    from .reference import segsum
+
+    a = dA if isinstance(dA, torch.Tensor) else torch.as_tensor(np.asarray(dA))
+    if a.ndim != 1:
+        raise ValueError(f"dA must be 1-D (l,) for one head, got shape {tuple(a.shape)}")
+    if chunk_size <= 0:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    a = a.detach().to("cpu", torch.float64)
+    l = a.shape[0]
+    nchunks = -(-l // chunk_size)
+    padded = torch.zeros(nchunks * chunk_size, dtype=torch.float64)
+    padded[:l] = a
+    totals = padded.reshape(nchunks, chunk_size).sum(-1)
+    return torch.exp(segsum(totals))
+
+
+def plot_decay_blocks(dA, chunk_size: int, *, title: str | None = None) -> Figure:
+    """Two panels for one head's log-decays ``dA = dt·A`` (l,) and a chunk size Q.
+
+    Left: the decay mask ``L = exp(segsum(dA))`` (log10 colour scale) cut into chunks: the diagonal blocks
+    (orange, solid: the small dual forms inside a chunk) and the off-diagonal blocks (blue, dashed: reached
+    through the chunk states). Right: the chunk-level decay matrix of :func:`chunk_decay_matrix`, one entry
+    per block, with its values written in (the state-passing recurrence as a matrix).
+    """
+    L = _decay_matrix(dA, "dA")
+    l = L.shape[0]
+    T = _np(chunk_decay_matrix(dA, chunk_size))
+    nchunks = T.shape[0]
+    edges = [0, *_chunk_edges(l, chunk_size), l]
+    fig = Figure(figsize=(12.0, 5.2), layout="constrained")
+    ax_l, ax_t = fig.subplots(1, 2, width_ratios=[1.25, 1.0])
+    upper = np.triu(np.ones((l, l), dtype=bool), k=1)
+    with np.errstate(divide="ignore"):
+        logL = np.log10(L)
+    shown = np.ma.masked_where(upper | ~np.isfinite(logL), logL)
+    floor = -12.0
+    im = ax_l.imshow(np.clip(shown, floor, 0), cmap=_cmap("viridis"), vmin=floor, vmax=0,
+                     interpolation="nearest")
+    fig.colorbar(im, ax=ax_l, label="log10 L[i, j] (clipped at 1e-12)")
+    for r in range(nchunks):
+        r0, r1 = edges[r], edges[r + 1]
+        for c in range(r + 1):
+            c0, c1 = edges[c], edges[c + 1]
+            diag = r == c
+            ax_l.add_patch(Rectangle(
+                (c0 - 0.5, r0 - 0.5), c1 - c0, r1 - r0, fill=False,
+                edgecolor=_DIAG_COLOR if diag else _OFFDIAG_COLOR, linewidth=2.0 if diag else 1.4,
+                linestyle="-" if diag else "--", gid="diagonal block" if diag else "off-diagonal block",
+            ))
+    ax_l.set_xlabel("j (input position)")
+    ax_l.set_ylabel("i (output position)")
+    ax_l.set_title(f"decay mask L: l = {l}, {nchunks} chunks of Q = {chunk_size}")
+    ax_l.legend(handles=[
+        Patch(facecolor="none", edgecolor=_DIAG_COLOR, linewidth=2.0, label="diagonal: dual form in a chunk"),
+        Patch(facecolor="none", edgecolor=_OFFDIAG_COLOR, linewidth=1.4, linestyle="--",
+              label="off-diagonal: through the states"),
+    ], loc="upper right", fontsize="small")
+    with np.errstate(divide="ignore"):
+        logT = np.log10(T)
+    lower_t = np.tril(np.ones((nchunks, nchunks), dtype=bool))
+    im_t = ax_t.imshow(np.ma.masked_where(~lower_t, np.clip(logT, floor, 0)), cmap=_cmap("viridis"),
+                       vmin=floor, vmax=0, interpolation="nearest")
+    if nchunks <= 16:
+        for r in range(nchunks):
+            for c in range(r + 1):
+                ax_t.text(c, r, f"{T[r, c]:.2g}", ha="center", va="center", fontsize=8 if nchunks <= 8 else 6,
+                          color="white" if logT[r, c] < -6 else "black")
+    fig.colorbar(im_t, ax=ax_t, label="log10 T[r, c]")
+    ax_t.set_xticks(range(nchunks))
+    ax_t.set_yticks(range(nchunks))
+    ax_t.set_xlabel("c (chunk whose state leaves)")
+    ax_t.set_ylabel("r (chunk it reaches, at its end)")
+    ax_t.set_title("chunk-level decay T = exp(segsum(chunk totals))")
+    fig.suptitle(title or "The decay mask cut into chunks, and the decay between chunks")
+    return fig
+
+
+def decay_blocks_widget(seqlen: int = 64, *, seed: int = 0):
+    """An ipywidgets control over :func:`plot_decay_blocks`: sliders for ``dt`` (it scales a fixed random
+    pattern of ``seqlen`` step sizes, so the picture keeps some structure), ``A`` and the chunk size ``Q``;
+    moving one redraws both panels. Needs a live Jupyter front end to be interactive (in a plain script or
+    under nbval, it draws once with the initial values). Returns the ``ipywidgets.interactive`` object.
+    """
+    import ipywidgets as widgets
+    import torch
+    from IPython.display import display
+
+    gen = torch.Generator().manual_seed(seed)
+    pattern = torch.nn.functional.softplus(torch.randn(seqlen, generator=gen, dtype=torch.float64) * 1.5)
+
+    def draw(dt: float, A: float, Q: int):
+        display(plot_decay_blocks(dt * pattern * A, Q,
+                                  title=f"dt = {dt:.3g} x (a fixed pattern), A = {A:.3g}, Q = {Q}"))
+
+    return widgets.interactive(
+        draw,
+        dt=widgets.FloatLogSlider(value=0.1, base=10, min=-2.5, max=0.5, step=0.05, description="dt",
+                                  continuous_update=False),
+        A=widgets.FloatSlider(value=-1.0, min=-8.0, max=-0.05, step=0.05, description="A",
+                              continuous_update=False),
+        Q=widgets.Dropdown(options=[4, 8, 16, 32], value=16, description="Q (chunk)"),
+    )
 
 
 # -- costs ----------------------------------------------------------------------------------------------

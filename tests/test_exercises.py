@@ -4,8 +4,12 @@
   ``ExerciseFailed`` and no other cell may fail: a check that passes a stub is a defect.
 * Exercise and solution notebooks pair up (same file names, same check cells); the solutions themselves run
   under nbval (``pytest notebooks/solutions``).
-* Each ``check_*`` is run against deliberately wrong implementations of the usual mistakes and must name the
-  mistake in its hint; right implementations (the reference, or a correct kernel) pass.
+* Each ``check_*`` is run against deliberately wrong implementations of the usual mistakes (several per
+  exercise, written independently here, including wrong cuTile kernels) and must name each mistake's own cause
+  in its hint; right implementations (the reference, or a correct kernel) pass.
+* Hints are diagnosed: a wrong answer whose cause no check confirms gets no named cause (in particular no
+  padding hint when the padding is right), and the tiered help (``hint(1)``, ``hint(2)``, ``show_solution``)
+  prints the right tier.
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from mamba2_tutorial import reference as ref
 from mamba2_tutorial.exercises import (
     ExerciseFailed,
     check_chunk_cumsum_kernel,
+    check_chunk_scan_kernel,
     check_chunk_state,
     check_chunk_state_kernel,
     check_recurrence_step,
     check_segsum,
     check_state_passing_kernel,
+    show_solution,
 )
+from mamba2_tutorial.exercises import hint as exercise_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = sorted((ROOT / "notebooks" / "exercises").glob("*.ipynb"))
@@ -38,7 +45,14 @@ EXPECTED = {
     "ex04_cutile_chunk_cumsum",
     "ex05_cutile_chunk_state",
     "ex06_cutile_state_passing",
+    "ex07_cutile_chunk_scan",
 }
+
+
+def _hint_of(exc: ExerciseFailed) -> str:
+    """The hint part of a failure message (from 'Hint:' to 'More help:')."""
+    text = str(exc)
+    return text[text.index("Hint:"):text.index("More help:")]
 
 
 def _tagged(nb, tag):
@@ -223,7 +237,7 @@ def test_segsum_accepts_right_answers(capsys):
     [
         (seg_naive, r"naive segsum .*stable form"),
         (ref.segsum_naive, r"naive segsum"),
-        (seg_cumprod, r"-inf .*ratio of cumprods"),
+        (seg_cumprod, r"-inf.*ratio of cumprods.*underflows to 0"),
         (lambda x: seg_stable(x, diag=0), r"off-by-one on the diagonal|S\[i, i\] = 0"),
         (lambda x: torch.nan_to_num(seg_stable(x), neginf=0.0), r"must be -inf"),
         (lambda x: seg_stable(x).transpose(-1, -2), r"must be -inf"),
@@ -274,6 +288,9 @@ def cs_torch(x, B, dt, dA, *, decay="right", dt_in=True, modulo=False, acc=torch
         "flipped": torch.exp(dA - last),
         "start": torch.exp(dA),
         "ratio": torch.exp(last) / torch.exp(dA),
+        # the decay from k measured with an exclusive cumsum (the steps before k): k's own step included
+        "exclusive": torch.exp(last - (dA - torch.diff(dA, dim=-1, prepend=torch.zeros_like(dA[..., :1])))),
+        "double": 2 * torch.exp(last - dA),  # a mistake no detector knows
     }[decay]
     if dt_in:
         w = w * dt
@@ -296,7 +313,8 @@ def test_chunk_state_accepts_right_answers(capsys):
         (lambda *a: cs_torch(*a, modulo=True), r"group mapping \(h % g\)"),
         (lambda *a: cs_torch(*a, acc=a[0].dtype), r"bfloat16 .* ACCUMULATED in float32"),
         (lambda *a: cs_torch(*a).to(a[0].dtype), r"dtype torch.bfloat16, expected torch.float32"),
-        (lambda *a: cs_torch(*a, pad=False), r"pad x and B along l with zeros"),
+        (lambda *a: cs_torch(*a, pad=False), r"ragged last chunk.*pad x and B along l with zeros"),
+        (lambda *a: cs_torch(*a, decay="exclusive"), r"exclusive cumsum.*INCLUSIVE cumsum"),
     ],
     ids=[
         "flipped",
@@ -307,11 +325,23 @@ def test_chunk_state_accepts_right_answers(capsys):
         "bf16_accumulation",
         "bf16_output",
         "no_pad",
+        "exclusive_cumsum",
     ],
 )
 def test_chunk_state_names_the_mistake(wrong, hint):
     with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)):
         check_chunk_state(wrong)
+
+
+def test_chunk_state_hints_name_no_unconfirmed_cause():
+    """The first hidden case is ragged: a wrong answer with right padding must not be told to pad."""
+    for wrong in (lambda *a: cs_torch(*a, decay="exclusive"), lambda *a: cs_torch(*a, decay="double")):
+        with pytest.raises(ExerciseFailed, match=r"ragged") as info:
+            check_chunk_state(wrong)
+        assert "pad" not in _hint_of(info.value), _hint_of(info.value)
+    with pytest.raises(ExerciseFailed) as info:
+        check_chunk_state(lambda *a: cs_torch(*a, decay="double"))
+    assert "every chunk (5)" in _hint_of(info.value)  # where, not a guessed why
 
 
 # --------------------------------------------------------------------- exercise 4: the chunk cumsum kernel
@@ -369,6 +399,24 @@ def cumsum_reversed(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
 
 
 @ct.kernel
+def cumsum_exclusive(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
+    dA = dt_c * ct.load(A, (hi,), shape=())
+    ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    ct.store(dA_cumsum, (bi, hi, c, 0), (ct.cumsum(dA, axis=0) - dA).reshape((1, 1, 1, Q)))
+
+
+@ct.kernel
+def cumsum_doubled(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
+    dA_cs = ct.cumsum(dt_c * ct.load(A, (hi,), shape=()), axis=0) * 2.0  # a mistake no detector knows
+    ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    ct.store(dA_cumsum, (bi, hi, c, 0), dA_cs.reshape((1, 1, 1, Q)))
+
+
+@ct.kernel
 def cumsum_bad_shape(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
     bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q + 1, 1), padding_mode=ZERO)  # not a power of two
@@ -391,22 +439,38 @@ def test_chunk_cumsum_kernel_accepts_a_right_kernel(capsys):
         (cumsum_without_A, r"cumsum of dt \(without A\)"),
         (cumsum_reversed, r"reverse cumsum"),
         (cumsum_bad_shape, r"raised TypeCheckingError.*not a power of two.*powers of two"),
+        (cumsum_exclusive, r"exclusive cumsum"),
     ],
-    ids=["stub", "no_store", "no_padding", "without_A", "reversed", "compile_error"],
+    ids=["stub", "no_store", "no_padding", "without_A", "reversed", "compile_error", "exclusive"],
 )
 def test_chunk_cumsum_kernel_names_the_mistake(kernel, hint):
     with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)):
         check_chunk_cumsum_kernel(kernel)
 
 
+def test_chunk_cumsum_kernel_hints_name_no_unconfirmed_cause():
+    """Right padding, wrong cumsum, on a ragged case: the hint must not talk about padding."""
+    for kernel in (cumsum_exclusive, cumsum_doubled):
+        with pytest.raises(ExerciseFailed, match=r"ragged") as info:
+            check_chunk_cumsum_kernel(kernel)
+        assert "padding" not in _hint_of(info.value), _hint_of(info.value)
+    with pytest.raises(ExerciseFailed) as info:
+        check_chunk_cumsum_kernel(cumsum_doubled)
+    assert "The wrong elements are in" in _hint_of(info.value)
+
+
 # ---------------------------------------------------------------------- exercise 5: the chunk state kernel
+
+
+LOG2E = 1.4426950408889634
 
 
 @ct.kernel
 def state_kernel(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP: ct.Constant[int],
                  TN: ct.Constant[int], HEADS_PER_GROUP: ct.Constant[int], PAD: ct.Constant[bool],
-                 MODULO: ct.Constant[bool], FLIP: ct.Constant[bool]):  # fmt: skip
-    """A right kernel when PAD and not MODULO and not FLIP; each flag reproduces one typical mistake."""
+                 MODULO: ct.Constant[bool], FLIP: ct.Constant[bool], EXP2: ct.Constant[int]):  # fmt: skip
+    """A right kernel (bf16 operands, float32 accumulator) when PAD and not MODULO, FLIP, EXP2; each flag
+    reproduces one typical mistake. EXP2 1 computes the decay as exp2(v * LOG2E) (right), 2 as exp2(v)."""
     bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     g = hi % B.shape[2] if MODULO else hi // HEADS_PER_GROUP
     if PAD:
@@ -420,19 +484,23 @@ def state_kernel(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP: ct.Co
     dA_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
     if FLIP:
         w = ct.exp(dA_cs - dA_last) * dt_c
+    elif EXP2 == 1:
+        w = ct.exp2((dA_last - dA_cs) * LOG2E) * dt_c
+    elif EXP2 == 2:
+        w = ct.exp2(dA_last - dA_cs) * dt_c  # forgot LOG2E
     else:
         w = ct.exp(dA_last - dA_cs) * dt_c
-    xw = x_c.astype(ct.float32) * w[:, None]
-    state = ct.mma(ct.transpose(xw), B_c.astype(ct.float32), ct.zeros((TP, TN), dtype=ct.float32))
+    xw = (x_c.astype(ct.float32) * w[:, None]).astype(x.dtype)
+    state = ct.mma(ct.transpose(xw), B_c, ct.zeros((TP, TN), dtype=ct.float32))
     ct.store(states, (bi, c, hi, 0, 0), state.reshape((1, 1, 1, TP, TN)))
 
 
-def _check_variant(monkeypatch, pad=True, modulo=False, flip=False):
+def _check_variant(monkeypatch, pad=True, modulo=False, flip=False, exp2=0):
     """Run check_chunk_state_kernel on ``state_kernel`` with its mistake flags appended to the launch args."""
     import mamba2_tutorial.exercises._harness as harness
 
     def run_with_flags(check, kernel, grid, args, case, hint, backend):
-        return harness.run_kernel(check, kernel, grid, (*args, pad, modulo, flip), case, hint, backend)
+        return harness.run_kernel(check, kernel, grid, (*args, pad, modulo, flip, exp2), case, hint, backend)
 
     monkeypatch.setattr("mamba2_tutorial.exercises.chunk_state.run_kernel", run_with_flags)
     check_chunk_state_kernel(state_kernel)
@@ -479,7 +547,8 @@ def state_mixed_mma(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP: ct
 
 def test_chunk_state_kernel_accepts_a_right_kernel(monkeypatch, capsys):
     _check_variant(monkeypatch)
-    assert "✅ check_chunk_state_kernel passed on the cpu backend" in capsys.readouterr().out
+    _check_variant(monkeypatch, exp2=1)  # exp2 with LOG2E is exp
+    assert capsys.readouterr().out.count("✅ check_chunk_state_kernel passed on the cpu backend") == 2
 
 
 @pytest.mark.parametrize(
@@ -488,12 +557,24 @@ def test_chunk_state_kernel_accepts_a_right_kernel(monkeypatch, capsys):
         ({"pad": False}, r"loads without padding_mode=ZERO"),
         ({"modulo": True}, r"group mapping \(h % g\)"),
         ({"flip": True}, r"decay exponent flipped"),
+        ({"exp2": 2}, r"exp2 without the factor LOG2E"),
     ],
-    ids=["no_padding", "h_mod_g", "flipped_decay"],
+    ids=["no_padding", "h_mod_g", "flipped_decay", "exp2_without_log2e"],
 )
 def test_chunk_state_kernel_names_the_mistake(monkeypatch, flags, hint):
     with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)):
         _check_variant(monkeypatch, **flags)
+
+
+def test_chunk_state_kernel_hints_name_no_unconfirmed_cause(monkeypatch):
+    """Right padding, decay in exp2 without LOG2E, on a ragged case: named, and not a padding hint."""
+    with pytest.raises(ExerciseFailed, match=r"ragged") as info:
+        _check_variant(monkeypatch, exp2=2)
+    assert "padding" not in _hint_of(info.value), _hint_of(info.value)
+    with pytest.raises(ExerciseFailed) as info:  # and the padding hint comes with its confirmation
+        _check_variant(monkeypatch, pad=False)
+    assert "with the same inputs zero-padded in memory (no load past an end) your kernel is right" in str(
+        info.value)
 
 
 def test_chunk_state_kernel_rejects_stub_and_wrong_math():
@@ -514,9 +595,10 @@ def test_chunk_state_kernel_rejects_stub_and_wrong_math():
 def passing_kernel(states, dA_cumsum, initial_states, chunk_init_states, final_states,
                    Q: ct.Constant[int], TP: ct.Constant[int], TN: ct.Constant[int],
                    ORDER: ct.Constant[int], FIRST: ct.Constant[bool],
-                   USE_INIT: ct.Constant[bool]):  # fmt: skip
-    """Right with ORDER=0, FIRST=False, USE_INIT=True; ORDER 1 stores after the update, ORDER 2 decays after
-    adding; FIRST uses the decay of the chunk's first position; USE_INIT=False starts from zeros."""
+                   USE_INIT: ct.Constant[bool], PAD: ct.Constant[bool]):  # fmt: skip
+    """Right with ORDER=0, FIRST=False, USE_INIT=True, PAD=True; ORDER 1 stores after the update, ORDER 2
+    decays after adding, ORDER 3 doubles the local state (no detector knows it); FIRST uses the decay of the
+    chunk's first position; USE_INIT=False starts from zeros; PAD=False loads the local states unpadded."""
     bi, hi = ct.bid(0), ct.bid(1)
     state = ct.load(initial_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
     if not USE_INIT:
@@ -526,10 +608,15 @@ def passing_kernel(states, dA_cumsum, initial_states, chunk_init_states, final_s
             ct.store(chunk_init_states, (bi, c, hi, 0, 0), state.reshape((1, 1, 1, TP, TN)))
         k = 0 if FIRST else Q - 1
         decay = ct.exp(ct.load(dA_cumsum, (bi, hi, c, k), shape=()))
-        local = ct.load(states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        if PAD:
+            local = ct.load(states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        else:
+            local = ct.load(states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN))
         local = local.reshape((TP, TN))
         if ORDER == 2:
             state = decay * (state + local)
+        elif ORDER == 3:
+            state = decay * state + 2.0 * local
         else:
             state = decay * state + local
         if ORDER == 1:
@@ -550,11 +637,12 @@ def passing_loop_type_change(states, dA_cumsum, initial_states, chunk_init_state
     ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
 
 
-def _check_passing(monkeypatch, order=0, first=False, use_init=True):
+def _check_passing(monkeypatch, order=0, first=False, use_init=True, pad=True):
     import mamba2_tutorial.exercises._harness as harness
 
     def run_with_flags(check, kernel, grid, args, case, hint, backend):
-        return harness.run_kernel(check, kernel, grid, (*args, order, first, use_init), case, hint, backend)
+        flags = (order, first, use_init, pad)
+        return harness.run_kernel(check, kernel, grid, (*args, *flags), case, hint, backend)
 
     monkeypatch.setattr("mamba2_tutorial.exercises.state_passing.run_kernel", run_with_flags)
     check_state_passing_kernel(passing_kernel)
@@ -562,7 +650,10 @@ def _check_passing(monkeypatch, order=0, first=False, use_init=True):
 
 def test_state_passing_kernel_accepts_a_right_kernel(monkeypatch, capsys):
     _check_passing(monkeypatch)
-    assert "✅ check_state_passing_kernel passed on the cpu backend" in capsys.readouterr().out
+    # loads without padding are right here: the state update is elementwise, so the (NaN) padding past p and
+    # n never mixes into a stored element (unlike an mma's sum over its padded axis, exercises 5 and 7)
+    _check_passing(monkeypatch, pad=False)
+    assert capsys.readouterr().out.count("✅ check_state_passing_kernel passed on the cpu backend") == 2
 
 
 @pytest.mark.parametrize(
@@ -580,9 +671,163 @@ def test_state_passing_kernel_names_the_mistake(monkeypatch, flags, hint):
         _check_passing(monkeypatch, **flags)
 
 
+def test_state_passing_kernel_hints_name_no_unconfirmed_cause(monkeypatch):
+    """Every hidden case has p or n below its tile size; a mistake that is not padding gets no padding
+    hint."""
+    with pytest.raises(ExerciseFailed, match=r"p=5, n=7") as info:
+        _check_passing(monkeypatch, order=3)
+    assert "padding" not in _hint_of(info.value) and "The wrong elements are in" in _hint_of(info.value)
+
+
 def test_state_passing_kernel_rejects_a_loop_carried_type_change():
     with pytest.raises(ExerciseFailed, match=re.compile(r"raised TypeCheckingError", re.S)):
         check_state_passing_kernel(passing_loop_type_change)
+
+
+# --------------------------------------------------------------------- exercise 7: the chunk scan kernel
+
+
+@ct.kernel
+def scan_kernel(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Constant[int],
+                TP: ct.Constant[int], TN: ct.Constant[int], HEADS_PER_GROUP: ct.Constant[int],
+                MISTAKE: ct.Constant[int]):  # fmt: skip
+    """A right chunk scan (bf16 operands, float32 accumulators) for MISTAKE 0; each other value reproduces one
+    mistake: 1 no causal mask, 2 flipped decay, 3 exp2 without LOG2E, 4 no dt, 5 no state term, 6 state term
+    without its decay, 7 B Cᵀ for C Bᵀ, 8 group h % g, 9 no padding on the loads, 10 W times 3 (unknown),
+    11 W left in float32 for the mma (right for float32 inputs, a compile error for bfloat16 ones)."""
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    g = hi % C.shape[2] if MISTAKE == 8 else hi // HEADS_PER_GROUP
+    if MISTAKE == 9:
+        x_c = ct.load(x, (bi, c, hi, 0), shape=(1, Q, 1, TP)).reshape((Q, TP))
+        C_c = ct.load(C, (bi, c, g, 0), shape=(1, Q, 1, TN)).reshape((Q, TN))
+        B_c = ct.load(B, (bi, c, g, 0), shape=(1, Q, 1, TN)).reshape((Q, TN))
+    else:
+        x_c = ct.load(x, (bi, c, hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
+        C_c = ct.load(C, (bi, c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+        B_c = ct.load(B, (bi, c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+    state = ct.load(chunk_init_states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+    state = state.reshape((TP, TN))
+    dt_c = ct.load(dt_out, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+    dA_cs = ct.load(dA_cumsum, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+    if MISTAKE == 7:
+        CB = ct.mma(B_c, ct.transpose(C_c), ct.zeros((Q, Q), dtype=ct.float32))
+    else:
+        CB = ct.mma(C_c, ct.transpose(B_c), ct.zeros((Q, Q), dtype=ct.float32))
+    pos = ct.arange(Q, dtype=ct.int32)
+    causal = pos[:, None] >= pos[None, :]
+    seg = dA_cs[:, None] - dA_cs[None, :]
+    if MISTAKE == 2:
+        decay = ct.exp(dA_cs[None, :] - dA_cs[:, None])
+    elif MISTAKE == 3:
+        decay = ct.exp2(ct.minimum(seg, 0.0))
+    else:
+        decay = ct.exp(ct.minimum(seg, 0.0))
+    dt_k = ct.ones((Q,), dtype=ct.float32) if MISTAKE == 4 else dt_c
+    if MISTAKE == 1:
+        W = CB * decay * dt_k[None, :]
+    else:
+        W = ct.where(causal, CB * decay * dt_k[None, :], 0.0)
+    if MISTAKE == 10:
+        W = W * 3.0
+    if MISTAKE == 11:
+        y_c = ct.mma(W, x_c, ct.zeros((Q, TP), dtype=ct.float32))
+    else:
+        y_c = ct.mma(W.astype(x.dtype), x_c, ct.zeros((Q, TP), dtype=ct.float32))
+    past = ct.mma(C_c, ct.transpose(state.astype(C.dtype)), ct.zeros((Q, TP), dtype=ct.float32))
+    if MISTAKE == 6:
+        y_c = y_c + past
+    elif MISTAKE != 5:
+        y_c = y_c + past * ct.exp(dA_cs)[:, None]
+    ct.store(y, (bi, c, hi, 0), y_c.astype(y.dtype).reshape((1, Q, 1, TP)))
+
+
+@ct.kernel
+def scan_stub(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Constant[int], TP: ct.Constant[int],
+              TN: ct.Constant[int], HEADS_PER_GROUP: ct.Constant[int]):  # fmt: skip
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    ct.store(y, (bi, c, hi, 0), ct.zeros((1, Q, 1, TP), dtype=ct.float32).astype(y.dtype))
+
+
+def _check_scan(monkeypatch, mistake=0):
+    import mamba2_tutorial.exercises._harness as harness
+
+    def run_with_flag(check, kernel, grid, args, case, hint, backend):
+        return harness.run_kernel(check, kernel, grid, (*args, mistake), case, hint, backend)
+
+    monkeypatch.setattr("mamba2_tutorial.exercises.chunk_scan.run_kernel", run_with_flag)
+    check_chunk_scan_kernel(scan_kernel)
+
+
+def test_chunk_scan_kernel_accepts_a_right_kernel(monkeypatch, capsys):
+    _check_scan(monkeypatch)
+    assert "✅ check_chunk_scan_kernel passed on the cpu backend: 5 hidden cases" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        (1, r"no causal mask"),
+        (2, r"decay exponent flipped"),
+        (3, r"exp2 without the factor LOG2E"),
+        (4, r"input term without dt"),
+        (5, r"state term left out"),
+        (6, r"entering state without its decay"),
+        (7, r"B Cᵀ instead of C Bᵀ"),
+        (8, r"group mapping \(h % g\)"),
+        (9, r"loads without padding_mode=ZERO: with the same inputs zero-padded in memory"),
+    ],
+    ids=["no_mask", "flipped", "exp2_no_log2e", "no_dt", "no_state", "state_undecayed", "BC", "h_mod_g",
+         "no_padding"],
+)
+def test_chunk_scan_kernel_names_the_mistake(monkeypatch, mistake, hint):
+    with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)) as info:
+        _check_scan(monkeypatch, mistake)
+    if mistake != 9:  # the first hidden case is ragged, with p and n below the tile sizes: no guessed padding
+        assert "padding" not in _hint_of(info.value), _hint_of(info.value)
+
+
+def test_chunk_scan_kernel_rejects_stub_unknown_mistake_and_mixed_mma(monkeypatch):
+    with pytest.raises(ExerciseFailed, match="stored only zeros"):
+        check_chunk_scan_kernel(scan_stub)
+    with pytest.raises(ExerciseFailed, match=r"ragged") as info:
+        _check_scan(monkeypatch, 10)
+    assert "The wrong elements are in every" in _hint_of(info.value) and "padding" not in _hint_of(info.value)
+    mixed = re.compile(r"bfloat16 inputs.*raised TypeCheckingError.*share one dtype", re.S)
+    with pytest.raises(ExerciseFailed, match=mixed):
+        _check_scan(monkeypatch, 11)
+
+
+# ------------------------------------------------------------------------------------ tiered help
+
+
+def test_hint_tiers_follow_the_last_failure(capsys):
+    with pytest.raises(ExerciseFailed) as info:
+        check_chunk_cumsum_kernel(cumsum_exclusive)
+    message = str(info.value)
+    assert "hint(2)" in message and "show_solution('ex04')" in message
+    capsys.readouterr()
+    exercise_hint()
+    first = capsys.readouterr().out
+    assert "check_chunk_cumsum_kernel" in first and "exclusive cumsum" in first and "hint(2)" in first
+    exercise_hint(2)
+    recipe = capsys.readouterr().out
+    assert "Recipe:" in recipe and "ct.cumsum" in recipe and "show_solution('ex04')" in recipe
+    assert "def chunk_cumsum_kernel" not in first + recipe  # the answer itself only on request
+    exercise_hint(3)
+    assert "ask for it explicitly" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="level"):
+        exercise_hint(0)
+
+
+def test_show_solution_prints_the_worked_answer(capsys):
+    text = show_solution("ex07")
+    assert text.startswith("# ex07_cutile_chunk_scan.ipynb") and "def chunk_scan_kernel" in text
+    assert "ct.where(causal" in text and "placeholder" not in text
+    assert "def chunk_scan_kernel" in capsys.readouterr().out
+    for exercise in sorted(EXPECTED):
+        assert "def " in show_solution(exercise[:4])
+    with pytest.raises(ValueError, match="no single solution notebook"):
+        show_solution("ex99")
 
 
 # ------------------------------------------------------------------------------ on a GPU (run on the H200)

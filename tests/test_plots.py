@@ -130,12 +130,12 @@ def test_ssd_matrix_reproduces_the_recurrence(seed):
     x, dt, A, B, C = _inputs(seed)
     y = ssd_recurrent(x.double(), dt.double(), A.double(), B.double(), C.double())
     for batch, head in [(0, 0), (1, 3), (1, 1)]:
-        M = plots.ssd_matrix(dt, A, B, C, batch=batch, head=head)
+        M = plots.ssd_matrix(dt, A, B, C, batch=batch, head=head)  # L ∘ C Bᵀ: y = M @ (dt·x)
         assert M.shape == (l, l) and M.dtype == torch.float64
-        yh = M @ x[batch, :, head].double()
-        assert_close(yh, y[batch, :, head], name=f"M @ x (batch {batch}, head {head})")
-    M_nodt = plots.ssd_matrix(dt, A, B, C, head=2, scale_by_dt=False)
-    M_dt = plots.ssd_matrix(dt, A, B, C, head=2)
+        yh = M @ (dt[batch, :, head, None].double() * x[batch, :, head].double())
+        assert_close(yh, y[batch, :, head], name=f"M @ (dt·x) (batch {batch}, head {head})")
+    M_nodt = plots.ssd_matrix(dt, A, B, C, head=2)
+    M_dt = plots.ssd_matrix(dt, A, B, C, head=2, scale_by_dt=True)
     assert_close(M_nodt * dt[0, :, 2].double()[None, :], M_dt, name="dt scaling")
     with pytest.raises(ValueError, match="ngroups"):
         plots.ssd_matrix(dt[:, :, :3], A[:3], B, C)
@@ -164,6 +164,64 @@ def test_plot_ssd_blocks_labels_diagonal_and_low_rank_blocks():
     assert not [t for t in no_rank.axes[0].texts if t.get_text().startswith("rank")]
     with pytest.raises(ValueError, match="square"):
         plots.plot_ssd_blocks(M[:, :-1], Q)
+
+
+@pytest.mark.parametrize(("length", "chunk"), [(37, 16), (64, 8), (5, 16)])
+def test_chunk_decay_matrix_is_the_decay_between_chunk_ends(length, chunk):
+    gen = torch.Generator().manual_seed(length)
+    dA = -torch.rand(length, generator=gen, dtype=torch.float64)
+    T = plots.chunk_decay_matrix(dA, chunk)
+    nchunks = -(-length // chunk)
+    assert T.shape == (nchunks, nchunks) and T.dtype == torch.float64
+    L = torch.exp(segsum(dA))
+    ends = [min((c + 1) * chunk, length) - 1 for c in range(nchunks)]
+    for r in range(nchunks):
+        for c in range(nchunks):
+            # from the end of chunk c to the end of chunk r: the token-level L between those two positions
+            want = L[ends[r], ends[c]].item() if c <= r else 0.0
+            assert T[r, c].item() == pytest.approx(want, rel=1e-12, abs=1e-300)
+    with pytest.raises(ValueError, match="1-D"):
+        plots.chunk_decay_matrix(torch.ones(3, 3), 2)
+    with pytest.raises(ValueError, match="chunk_size"):
+        plots.chunk_decay_matrix(dA, 0)
+
+
+def test_plot_decay_blocks_outlines_every_block_and_shows_T():
+    gen = torch.Generator().manual_seed(3)
+    dA = -0.2 * torch.rand(50, generator=gen)
+    fig = plots.plot_decay_blocks(dA, 16)  # chunks of 16, 16, 16, 2
+    ax_l, ax_t = fig.axes[:2]
+    gids = [p.get_gid() for p in ax_l.patches]
+    assert gids.count("diagonal block") == 4 and gids.count("off-diagonal block") == 6
+    shown = ax_t.images[0].get_array()
+    T = plots.chunk_decay_matrix(dA, 16).numpy()
+    lower = np.tril(np.ones((4, 4), dtype=bool))
+    np.testing.assert_allclose(10 ** shown.data[lower], T[lower], rtol=1e-9)
+    assert shown.mask[~lower].all()
+    assert sorted(t.get_text() for t in ax_t.texts).count("1") == 4  # ones on the diagonal
+    assert "4 chunks of Q = 16" in ax_l.get_title()
+
+
+def test_decay_blocks_widget_redraws_for_each_control():
+    pytest.importorskip("ipywidgets")
+    w = plots.decay_blocks_widget(seqlen=32)
+    names = {c.description for c in w.children if hasattr(c, "description") and c.description}
+    assert {"dt", "A", "Q (chunk)"} <= names
+    controls = {c.description: c for c in w.children if hasattr(c, "description")}
+    assert list(controls["Q (chunk)"].options) == [4, 8, 16, 32]
+    assert controls["A"].max < 0  # A is a decay rate: negative
+    calls = []
+    import mamba2_tutorial.plots as module
+
+    original = module.plot_decay_blocks
+    module.plot_decay_blocks = lambda dA, Q, **kw: calls.append((dA.clone(), Q)) or original(dA, Q, **kw)
+    try:
+        controls["Q (chunk)"].value = 8
+        controls["A"].value = -2.0
+    finally:
+        module.plot_decay_blocks = original
+    assert [q for _, q in calls] == [8, 8]
+    assert torch.allclose(calls[1][0], 2.0 * calls[0][0])  # dA = dt·pattern·A: doubling |A| doubles dA
 
 
 def test_plot_cost_curves():

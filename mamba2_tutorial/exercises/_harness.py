@@ -3,9 +3,20 @@
 A check runs the learner's function on hidden cases (distinct sizes in every dimension, ragged lengths,
 several seeds, extreme decay, low precision) and compares with :mod:`mamba2_tutorial.reference` through
 :func:`mamba2_tutorial.checks.assert_close`. On a wrong answer it raises :class:`ExerciseFailed` naming the
-case, the error, the first wrong element and a hint. Hints come from *mistake detectors*: each one recomputes
-the output the way a typical wrong solution would (e.g. ``exp(A)`` instead of ``exp(dt * A)``); if the
-learner's output matches it, the hint names that mistake.
+case, the error, the first wrong element, where the wrong elements are, and a hint.
+
+A hint names a cause only once a check has confirmed it:
+
+1. *mistake detectors* (:class:`Mistake`) recompute the output the way a typical wrong solution would (e.g.
+   ``exp(A)`` instead of ``exp(dt * A)``); if the learner's output matches one, the hint names that mistake;
+2. *probes* (:class:`Probe`) re-run the learner's code on a counterfactual input, e.g. the same case with the
+   arrays padded in memory so that no load runs past an end: if the learner's code is right there, padding is
+   the cause and the hint says so;
+3. otherwise the hint names no cause: it says where the wrong elements are and gives the exercise's nudge.
+
+Help comes in tiers: the failure message carries the first hint; :func:`hint` repeats it (``hint(1)``) or
+prints a step-by-step recipe for the same failure (``hint(2)``); :func:`show_solution` prints the worked
+answer, only when asked.
 """
 
 from __future__ import annotations
@@ -13,8 +24,19 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
+
+#: check name -> (exercise id, level-2 recipe), filled by each exercise module with :func:`register`
+_EXERCISES: dict[str, tuple[str, str]] = {}
+#: the last failure of any check: what :func:`hint` reads
+_LAST: dict = {}
+
+
+def register(check: str, exercise: str, recipe: str) -> None:
+    """Declare that ``check`` grades exercise ``exercise`` (e.g. "ex05") and give its step-by-step recipe."""
+    _EXERCISES[check] = (exercise, recipe)
 
 
 class ExerciseFailed(AssertionError):
@@ -59,24 +81,56 @@ class Case:
 
 @dataclass
 class Mistake:
-    """A typical wrong solution: ``compute(case)`` returns what it would output, ``hint`` explains the fix."""
+    """A typical wrong solution: ``compute(case)`` returns what it would output, ``hint`` explains the fix
+    (the first-tier hint), ``recipe`` (optional) how to write the fix step by step (the second tier)."""
 
     label: str
     compute: Callable[[Case], torch.Tensor]
     hint: str
+    recipe: str | None = None
 
 
-def fail(check: str, case: Case | None, what: str, hint: str | None = None) -> ExerciseFailed:
-    """Build (not raise) an ExerciseFailed with a uniform layout."""
+@dataclass
+class Probe:
+    """A counterfactual re-run that confirms a cause: ``confirms()`` runs the learner's code again on a
+    changed input (e.g. padded in memory) and returns True when the learner's answer is right there. Only then
+    does the hint name the cause ``label``."""
+
+    label: str
+    confirms: Callable[[], bool]
+    hint: str
+    recipe: str | None = None
+
+
+def fail(check: str, case: Case | None, what: str, hint: str | None = None,
+         recipe: str | None = None) -> ExerciseFailed:
+    """Build (not raise) an ExerciseFailed with a uniform layout, and remember it for :func:`hint`.
+
+    ``hint`` is the first tier (shown in the message); ``recipe`` the second (``hint(2)``), by default the
+    exercise's recipe.
+    """
     head = f"{check} failed on {case.describe()}:" if case is not None else f"{check} failed:"
     lines = [head, "  " + what.replace("\n", "\n  ")]
+    exercise, default_recipe = _EXERCISES.get(check, ("", ""))
     if hint:
         lines.append(f"Hint: {hint}")
+    more = "More help: hint(2) prints a step-by-step recipe for this failure"
+    if exercise:
+        more += f"; show_solution({exercise!r}) prints the worked answer"
+    lines.append(more + " (both from mamba2_tutorial.exercises).")
+    _LAST.clear()
+    _LAST.update(check=check, exercise=exercise, case=case.describe() if case is not None else "", what=what,
+                 hint=hint or "", recipe=recipe or default_recipe)
     return ExerciseFailed("\n".join(lines))
 
 
-def call_learner(check: str, fn: Callable, case: Case, args: Sequence, hint: str | None = None):
-    """Call the learner's function; a NotImplementedError or any other exception becomes an ExerciseFailed."""
+def call_learner(check: str, fn: Callable, case: Case, args: Sequence, hint: str | None = None,
+                 probes: Iterable[Probe] = ()):
+    """Call the learner's function; a NotImplementedError or any other exception becomes an ExerciseFailed.
+
+    When the learner's code raises, ``probes`` may confirm a cause (e.g. the same call with inputs padded by
+    hand succeeds and is right); the hint then names it, else it is ``hint``.
+    """
     __tracebackhide__ = True
     try:
         return fn(*args)
@@ -89,7 +143,9 @@ def call_learner(check: str, fn: Callable, case: Case, args: Sequence, hint: str
             "then re-run this check.",
         ) from None
     except Exception as exc:  # noqa: BLE001 - we re-raise with context
-        raise fail(check, case, f"your code raised {type(exc).__name__}: {exc}", hint) from exc
+        probe = _probe(probes)
+        nudge, recipe = (f"{probe.label}.\n      {probe.hint}", probe.recipe) if probe else (hint, None)
+        raise fail(check, case, f"your code raised {type(exc).__name__}: {exc}", nudge, recipe) from exc
 
 
 def _fmt(v: float) -> str:
@@ -112,6 +168,41 @@ def _detect(actual: torch.Tensor, case: Case, mistakes: Iterable[Mistake], rtol:
     return None
 
 
+def _probe(probes: Iterable[Probe]) -> Probe | None:
+    """The first probe whose counterfactual run of the learner's code comes out right."""
+    for probe in probes:
+        try:
+            if probe.confirms():
+                return probe
+        except Exception:  # noqa: BLE001 - a probe that cannot run confirms nothing
+            continue
+    return None
+
+
+def locate(wrong: torch.Tensor, axes: Sequence[str] | None) -> str:
+    """Where the wrong elements are, per named axis of the output: 'in every chunk (3)' or 'only in chunk
+    2 of 3'. ``axes`` names each dimension of ``wrong`` (None or "" for an axis not worth naming)."""
+    if not axes or not bool(wrong.any()):
+        return ""
+    parts = []
+    for dim, name in enumerate(axes):
+        if not name:
+            continue
+        size = wrong.shape[dim]
+        hit = wrong.movedim(dim, 0).reshape(size, -1).any(dim=1).nonzero().flatten().tolist()
+        if size == 1:
+            continue
+        if len(hit) == size:
+            parts.append(f"every {name} ({size})")
+        else:
+            listed = ", ".join(str(i) for i in hit[:6]) + (", ..." if len(hit) > 6 else "")
+            parts.append(f"only {name} {listed} of 0..{size - 1}")
+    if not parts:
+        return ""
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"The wrong elements are in {listed}."
+
+
 def compare(
     check: str,
     actual,
@@ -123,14 +214,18 @@ def compare(
     atol: float,
     hint: str,
     mistakes: Iterable[Mistake] = (),
+    probes: Iterable[Probe] = (),
+    axes: Sequence[str] | None = None,
     dtype_hint: str | None = None,
     extra: Callable[[torch.Tensor, torch.Tensor], tuple[str, str] | None] | None = None,
 ) -> None:
     """Raise ExerciseFailed unless ``actual`` matches ``expected`` (via ``checks.assert_close``).
 
     Order of diagnosis: type, shape, dtype, an exercise-specific structural test ``extra(actual, expected)``
-    returning (what, hint) or None, non-finite values, then the numeric comparison; on a numeric failure the
-    message adds the first wrong element and, when a typical mistake matches the learner's output, its hint.
+    returning (what, hint) or None, non-finite values, then the numeric comparison. On a wrong value the hint
+    is, in this order: the mistake detector the learner's output matches, the probe that confirms its cause,
+    or (no cause confirmed) the exercise's nudge ``hint``, after where the wrong elements are (``axes`` names
+    the output's dimensions).
     """
     __tracebackhide__ = True
     from mamba2_tutorial.checks import assert_close
@@ -162,31 +257,46 @@ def compare(
         found = extra(actual, expected)
         if found is not None:
             raise fail(check, case, found[0], found[1])
+
+    def diagnosis(wrong: torch.Tensor) -> tuple[str, str | None]:
+        mistake = _detect(actual, case, mistakes, rtol, atol)
+        if mistake is not None:
+            return _hint(mistake, hint), mistake.recipe
+        probe = _probe(probes)
+        if probe is not None:
+            return f"{probe.label}.\n      {probe.hint}", probe.recipe
+        where = locate(wrong.cpu(), axes)
+        return (f"{where}\n      {hint}" if where else hint), None
+
     a_nonfinite = ~torch.isfinite(actual)
     e_nonfinite = ~torch.isfinite(expected)
     stray = a_nonfinite & ~e_nonfinite
     if stray.any():
         idx = tuple(int(i) for i in stray.nonzero()[0])
         n = int(stray.sum())
-        mistake = _detect(actual, case, mistakes, rtol, atol)
+        nudge, recipe = diagnosis(stray)
         raise fail(
             check,
             case,
             f"{name} has {n} NaN/inf value(s) where the reference is finite; first at index {idx}: "
             f"yours {actual[idx].item()}, expected {_fmt(expected[idx].item())}.",
-            _hint(mistake, hint),
+            nudge,
+            recipe,
         )
     try:  # (infinities in the same places with the same sign, e.g. segsum's -inf mask, count as equal)
         assert_close(actual, expected, rtol=rtol, atol=atol, name=name)
     except AssertionError as exc:
         # assert_close's report: mismatch count, max abs/rel error and where, the first mismatch, L2 error
-        mistake = _detect(actual, case, mistakes, rtol, atol)
+        a64, e64 = actual.detach().double().cpu(), expected.detach().double().cpu()
+        wrong = ~torch.isclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True)
+        nudge, recipe = diagnosis(wrong)
         detail = str(exc).strip().replace("\n  ", "\n")
         raise fail(
             check,
             case,
             f'{name} is wrong ("actual" is yours, "expected" the reference).\n{detail}',
-            _hint(mistake, hint),
+            nudge,
+            recipe,
         ) from None
 
 
@@ -206,18 +316,38 @@ def describe_cases(cases: Sequence[Case]) -> str:
     return ", ".join(sorted({c.name for c in cases}))
 
 
+#: what kernel outputs are filled with before the launch: finite, exact in bf16 and float32, and a value no
+#: right kernel produces, so that "never written" is told apart from "written with NaN" (e.g. NaN padding)
+UNWRITTEN = -(2.0**100)
+
+
+def prefilled(shape, *, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    """A kernel output buffer filled with :data:`UNWRITTEN`."""
+    return torch.full(tuple(shape), UNWRITTEN, dtype=dtype, device=device)
+
+
 def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your kernel"):
-    """For kernel outputs pre-filled with NaN: (what, hint) when nothing was stored, else None."""
+    """For kernel outputs pre-filled with :data:`UNWRITTEN`: (what, hint) when nothing or only part of the
+    output was stored, or when only zeros were stored where the answer is not zero; else None."""
     if actual.numel() and bool((actual == 0).all()) and bool((expected != 0).any()):
         return (
             f"{what} stored only zeros.",
             "is the skeleton's placeholder (ct.zeros(...)) still there? Replace it with the computation.",
         )
-    nan = torch.isnan(actual)
-    if bool(nan.all()):
+    never = actual == UNWRITTEN
+    if bool(never.all()):
         return (
-            f"{what} stored nothing: every output element still holds the NaN the check filled it with.",
+            f"{what} stored nothing: every output element still holds the value the check filled it with "
+            f"({UNWRITTEN:.4g}).",
             "finish the TODOs: the kernel must end with ct.store(...) of its result tile.",
+        )
+    if bool(never.any()):
+        idx = tuple(int(i) for i in never.nonzero()[0])
+        return (
+            f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
+            f"{UNWRITTEN:.4g}), first at index {idx}.",
+            "every block stores one tile: check the store's index (in TILE units) and the grid, so that the "
+            "tiles of all blocks cover the whole output.",
         )
     return None
 
@@ -291,3 +421,54 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
         raise fail(
             check, case, f"launching your kernel on the {backend} backend raised {kind}: {exc}", hint + extra
         ) from exc
+
+
+# ------------------------------------------------------------------------------------------ tiered help
+
+
+def hint(level: int = 1) -> None:
+    """Help with the last failed check, in tiers: ``hint(1)`` repeats the first hint (the cause the check
+    found, or where the wrong elements are), ``hint(2)`` prints a step-by-step recipe for the same failure.
+    The worked answer is a separate, explicit request: :func:`show_solution`."""
+    if level not in (1, 2, 3):
+        raise ValueError(f"level must be 1 (the hint) or 2 (the recipe), got {level!r}")
+    if not _LAST:
+        print("No check has failed yet in this session: run the check cell first.")
+        return
+    head = f"{_LAST['check']}"
+    if _LAST["case"]:
+        head += f", {_LAST['case']}"
+    print(head)
+    if level == 1:
+        print(f"Hint: {_LAST['hint'] or _LAST['recipe']}")
+        print("Still stuck? hint(2) gives a step-by-step recipe.")
+    elif level == 2:
+        print(f"Recipe: {_LAST['recipe'] or _LAST['hint']}")
+        if _LAST["exercise"]:
+            print(f"The worked answer, if you want it: show_solution({_LAST['exercise']!r}).")
+    else:
+        target = repr(_LAST["exercise"]) if _LAST["exercise"] else "'exNN'"
+        print(f"hint() has two levels. The worked answer is show_solution({target}): ask for it explicitly.")
+
+
+def solutions_dir() -> Path:
+    """The folder of the worked solution notebooks (``notebooks/solutions`` of this repository)."""
+    return Path(__file__).resolve().parents[2] / "notebooks" / "solutions"
+
+
+def show_solution(exercise: str) -> str:
+    """Print (and return) the worked answer of ``exercise`` ("ex05" or "ex05_cutile_chunk_state"): the cells
+    tagged ``solution`` of its notebook in ``notebooks/solutions/``."""
+    import json
+
+    folder = solutions_dir()
+    matches = sorted(folder.glob(f"{exercise}*.ipynb")) if folder.is_dir() else []
+    if len(matches) != 1:
+        known = sorted(p.stem for p in folder.glob("ex*.ipynb")) if folder.is_dir() else []
+        raise ValueError(f"no single solution notebook for {exercise!r} in {folder}; known: {known}")
+    nb = json.loads(matches[0].read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"]
+             if c["cell_type"] == "code" and "solution" in c.get("metadata", {}).get("tags", [])]
+    text = f"# {matches[0].name}\n" + "\n\n".join(cells)
+    print(text)
+    return text

@@ -16,11 +16,25 @@ import math
 
 import torch
 
-from ._harness import Case, Mistake, check_kernel_on_backends, compare, run_kernel, unwritten
+from ._harness import (
+    Case,
+    Mistake,
+    Probe,
+    check_kernel_on_backends,
+    compare,
+    prefilled,
+    register,
+    run_kernel,
+    unwritten,
+)
 
 CHECK = "check_chunk_cumsum_kernel"
 
-_HINT = (
+_NUDGE = (
+    "compute one chunk by hand for the failing case: dt_out is the chunk's step sizes (0 past the end), "
+    "dA_cumsum[s] = dt_0*A + ... + dt_s*A, the running sum INCLUDING position s."
+)
+_HINT = (  # the recipe (hint(2))
     "block (bi, c, hi) loads dt with ct.load(dt, (bi, c, hi), shape=(1, Q, 1), "
     "padding_mode=ct.PaddingMode.ZERO) (index in TILE units), reshapes to (Q,), multiplies by A[hi] "
     "(ct.load(A, (hi,), shape=())), takes ct.cumsum(..., axis=0) and stores both (Q,) tiles reshaped to "
@@ -31,6 +45,8 @@ _PAD_HINT = (
     "The default padding is UNDETERMINED (NaN on the CPU executor, garbage on a GPU), and the "
     "positions past the end must hold dt = 0 so that they add nothing to the cumsum."
 )
+
+register(CHECK, "ex04", _HINT)
 
 # name, b, l, h, Q, dt scale, A scale
 _SPECS = [
@@ -51,7 +67,7 @@ def _cases(device: str) -> list[Case]:
     return cases
 
 
-def _variant(case: Case, *, with_A=True, reverse=False, pad_zero=True):
+def _variant(case: Case, *, with_A=True, reverse=False, pad_zero=True, exclusive=False):
     dt, A, Q = case.inputs["dt"].double().cpu(), case.inputs["A"].double().cpu(), case.inputs["Q"]
     b, l, h = dt.shape
     nc = math.ceil(l / Q)
@@ -61,6 +77,8 @@ def _variant(case: Case, *, with_A=True, reverse=False, pad_zero=True):
     d = d.reshape(b, nc, Q, h).permute(0, 3, 1, 2)  # (b, h, nc, Q)
     dA = d * A[None, :, None, None] if with_A else d
     cs = dA.flip(-1).cumsum(-1).flip(-1) if reverse else dA.cumsum(-1)
+    if exclusive:
+        cs = cs - dA
     return d, cs
 
 
@@ -71,6 +89,12 @@ def _mistakes(which: int) -> list[Mistake]:
             "a cumsum of dt (without A)",
             lambda c: _variant(c, with_A=False)[which],
             "dA_cumsum is the cumsum of dt * A[h] (the log-decay), not of dt alone.",
+        ),
+        Mistake(
+            "an exclusive cumsum (position s left out of its own sum)",
+            lambda c: _variant(c, exclusive=True)[which],
+            "the cumsum is inclusive: dA_cumsum[s] includes dt_s * A itself, as ct.cumsum(v, axis=0) "
+            "computes it; do not subtract v afterwards or shift it by one position.",
         ),
         Mistake(
             "a reverse cumsum",
@@ -95,6 +119,25 @@ def _tail(actual: torch.Tensor, l: int, Q: int, name: str):
     return None
 
 
+def _padding_probe(kernel, case: Case, backend: str, device: str, expected, which: int, tol: float) -> Probe:
+    """Re-run the learner's kernel with dt zero-padded in memory to nchunks*Q steps, so that no load runs
+    past the end: right there means the loads' padding is the cause."""
+
+    def confirms() -> bool:
+        dt, A, Q = case.inputs["dt"], case.inputs["A"], case.inputs["Q"]
+        b, l, h = dt.shape
+        nc = math.ceil(l / Q)
+        dtp = torch.zeros(b, nc * Q, h, dtype=dt.dtype, device=device)
+        dtp[:, :l] = dt
+        outs = [prefilled((b, h, nc, Q), device=device) for _ in range(2)]
+        run_kernel(CHECK, kernel, (b, nc, h), (dtp, A.clone(), *outs, Q), case, _NUDGE, backend)
+        return bool(torch.isclose(outs[which].cpu(), expected, rtol=1e-5, atol=tol).all())
+
+    label = ("loads without padding_mode=ZERO: with dt zero-padded in memory (no load past the end) your "
+             "kernel is right")
+    return Probe(label, confirms, _PAD_HINT)
+
+
 def _run_cases(kernel, backend: str, device: str) -> list[Case]:
     from mamba2_tutorial.reference import chunk_cumsum
 
@@ -106,9 +149,10 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         b, l, h = dt.shape
         nc = math.ceil(l / Q)
         dt_exp, dA_exp = chunk_cumsum(dt.cpu(), A.cpu(), Q)
-        dt_out = torch.full((b, h, nc, Q), float("nan"), device=device)
-        dA_cs = torch.full((b, h, nc, Q), float("nan"), device=device)
-        run_kernel(CHECK, kernel, (b, nc, h), (dt.clone(), A.clone(), dt_out, dA_cs, Q), case, _HINT, backend)
+        dt_out = prefilled((b, h, nc, Q), device=device)
+        dA_cs = prefilled((b, h, nc, Q), device=device)
+        args = (dt.clone(), A.clone(), dt_out, dA_cs, Q)
+        run_kernel(CHECK, kernel, (b, nc, h), args, case, _NUDGE, backend)
         dt_out, dA_cs = dt_out.cpu(), dA_cs.cpu()
         tol = 1e-5 * max(1.0, float(dA_exp.abs().max()))
         for name, act, exp, which in (("dt_out", dt_out, dt_exp, 0), ("dA_cumsum", dA_cs, dA_exp, 1)):
@@ -120,8 +164,10 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
                 name=name,
                 rtol=1e-5,
                 atol=tol,
-                hint=_HINT,
+                hint=_NUDGE,
                 mistakes=_mistakes(which),
+                probes=[_padding_probe(kernel, case, backend, device, (dt_exp, dA_exp)[which], which, tol)],
+                axes=("batch entry", "head", "chunk", "position"),
                 extra=lambda a, e, name=name, l=l, Q=Q: (
                     unwritten(a, e) or (_tail(a, l, Q, name) if name == "dt_out" else None)
                 ),

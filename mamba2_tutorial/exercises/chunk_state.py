@@ -17,10 +17,13 @@ import torch
 from ._harness import (
     Case,
     Mistake,
+    Probe,
     call_learner,
     check_kernel_on_backends,
     compare,
     congratulate,
+    prefilled,
+    register,
     run_kernel,
     unwritten,
 )
@@ -28,7 +31,11 @@ from ._harness import (
 CHECK = "check_chunk_state"
 CHECK_KERNEL = "check_chunk_state_kernel"
 
-_HINT = (
+_NUDGE = (
+    "rebuild the failing case and compute one entry states[b, c, h, :, :] by hand: the sum over the chunk's "
+    "positions k of (decay from k to the chunk's end) * dt_k * x_k (outer) B_k. Which factor differs?"
+)
+_HINT = (  # the recipe of exercise 3 (hint(2))
     "pad x and B with zeros to nchunks*Q positions, reshape to (b, nchunks, Q, ...), map groups to heads "
     "(repeat_interleave(h // g) on the group axis), weight each position k by "
     "exp(dA_cumsum[..., -1:] - dA_cumsum) * dt_out, and contract over k in float32: "
@@ -41,6 +48,11 @@ _RAGGED_HINT = (
 _BF16_HINT = (
     "with bfloat16 inputs the answer is still float32 and must be ACCUMULATED in float32: upcast x "
     "and B with .float() before multiplying (a bfloat16 einsum keeps only ~3 significant digits)."
+)
+_EXCLUSIVE_HINT = (
+    "dA_cumsum is the INCLUSIVE cumsum: dA_cumsum[k] already contains step k's own dt_k * A, and the decay "
+    "from position k to the end of the chunk is exp(dA_cumsum[last] - dA_cumsum[k]). Subtracting the "
+    "cumsum of the steps BEFORE k (an exclusive cumsum) also decays k's own input by exp(dt_k * A)."
 )
 _DECAY_HINT = (
     "the weight of position k is exp(dA_cumsum[last] - dA_cumsum[k]): the decay from k to the END "
@@ -90,8 +102,11 @@ def _variant(case: Case, *, decay="right", dt_in=True, mapping="interleave"):
     xc = xp.reshape(b, nc, Q, h, p)
     Bc = Bp.reshape(b, nc, Q, g, n)[:, :, :, heads]
     last = dA[..., -1:]
+    exclusive = torch.nn.functional.pad(dA[..., :-1], (1, 0))  # the cumsum of the steps before k
     w = {
         "right": torch.exp(last - dA),
+        "exclusive": torch.exp(last - exclusive),
+        "exp2": torch.exp2(last - dA),
         "flipped": torch.exp(dA - last),
         "from_start": torch.exp(dA),
         "ratio": torch.exp(last.float()).double() / torch.exp(dA.float()).double(),
@@ -121,6 +136,11 @@ def _mistakes() -> list[Mistake]:
         ),
         Mistake("no decay at all", lambda c: _variant(c, decay="none"), _DECAY_HINT),
         Mistake(
+            "an exclusive cumsum: the decay of position k includes its own step",
+            lambda c: _variant(c, decay="exclusive"),
+            _EXCLUSIVE_HINT,
+        ),
+        Mistake(
             "the input term without dt",
             lambda c: _variant(c, dt_in=False),
             "each position enters the state as dt_k * x_k (outer) B_k: multiply the decay weight by dt_out.",
@@ -134,12 +154,31 @@ def _mistakes() -> list[Mistake]:
     ]
 
 
-def _hint_for(case: Case) -> str:
-    x = case.inputs["x"]
+def _torch_probes(fn, case: Case, expected: torch.Tensor, tol: tuple[float, float]) -> list[Probe]:
+    """Counterfactual re-runs of the learner's chunk_state: x and B zero-padded by hand to nchunks*Q (the
+    ragged tail), and x and B given in float32 (bfloat16 arithmetic)."""
+    i = case.inputs
+    x, B, dt, dA = i["x"], i["B"], i["dt_out"], i["dA_cumsum"]
+    l, nc, Q = x.shape[1], dt.shape[2], dt.shape[3]
+
+    def right(*args) -> bool:
+        out = fn(*(a.clone() for a in args))
+        return (isinstance(out, torch.Tensor) and out.shape == expected.shape
+                and bool(torch.isclose(out.double(), expected.double(), rtol=tol[0], atol=tol[1]).all()))
+
+    def padded() -> bool:
+        xp = torch.nn.functional.pad(x, (0, 0, 0, 0, 0, nc * Q - l))
+        Bp = torch.nn.functional.pad(B, (0, 0, 0, 0, 0, nc * Q - l))
+        return right(xp, Bp, dt, dA)
+
+    probes = []
+    if nc * Q != l:
+        label = "the ragged last chunk: with x and B zero-padded by hand to nchunks*Q your answer is right"
+        probes.append(Probe(label, padded, _RAGGED_HINT))
     if x.dtype in (torch.bfloat16, torch.float16):
-        return _BF16_HINT
-    l, nc, Q = x.shape[1], case.inputs["dt_out"].shape[2], case.inputs["dt_out"].shape[3]
-    return _RAGGED_HINT if nc * Q != l else _HINT
+        probes.append(Probe("bfloat16 arithmetic: with the same x and B in float32 your answer is right",
+                            lambda: right(x.float(), B.float(), dt, dA), _BF16_HINT))  # fmt: skip
+    return probes
 
 
 def _tol(case: Case, expected: torch.Tensor) -> tuple[float, float]:
@@ -158,8 +197,9 @@ def check_chunk_state(chunk_state_fn) -> None:
         i = case.inputs
         args = (i["x"], i["B"], i["dt_out"], i["dA_cumsum"])
         expected = chunk_state(*args)
-        actual = call_learner(CHECK, chunk_state_fn, case, tuple(a.clone() for a in args), _hint_for(case))
         rtol, atol = _tol(case, expected)
+        probes = _torch_probes(chunk_state_fn, case, expected, (rtol, atol))
+        actual = call_learner(CHECK, chunk_state_fn, case, tuple(a.clone() for a in args), _NUDGE, probes)
         compare(
             CHECK,
             actual,
@@ -168,8 +208,10 @@ def check_chunk_state(chunk_state_fn) -> None:
             name="states",
             rtol=rtol,
             atol=atol,
-            hint=_hint_for(case),
+            hint=_NUDGE,
             mistakes=mistakes,
+            probes=probes,
+            axes=("batch entry", "chunk", "head", "", ""),
             dtype_hint="states are float32 whatever the input dtype: " + _BF16_HINT,
         )
     congratulate(
@@ -182,13 +224,25 @@ def check_chunk_state(chunk_state_fn) -> None:
 
 # ------------------------------------------------------------------------------------------ the cuTile kernel
 
-_KERNEL_HINT = (
-    "block (bi, c, hi) loads x as (1, Q, 1, TP) at index (bi, c, hi, 0) and B as (1, Q, 1, TN) at "
-    "(bi, c, hi // HEADS_PER_GROUP, 0), both with padding_mode=ct.PaddingMode.ZERO, reshapes them "
-    "to (Q, TP) and (Q, TN), loads dt_out and dA_cumsum as (1, 1, 1, Q) at (bi, hi, c, 0), forms "
-    "w = exp(dA_last - dA_cs) * dt (Q,), and computes ct.mma(transpose(x * w[:, None]), B, acc) with "
-    "a float32 (TP, TN) accumulator; then stores it reshaped to (1, 1, 1, TP, TN) at (bi, c, hi, 0, 0)."
+register(CHECK, "ex03", _HINT)
+
+_KERNEL_NUDGE = (
+    "rebuild the failing case and compute one state by hand: (x * w[:, None])ᵀ @ B over the chunk, with "
+    "w_k = exp(dA_cs[Q-1] - dA_cs[k]) * dt_k. Which factor differs?"
 )
+_KERNEL_HINT = (  # the recipe of exercise 5 (hint(2))
+    "block (bi, c, hi), group g = hi // HEADS_PER_GROUP.\n"
+    "  1. load x as (1, Q, 1, TP) at (bi, c, hi, 0) and B as (1, Q, 1, TN) at (bi, c, g, 0), both with "
+    "padding_mode=ct.PaddingMode.ZERO, reshaped to (Q, TP) and (Q, TN); dt_out and dA_cumsum as (1, 1, 1, Q) "
+    "at (bi, hi, c, 0), reshaped to (Q,).\n"
+    "  2. w = ct.exp(dA_last - dA_cs) * dt, with dA_last = ct.extract(dA_cs, (Q - 1,), shape=(1,)).\n"
+    "  3. xw = (x.astype(ct.float32) * w[:, None]).astype(x.dtype): the mma operands in the input dtype "
+    "(bf16 can use the tensor cores).\n"
+    "  4. state = ct.mma(ct.transpose(xw), B, ct.zeros((TP, TN), dtype=ct.float32)): a float32 accumulator.\n"
+    "  5. ct.store(states, (bi, c, hi, 0, 0), state.reshape((1, 1, 1, TP, TN)))."
+)
+register(CHECK_KERNEL, "ex05", _KERNEL_HINT)
+
 _KERNEL_PAD_HINT = (
     "loads that run past the end of an array (the ragged last chunk along l, and the p or n axis "
     "when TP > p or TN > n) need padding_mode=ct.PaddingMode.ZERO: the default padding is "
@@ -210,15 +264,41 @@ def _next_pow2(v: int) -> int:
 
 
 def _kernel_mistakes() -> list[Mistake]:
-    def unpadded(case):  # what a kernel without padding_mode=ZERO gives on the CPU executor
-        out = _variant(case)
-        x = case.inputs["x"]
-        l, nc, Q = x.shape[1], case.inputs["dt_out"].shape[2], case.inputs["dt_out"].shape[3]
-        if nc * Q != l:
-            out[:, -1] = float("nan")
-        return out
+    return [
+        *_mistakes(),
+        Mistake(
+            "exp2 without the factor LOG2E",
+            lambda c: _variant(c, decay="exp2"),
+            "ct.exp2(v) is 2**v: to get exp(v) write ct.exp2(v * LOG2E) with LOG2E = 1.4426950408889634 "
+            "(= 1 / ln 2), or use ct.exp.",
+        ),
+    ]
 
-    return [Mistake("loads without padding_mode=ZERO", unpadded, _KERNEL_PAD_HINT), *_mistakes()]
+
+def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torch.Tensor, tol) -> Probe:
+    """Re-run the learner's kernel with x and B zero-padded in memory (l to nchunks*Q, p to TP, n to TN), so
+    that no load runs past an end: right there means the loads' padding is the cause."""
+
+    def confirms() -> bool:
+        i = case.inputs
+        x, B, dt_out, dA = i["x"], i["B"], i["dt_out"], i["dA_cumsum"]
+        b, l, h, p = x.shape
+        g, n = B.shape[2], B.shape[3]
+        nc, Q = dt_out.shape[2], dt_out.shape[3]
+        TP, TN = _next_pow2(p), _next_pow2(n)
+        xp = torch.zeros(b, nc * Q, h, TP, dtype=x.dtype, device=device)
+        xp[:, :l, :, :p] = x
+        Bp = torch.zeros(b, nc * Q, g, TN, dtype=B.dtype, device=device)
+        Bp[:, :l, :, :n] = B
+        states = prefilled((b, nc, h, TP, TN), device=device)
+        args = (xp, Bp, dt_out.clone(), dA.clone(), states, Q, TP, TN, h // g)
+        run_kernel(CHECK_KERNEL, kernel, (b, nc, h), args, case, _KERNEL_NUDGE, backend)
+        got = states[..., :p, :n].double().cpu()
+        return bool(torch.isclose(got, expected.double(), rtol=tol[0], atol=tol[1]).all())
+
+    label = ("loads without padding_mode=ZERO: with the same inputs zero-padded in memory (no load past an "
+             "end) your kernel is right")
+    return Probe(label, confirms, _KERNEL_PAD_HINT)
 
 
 def _run_kernel_cases(kernel, backend: str, device: str) -> list[Case]:
@@ -235,17 +315,16 @@ def _run_kernel_cases(kernel, backend: str, device: str) -> list[Case]:
         g, n = B.shape[2], B.shape[3]
         nc, Q = dt_out.shape[2], dt_out.shape[3]
         expected = chunk_state(x.cpu(), B.cpu(), dt_out.cpu(), dA.cpu())
-        states = torch.full((b, nc, h, p, n), float("nan"), device=device)
+        states = prefilled((b, nc, h, p, n), device=device)
         TP, TN = _next_pow2(p), _next_pow2(n)
         args = (x.clone(), B.clone(), dt_out.clone(), dA.clone(), states, Q, TP, TN, h // g)
-        run_kernel(CHECK_KERNEL, kernel, (b, nc, h), args, case, _KERNEL_HINT, backend)
+        run_kernel(CHECK_KERNEL, kernel, (b, nc, h), args, case, _KERNEL_NUDGE, backend)
         states = states.cpu()
         scale = max(1.0, float(expected.abs().max()))
         if x.dtype == torch.bfloat16:  # operands may be rounded to bf16 for the tensor cores (as mamba_ssm)
             rtol, atol = 2e-2, 1e-2 * scale
         else:
             rtol, atol = 1e-4, 1e-5 * scale
-        hint = _KERNEL_PAD_HINT if nc * Q != l else _KERNEL_HINT
         compare(
             CHECK_KERNEL,
             states,
@@ -254,8 +333,10 @@ def _run_kernel_cases(kernel, backend: str, device: str) -> list[Case]:
             name="states",
             rtol=rtol,
             atol=atol,
-            hint=hint,
+            hint=_KERNEL_NUDGE,
             mistakes=mistakes,
+            probes=[_padding_probe(kernel, case, backend, device, expected, (rtol, atol))],
+            axes=("batch entry", "chunk", "head", "", ""),
             extra=unwritten,
         )
     return cases
@@ -267,7 +348,7 @@ def check_chunk_state_kernel(kernel) -> None:
 
     Signature: ``kernel(x, B, dt_out, dA_cumsum, states, Q, TP, TN, HEADS_PER_GROUP)`` (the last four are
     ``ct.Constant[int]``), grid ``(b, nchunks, h)``; ``states`` (b, nchunks, h, p, n) float32 is filled with
-    NaN before the launch.
+    a sentinel (-2**100) before the launch.
     """
     __tracebackhide__ = True
     check_kernel_on_backends(

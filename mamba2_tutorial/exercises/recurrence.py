@@ -16,15 +16,25 @@ from __future__ import annotations
 
 import torch
 
-from ._harness import Case, Mistake, call_learner, compare, congratulate, fail
+from ._harness import Case, Mistake, Probe, call_learner, compare, congratulate, fail, register
 
 CHECK = "check_recurrence_step"
 
-_HINT = (
+_NUDGE = (
+    "rebuild the failing case (its sizes and seed are above) and follow one head by hand: first the new "
+    "state from the old one (what decays, what is added), then y_t from it."
+)
+_DRIFT = (
+    "each step passed on its own, but over a whole sequence the result drifts away from the reference: "
+    "compare your state after each step with ssd_decode_step's to find the first step that differs."
+)
+_HINT = (  # the recipe (hint(2))
     "new_state = exp(dt_t * A) * state + dt_t * x_t (outer) B_t, then y_t = new_state contracted with C_t "
     "over n. Broadcast dt_t (b, h) and A (h,) to (b, h, 1, 1); map group to head with "
     "B_t.repeat_interleave(h // g, dim=1)."
 )
+
+register(CHECK, "ex01", _HINT)
 
 # (name, b, h, p, n, g, dtype, dt scale, A scale)
 _SPECS = [
@@ -166,6 +176,36 @@ def _tol(dtype):
     return (1e-10, 1e-10) if dtype == torch.float64 else (2e-5, 2e-5)
 
 
+def _rollout(ssd_step, case: Case, i: dict):
+    """Run the learner's step over a whole sequence from a zero state: (final state, y (b, l, h, p))."""
+    x, dt, A, B, C = i["x"], i["dt"], i["A"], i["B"], i["C"]
+    b, l, h, p = x.shape
+    state = torch.zeros(b, h, p, B.shape[-1], dtype=x.dtype)
+    ys = []
+    for t in range(l):
+        step = Case(f"{case.name}, step t={t}", case.seed, {"state": state, "x": x[:, t]})
+        args = (state.clone(), x[:, t].clone(), dt[:, t].clone(), A.clone(), B[:, t].clone(), C[:, t].clone())
+        y_t, state = call_learner(CHECK, ssd_step, step, args, _NUDGE)
+        ys.append(y_t)
+    return state, torch.stack(ys, dim=1)
+
+
+def _precision_probe(ssd_step, case: Case, y_exp, s_exp, rtol: float, atol: float) -> Probe:
+    """Confirms rounding as the cause when the same sequence with float64 inputs comes out right."""
+
+    def confirms() -> bool:
+        s64, y64 = _rollout(ssd_step, case, {k: v.double() for k, v in case.inputs.items()})
+        return bool(torch.allclose(s64, s_exp.double(), rtol=rtol, atol=atol)
+                    and torch.allclose(y64, y_exp.double(), rtol=rtol, atol=atol))
+
+    return Probe(
+        "rounding: with the same inputs in float64 your steps give the right sequence",
+        confirms,
+        "errors below the single-step tolerance add up over a sequence: keep the step's arithmetic in "
+        "the inputs' precision (no float16 or bfloat16 intermediates).",
+    )
+
+
 def check_recurrence_step(ssd_step) -> None:
     """Check ``ssd_step(state, x_t, dt_t, A, B_t, C_t) -> (y_t, new_state)`` on hidden cases."""
     __tracebackhide__ = True
@@ -174,7 +214,7 @@ def check_recurrence_step(ssd_step) -> None:
     steps = _step_cases()
     for case in steps:
         y_exp, s_exp = ssd_decode_step(*_args(case))
-        out = call_learner(CHECK, ssd_step, case, _args(case), _HINT)
+        out = call_learner(CHECK, ssd_step, case, _args(case), _NUDGE)
         if not (isinstance(out, tuple | list) and len(out) == 2):
             raise fail(
                 CHECK,
@@ -184,58 +224,23 @@ def check_recurrence_step(ssd_step) -> None:
             )
         y, s = out
         rtol, atol = _tol(case.inputs["x"].dtype)
-        compare(
-            CHECK, s, s_exp, case, name="new_state", rtol=rtol, atol=atol, hint=_HINT, mistakes=_mistakes(1)
-        )
-        compare(CHECK, y, y_exp, case, name="y_t", rtol=rtol, atol=atol, hint=_HINT, mistakes=_mistakes(0))
+        compare(CHECK, s, s_exp, case, name="new_state", rtol=rtol, atol=atol, hint=_NUDGE,
+                mistakes=_mistakes(1), axes=("batch entry", "head", "", ""))  # fmt: skip
+        compare(CHECK, y, y_exp, case, name="y_t", rtol=rtol, atol=atol, hint=_NUDGE, mistakes=_mistakes(0),
+                axes=("batch entry", "head", ""))  # fmt: skip
 
     rollouts = _rollout_cases()
     for case in rollouts:
         i = case.inputs
-        x, dt, A, B, C = i["x"], i["dt"], i["A"], i["B"], i["C"]
-        b, l, h, p = x.shape
-        y_exp, s_exp = ssd_recurrent(x, dt, A, B, C, return_final_states=True)
-        state = torch.zeros(b, h, p, B.shape[-1], dtype=x.dtype)
-        ys = []
-        for t in range(l):
-            step = Case(f"{case.name}, step t={t}", case.seed, {"state": state, "x": x[:, t]})
-            out = call_learner(
-                CHECK,
-                ssd_step,
-                step,
-                (
-                    state.clone(),
-                    x[:, t].clone(),
-                    dt[:, t].clone(),
-                    A.clone(),
-                    B[:, t].clone(),
-                    C[:, t].clone(),
-                ),
-                _HINT,
-            )
-            y_t, state = out
-            ys.append(y_t)
+        y_exp, s_exp = ssd_recurrent(i["x"], i["dt"], i["A"], i["B"], i["C"], return_final_states=True)
+        state, ys = _rollout(ssd_step, case, i)
         rtol, atol = 1e-4, 1e-4
-        compare(
-            CHECK,
-            state,
-            s_exp,
-            case,
-            name="final state after the sequence",
-            rtol=rtol,
-            atol=atol,
-            hint="each step passed alone but the sequence drifts: " + _HINT,
-        )
-        compare(
-            CHECK,
-            torch.stack(ys, dim=1),
-            y_exp,
-            case,
-            name="y over the sequence",
-            rtol=rtol,
-            atol=atol,
-            hint="each step passed alone but the sequence drifts: " + _HINT,
-        )
+
+        precision = _precision_probe(ssd_step, case, y_exp, s_exp, rtol, atol)
+        for name, actual, expected in (("final state after the sequence", state, s_exp),
+                                       ("y over the sequence", ys, y_exp)):
+            compare(CHECK, actual, expected, case, name=name, rtol=rtol, atol=atol, hint=_DRIFT,
+                    probes=[precision])  # fmt: skip
     congratulate(
         CHECK,
         steps + rollouts,

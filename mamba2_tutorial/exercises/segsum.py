@@ -14,16 +14,22 @@ from __future__ import annotations
 
 import torch
 
-from ._harness import Case, Mistake, call_learner, compare, congratulate, fail
+from ._harness import Case, Mistake, call_learner, compare, congratulate, fail, register
 
 CHECK = "check_segsum"
 
-_HINT = (
+_NUDGE = (
+    "check one entry by hand for the failing case: S[..., i, j] is the sum of x[..., j+1] .. x[..., i], "
+    "0 on the diagonal and -inf above it."
+)
+_HINT = (  # the recipe (hint(2))
     "S[..., i, j] is the sum of x[..., j+1 .. i] (inclusive of i, exclusive of j) below the diagonal, 0 on "
     "it and -inf above it. Build x[..., None, :] repeated to (T, T), mask with tril(diagonal=-1), cumsum "
     "over dim -2, then set the upper triangle to -inf."
 )
 
+
+register(CHECK, "ex02", _HINT)
 
 _STABLE = (
     "Use the stable form: repeat x to (T, T), mask with tril(diagonal=-1), cumsum over dim -2: each entry "
@@ -130,7 +136,12 @@ def _mistakes() -> list[Mistake]:
         ),
         Mistake("the naive segsum (difference of cumsums)", naive, naive_hint),
         Mistake("the naive segsum (difference of cumsums)", naive_manual, naive_hint),
-        Mistake("the ratio of cumprods", cumprod_ratio, naive_hint),
+        Mistake(
+            "the ratio of cumprods",
+            cumprod_ratio,
+            "exp(cumsum) underflows to 0 after about 100 ordinary float32 steps, so cumprod[i] / cumprod[j] "
+            "is 0/0 = NaN and its log -inf. Never exponentiate before subtracting. " + _STABLE,
+        ),
     ]
 
 
@@ -144,23 +155,15 @@ def _structure(actual: torch.Tensor, expected: torch.Tensor):
             "fill the upper triangle with float('-inf') (e.g. masked_fill with "
             "~tril(ones(T, T, dtype=bool))) so that exp(S) is 0 there.",
         )
-    lower = ~upper
-    if torch.isneginf(actual[lower]).any():
-        bad = (lower & torch.isneginf(actual)).nonzero()[0]
-        idx = tuple(int(i) for i in bad)
-        on_diag = idx[-1] == idx[-2]
+    diagonal = torch.eye(actual.shape[-1], dtype=torch.bool).expand_as(actual)
+    if torch.isneginf(actual[diagonal]).any():
+        idx = tuple(int(i) for i in (diagonal & torch.isneginf(actual)).nonzero()[0])
         return (
-            f"S{list(idx)} is -inf but entries on and below the diagonal must be finite.",
-            (
-                "the diagonal S[i, i] is an empty sum = 0: the -inf mask is tril(diagonal=0), the mask "
-                "before the cumsum is tril(diagonal=-1)."
-                if on_diag
-                else "a finite segment sum came out as -inf: exp(cumsum) underflowed to 0 (the ratio of "
-                "cumprods, log(0) = -inf) or a cumsum reached -inf. Never exponentiate before subtracting: "
-                + _STABLE
-            ),
+            f"S{list(idx)} is -inf but the diagonal must be 0.",
+            "the diagonal S[i, i] is an empty sum = 0: the -inf mask is tril(diagonal=0), the mask "
+            "before the cumsum is tril(diagonal=-1).",
         )
-    return None
+    return None  # other -inf entries below the diagonal: the mistake detectors name their cause
 
 
 def check_segsum(segsum_fn) -> None:
@@ -171,10 +174,10 @@ def check_segsum(segsum_fn) -> None:
     for case in cases:
         x = case.inputs["x"]
         expected = _ref(x.clone())
-        actual = call_learner(CHECK, segsum_fn, case, (x.clone(),), _HINT)
+        actual = call_learner(CHECK, segsum_fn, case, (x.clone(),), _NUDGE)
         if not isinstance(actual, torch.Tensor):
             raise fail(
-                CHECK, case, f"segsum returned {type(actual).__name__}, expected a torch.Tensor.", _HINT
+                CHECK, case, f"segsum returned {type(actual).__name__}, expected a torch.Tensor.", _NUDGE
             )
         tol = 1e-10 if x.dtype == torch.float64 else 1e-5
         compare(
@@ -185,7 +188,7 @@ def check_segsum(segsum_fn) -> None:
             name="S",
             rtol=tol,
             atol=tol,
-            hint=_HINT,
+            hint=_NUDGE,
             mistakes=mistakes,
             extra=_structure,
         )

@@ -15,7 +15,7 @@ Kernels:
 
 - :data:`vector_add_kernel`: ``c = a + b`` on 1-D arrays, one tile per block.
 - :data:`matmul_kernel`: ``C = A @ B``, one output tile per block, looping over K with ``ct.mma`` into a
-  float32 accumulator.
+  float32 accumulator (on the tensor cores for bf16/f16 inputs; float32 inputs run as FMA instructions).
 - :data:`row_cumsum_kernel`: the inclusive cumulative sum of each row (``torch.cumsum(x, dim=1)``), a few rows
   per block, walking along the row tile by tile and carrying the running total.
 
@@ -85,8 +85,9 @@ def matmul_kernel(A, B, C, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Co
         # columns of A and rows of B cannot change the result. (The default padding is undetermined.)
         a = ct.load(A, index=(bm, k), shape=(TM, TK), padding_mode=ZERO)
         b = ct.load(B, index=(k, bn), shape=(TK, TN), padding_mode=ZERO)
-        # acc = a @ b + acc on the tensor cores. bf16/f16 inputs multiply exactly and add in float32;
-        # float32 inputs stay true float32 (TF32 would need an explicit a.astype(ct.tfloat32)).
+        # acc = a @ b + acc. bf16/f16 operands run on the tensor cores: exact products, float32 sums.
+        # float32 operands do not: tileiras compiles them to FMA instructions on the FP32 lanes (exact
+        # float32, far slower). a.astype(ct.tfloat32) opts into the tensor cores' TF32 (a 10-bit mantissa).
         acc = ct.mma(a, b, acc)
     # Storing float32 into a bf16/f16 array is a compile error (no implicit narrowing): convert explicitly.
     ct.store(C, index=(bm, bn), tile=acc.astype(C.dtype))
