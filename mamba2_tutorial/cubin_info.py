@@ -3,8 +3,8 @@
 tileiras writes these into the cubin's ``.nv.info`` ELF section as EIATTR records (what
 ``cuobjdump -res-usage`` prints as REG and STACK), so they can be checked on a machine without a GPU and
 without the CUDA binary utilities. Occupancy follows from them: a 256-thread block of 128 registers per thread
-fills half of an SM's 65 536 registers, and a non-zero frame means spills to local memory (docs/perf-notes.md,
-attempts 19 and 24).
+fills half of an SM's 65 536 registers, and a non-zero frame means spills to local memory
+(``docs/perf-history.md`` tells what spills cost the state stage).
 """
 
 from __future__ import annotations

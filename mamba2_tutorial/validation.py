@@ -23,7 +23,7 @@ from typing import NamedTuple
 import torch
 
 __all__ = ["SSDDims", "FLOAT_DTYPES", "validate_ssd_inputs", "validate_decode_inputs",
-           "validate_kernel_inputs", "check_shape", "check_chunk_size"]
+           "validate_kernel_inputs", "check_decay_nonpositive", "check_shape", "check_chunk_size"]
 
 #: dtypes the SSD functions accept for x, B, C and z
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -295,6 +295,30 @@ def _metadata(tensors, chunk_size, dt_limit):
     return None if None in key[:2] else tuple(key)
 
 
+#: (id, version, data pointer, device) of A tensors already found <= 0: on a GPU the check costs a host sync,
+#: so an A that has not changed since (same tensor, same version counter) is not read again
+_A_CHECKED: dict = {}
+
+
+def check_decay_nonpositive(A: torch.Tensor) -> None:
+    """ValueError unless every A_h <= 0, as Mamba-2 parameterizes it (A = -exp(A_log)): the kernels take the
+    exponential of min(dA_cs_m - dA_cs_k, 0), which is the decay only when dt·A never increases the cumsum.
+    A positive A would make them return a wrong answer without a word; the recurrence (``ssd_recurrent``)
+    takes any A."""
+    key = (id(A), A._version, A.data_ptr(), A.device)
+    if _A_CHECKED.get(id(A)) == key:
+        return
+    top = float(A.max()) if A.numel() else 0.0
+    if not top <= 0.0:
+        h = int(A.argmax())
+        raise ValueError(f"A must be <= 0 in every head (Mamba-2's A = -exp(A_log)); A[{h}] = {top:g}. The "
+                         "cuTile kernels and the chunked reference assume decays exp(dt·A) <= 1; for other A "
+                         "use ssd_recurrent")
+    if len(_A_CHECKED) > 256:
+        _A_CHECKED.clear()
+    _A_CHECKED[id(A)] = key
+
+
 def validate_kernel_inputs(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
                            dt_limit=(0.0, float("inf"))) -> SSDDims:
     """:func:`validate_ssd_inputs` plus the cuTile kernels' own limits (dtype float32, float16 or bfloat16;
@@ -304,6 +328,7 @@ def validate_kernel_inputs(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=N
     that every call pays."""
     key = _metadata((x, dt, A, B, C, D, z, dt_bias, initial_states), chunk_size, dt_limit)
     if key is not None and key in _VALIDATED:
+        check_decay_nonpositive(A)  # values, not metadata: checked again when A changed
         return _VALIDATED[key]
     from .kernels._host import check_chunk_size as check_power_of_two
     from .kernels._host import check_kernel_dtype
@@ -314,6 +339,7 @@ def validate_kernel_inputs(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=N
     )
     check_kernel_dtype("x", x)
     check_power_of_two(chunk_size)
+    check_decay_nonpositive(A)
     for name, t in (("x", x), ("z", z), ("B", B), ("C", C)):
         if t is not None and t.numel() > _INT32_MAX:
             raise ValueError(f"{name} has {t.numel()} elements; the kernels index with int32 (< 2**31)")

@@ -371,6 +371,8 @@ BAD_INPUTS = {
                                         C=i["C"][:, :, :1].expand(-1, -1, 4, -1).contiguous()),
                          ValueError, "divisible by ngroups"),
     "D-shape": (lambda i: _bad(i, D=i["D"][:-1]), ValueError, "D must have shape"),
+    "A-positive": (lambda i: _bad(i, A=i["A"].clone().index_fill_(0, torch.tensor([1]), 0.25)), ValueError,
+                   r"A must be <= 0 in every head .* A\[1\] = 0.25"),
     "initial-states-shape": (lambda i: _bad(i, initial_states=torch.zeros(2, 6, 5, 8)), ValueError,
                              "initial_states must have shape"),
     "x-float64": (lambda i: {k: v.double() if k in ("x", "B", "C") else v for k, v in i.items()}, TypeError,
@@ -428,3 +430,14 @@ def test_wrappers_check_their_inputs(no_kernel_may_run):
                        inputs["C"], inputs["B"], torch.zeros(b, nchunks + 1, h, p, n), backend="cpu")
     with pytest.raises(ValueError, match="power of two"):
         chunk_state_fwd(inputs["x"], inputs["dt"], inputs["A"], inputs["B"], 12, backend="cpu")
+
+
+def test_a_changed_in_place_is_checked_again(no_kernel_may_run):
+    """A parameter updated in place (an optimizer step) bumps its version: the A <= 0 check runs again."""
+    inputs = make_inputs(_shape("ragged-g2"), seed=0)
+    A = inputs["A"]
+    with pytest.raises(AssertionError, match="a kernel was launched"):  # A <= 0: validation passes, a launch
+        ssd_forward_fast(**inputs, chunk_size=16, backend="cpu")
+    A.add_(20.0)
+    with pytest.raises(ValueError, match="A must be <= 0"):
+        ssd_forward_fast(**inputs, chunk_size=16, backend="cpu")

@@ -27,8 +27,9 @@ A block owns TM rows of one chunk and TP columns of one head's head dimension. I
 3. epilogue: acc += D · x_m;  acc *= silu(z_m);  store in x's dtype.
 
 Every mma accumulates in float32. Its operands are in x's dtype, as in mamba_ssm: bf16/fp16 operands run on
-the tensor cores (P and the state are rounded to bf16/fp16 first); float32 operands run as TF32 or on the
-ordinary float32 units, as the compiler chooses. The decay exp(dA_cs_m - dA_cs_k) is taken only of
+the tensor cores (P and the state are rounded to bf16/fp16 first); float32 operands keep float32 precision and
+run on the ordinary float32 units (TF32 only when asked for with ``ct.tfloat32``, which these kernels do not
+do; notebook 04 shows the compiler's own account). The decay exp(dA_cs_m - dA_cs_k) is taken only of
 min(difference, 0): on the masked-out upper triangle the difference is positive and could overflow, so it is
 clamped before the exponential, not after.
 
