@@ -305,8 +305,12 @@ def check_decay_nonpositive(A: torch.Tensor) -> None:
     exponential of min(dA_cs_m - dA_cs_k, 0), which is the decay only when dt·A never increases the cumsum.
     A positive A would make them return a wrong answer without a word; the recurrence (``ssd_recurrent``)
     takes any A."""
-    key = (id(A), A._version, A.data_ptr(), A.device)
-    if _A_CHECKED.get(id(A)) == key:
+    try:
+        version = A._version
+    except RuntimeError:  # an inference-mode tensor keeps no version counter: check it every time
+        version = None
+    key = (id(A), version, A.data_ptr(), A.device)
+    if version is not None and _A_CHECKED.get(id(A)) == key:
         return
     top = float(A.max()) if A.numel() else 0.0
     if not top <= 0.0:
