@@ -117,7 +117,7 @@ def test_bad_dimensions_are_named():
 
 def test_matrix_products_agree_with_the_roofline_count():
     """costs (every operation, dense blocks) and roofline (tensor-core products) agree on the products."""
-    from mamba2_tutorial import roofline
+    from mamba2_tutorial.perf import roofline
 
     b, l, h, p, g, n = 2, 8 * Q, 6, 5, 3, 7
     mm = roofline.matmul_flops(dict(b=b, l=l, h=h, p=p, g=g, n=n, Q=Q), causal=False)

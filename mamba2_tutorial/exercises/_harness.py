@@ -433,7 +433,7 @@ def hint(level: int = 1) -> None:
     if level not in (1, 2, 3):
         raise ValueError(f"level must be 1 (the hint) or 2 (the recipe), got {level!r}")
     if not _LAST:
-        print("No check has failed yet in this session: run the check cell first.")
+        print("No check has failed yet: run the check cell first.")
         return
     head = f"{_LAST['check']}"
     if _LAST["case"]:
