@@ -70,12 +70,12 @@ def select_backend(backend: str = "auto") -> BackendChoice:
         raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
     if backend == "auto":
         env = os.environ.get(ENV_VAR, "").strip().lower()
-        if env:
-            if env not in ("cpu", "gpu"):
-                raise ValueError(f"{ENV_VAR} must be 'cpu' or 'gpu', got {env!r}")
-            return BackendChoice(env, f"{ENV_VAR}={env} is set")
-        if not cutile_available():
+        if env and env not in ("cpu", "gpu"):
+            raise ValueError(f"{ENV_VAR} must be 'cpu' or 'gpu', got {env!r}")
+        if not cutile_available():  # neither tier exists without cuTile, whatever ENV_VAR asks for
             return BackendChoice("none", cutile_unavailable_reason())
+        if env:
+            return BackendChoice(env, f"{ENV_VAR}={env} is set")
         reason = gpu_unavailable_reason()
         if reason is None:
             return BackendChoice("gpu", _gpu_description() + " with cuTile and tileiras")
