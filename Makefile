@@ -1,5 +1,7 @@
-# Everything a learner or CI needs, in two commands:  make lab  |  make test
+# Everything a learner or CI needs, in two commands:  make lab  |  make test  (and the pre-class check: make env)
 # Linux and macOS (on macOS, without cuTile: `make test` skips what needs it, saying so). Windows: see README.
+# VENV may come from the environment: the dev container keeps its virtual environment outside the mounted
+# repository (.devcontainer/devcontainer.json), so that it never meets a macOS .venv there.
 PYTHON ?= python3
 VENV ?= .venv
 # CI sets TORCH_SPEC=torch==2.13.0 (a CPU build on local disk); users get the plain requirement.
@@ -9,7 +11,7 @@ TORCH_INDEX ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lab test test-fast lint compile strip clean
+.PHONY: install env lab test test-fast lint compile strip clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +21,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The pre-class check: the environment report, ending with the verdict (which notebooks run on this machine).
+env: $(STAMP)
+	$(BIN)/python -m mamba2_tutorial env
 
 lab: $(STAMP)
 	$(BIN)/python -m mamba2_tutorial env
