@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -358,3 +359,51 @@ def test_on_a_mac_exercises_run_and_kernel_notebooks_stop_at_their_first_cell():
         assert errors[0].traceback == [f"\x1b[31mCuTileUnavailable\x1b[0m: {message}"]  # no traceback
         ran = [i for i, c in enumerate(later, 1) if c.get("execution_count") is not None or c.get("outputs")]
         assert not ran, f"{_rel(path)}: code cells {ran} ran after the first"
+
+
+# ------------------------------------------------------------------------------------------ the dev container
+
+_DOCKER_PLATFORMS = {"linux/amd64": ("Linux", "x86_64"), "linux/arm64": ("Linux", "aarch64")}
+
+
+def test_the_dev_container_is_a_linux_image_that_runs_make_install():
+    """.devcontainer/devcontainer.json is strict JSON (no comments), builds its Dockerfile from an official
+    Python image that cuTile has wheels for, and runs targets that the Makefile has."""
+    folder = ROOT / ".devcontainer"
+    config = json.loads((folder / "devcontainer.json").read_text(encoding="utf-8"))
+    dockerfile = folder / config["build"]["dockerfile"]
+    assert dockerfile.is_file(), dockerfile
+    docker = dockerfile.read_text(encoding="utf-8")
+    froms = re.findall(r"^FROM\s+(.+)$", docker, re.M)
+    assert len(froms) == 1, froms
+    words = froms[0].split()
+    platform_flags = [w.split("=", 1)[1] for w in words if w.startswith("--platform=")]
+    image = next(w for w in words if not w.startswith("--"))
+    # Docker Hub's official Python image (multi-arch: linux/amd64 and linux/arm64)
+    m = re.fullmatch(r"python:3\.(\d+)(?:\.\d+)?-slim(?:-(?:bookworm|trixie))?", image)
+    assert m, f"{image}: use an official python:3.X-slim image"
+    assert 10 <= int(m.group(1)) < 14, "Python 3.10-3.13, as pyproject.toml and environment.yml require"
+    run_args = config.get("runArgs", [])
+    platform_flags += [a.split("=", 1)[1] for a in run_args if a.startswith("--platform=")]
+    for flag in platform_flags:  # a forced platform must be one cuda-tile has wheels for
+        assert flag in _DOCKER_PLATFORMS and has_cutile_wheels(*_DOCKER_PLATFORMS[flag]), flag
+    assert re.search(r"apt-get install[^\n]*\bmake\b", docker), "the image needs make"
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([\w-]+):", makefile, re.M))
+    variables = set(re.findall(r"^(\w+)\s*\?=", makefile, re.M))
+    for key in ("postCreateCommand", "postAttachCommand"):
+        command = config[key].split()
+        assert command[0] == "make", command
+        assert [t for t in command[1:] if "=" not in t][0] in targets, (key, command)
+        assert {t.split("=")[0] for t in command[1:] if "=" in t} <= variables, (key, command)
+    assert "install" in config["postCreateCommand"].split()
+    venv = config["containerEnv"]["VENV"]
+    assert "VENV" in variables and not venv.startswith("${containerWorkspaceFolder}"), venv
+    vscode = config["customizations"]["vscode"]
+    assert vscode["settings"]["python.defaultInterpreterPath"] == f"{venv}/bin/python"
+    assert {"ms-python.python", "ms-toolsai.jupyter"} <= set(vscode["extensions"])
+    assert 8888 in config["forwardPorts"]  # JupyterLab's port (`make lab`)
+    user = config["remoteUser"]
+    assert re.search(rf"^RUN useradd .*\b{user}$", docker, re.M), f"the Dockerfile must create {user}"
+    assert re.search(rf"^USER {user}$", docker, re.M)
