@@ -407,3 +407,35 @@ def test_the_dev_container_is_a_linux_image_that_runs_make_install():
     user = config["remoteUser"]
     assert re.search(rf"^RUN useradd .*\b{user}$", docker, re.M), f"the Dockerfile must create {user}"
     assert re.search(rf"^USER {user}$", docker, re.M)
+
+
+# ----------------------------------------------------------------------------------------------------- docs
+
+_TABLE_HEADER = "| | Linux x86-64 | Linux ARM64 | Windows x86-64 | macOS, Apple Silicon | macOS, Intel |"
+
+
+def _platform_table(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index(_TABLE_HEADER)
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return lines[start:end]
+
+
+def test_readme_and_instructors_guide_share_the_platform_table_and_the_pre_class_check():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    guide = (ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
+    table = _platform_table(readme)
+    assert _platform_table(guide) == table, "README.md and docs/instructors.md must show the same table"
+    rows = [line.split("|")[1].strip() for line in table[2:]]
+    assert rows[:1] == ["install"] and any(r.startswith("notebooks 00–03") for r in rows), rows
+    assert any("CPU tier" in r for r in rows) and any(r.startswith("GPU tier") for r in rows), rows
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for text in (readme, guide):
+        assert "make env" in text and ".devcontainer/" in text and "Reopen in Container" in text
+        for target in set(re.findall(r"`make (\w[\w-]*)", text)):  # every make command they name exists
+            assert re.search(rf"^{target}:", makefile, re.M), f"`make {target}` is not a Makefile target"
+        # the verdicts they quote are the report's
+        mac, ready = _report("none", *MAC), _report("cpu", "Linux", "x86_64", cuda_tile="1.7.0")
+        for quoted in re.findall(r"`Verdict: ([^`]+?)(?:,? \.\.\.| …)?`", text):
+            quoted = " ".join(quoted.split()).rstrip(" .…;")  # inline code may wrap across lines
+            assert any(v.startswith(quoted) for v in (mac.verdict, ready.verdict)), quoted
