@@ -22,6 +22,7 @@ __all__ = [
     "CUTILE_MARKER",
     "CUTILE_PLATFORMS",
     "CuTileUnavailable",
+    "HOW_TO_CONTINUE",
     "cutile_available",
     "cutile_import_error",
     "cutile_unavailable_message",
