@@ -7,32 +7,27 @@ every check fails as shipped; the solutions in ``notebooks/solutions/`` run unde
 
 Where cuTile does not import (macOS has no cuda-tile wheels), ``make test`` runs what can run and skips the
 rest, with the reason: the kernel notebooks (their first code cell calls ``require_cutile()``), test modules
-that fail to import for want of ``cuda.tile``, and tests that raise ``CuTileUnavailable``. Where cuTile
+that fail to import for want of ``cuda.tile``, tests that raise ``CuTileUnavailable`` and tests marked
+``cutile`` (they need cuTile in a subprocess). Where cuTile
 imports (CI), none of this applies: a missing ``cuda.tile`` there is an error like any other.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
 import pytest
 
-from mamba2_tutorial.platforms import cutile_available, cutile_unavailable_reason, is_cutile_import_error
+from mamba2_tutorial.platforms import (
+    cutile_available,
+    cutile_unavailable_reason,
+    is_cutile_import_error,
+    notebook_requires_cutile,
+)
 
 collect_ignore_glob = ["notebooks/exercises/*"]
 
-_REQUIRE_CALL = re.compile(r"\brequire_cutile\(\)")
 _CUTILE_IMPORT_ERRORS = ("No module named 'cuda.tile", "No module named 'cuda'", "CuTileUnavailable")
-
-
-def first_code_cell_requires_cutile(path: Path) -> bool:
-    """Whether the notebook's first code cell calls ``require_cutile()``: a kernel notebook."""
-    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
-    first = next((c for c in cells if c["cell_type"] == "code"), None)
-    source = "".join(first["source"]) if first else ""
-    return bool(_REQUIRE_CALL.search(source))
 
 
 def _skip_reason() -> str:
@@ -45,10 +40,12 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason=_skip_reason())
     kernel_notebooks: dict[Path, bool] = {}
     for item in items:
+        if "cutile" in item.keywords:
+            item.add_marker(skip)
         path = Path(item.path)
         if path.suffix == ".ipynb":
             if path not in kernel_notebooks:
-                kernel_notebooks[path] = first_code_cell_requires_cutile(path)
+                kernel_notebooks[path] = notebook_requires_cutile(path)
             if kernel_notebooks[path]:
                 item.add_marker(skip)
 

@@ -16,7 +16,10 @@ in ``.devcontainer/``, or a Linux or Windows machine).
 from __future__ import annotations
 
 import functools
+import json
 import platform
+import re
+from pathlib import Path
 
 __all__ = [
     "CUTILE_MARKER",
@@ -29,6 +32,7 @@ __all__ = [
     "cutile_unavailable_reason",
     "has_cutile_wheels",
     "is_cutile_import_error",
+    "notebook_requires_cutile",
     "platform_label",
     "require_cutile",
     "this_platform",
@@ -155,6 +159,15 @@ def cutile_unavailable_message(error: BaseException | str | None = None, system:
                      "cuda-tile 1.7.*), then restart Python (in Jupyter: the kernel). Check with "
                      "`python -m mamba2_tutorial env`.")
     return "\n".join(lines)
+
+
+def notebook_requires_cutile(path: str | Path) -> bool:
+    """Whether the notebook at ``path`` is a kernel notebook: its first code cell calls ``require_cutile()``
+    (the test suite skips such notebooks where cuTile is not available, and checks that they stop there)."""
+    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    first = next((c for c in cells if c["cell_type"] == "code"), None)
+    source = "".join(first["source"]) if first else ""
+    return re.search(r"\brequire_cutile\(\)", source) is not None
 
 
 def require_cutile() -> None:
