@@ -1,7 +1,9 @@
 """mamba2_tutorial: the Mamba-2 SSD forward pass, from the recurrence to cuTile kernels.
 
 Everything the notebooks use lives here. Names are imported lazily so that ``import mamba2_tutorial``
-stays cheap (no cuTile import until a kernel is needed).
+stays cheap and works without cuTile: no cuTile import until a kernel is needed, and where cuTile is not
+available (macOS has no cuda-tile wheels) a name that needs it raises :class:`CuTileUnavailable`, which says
+how to continue (:mod:`mamba2_tutorial.platforms`).
 
 Shapes follow the math throughout: x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n),
 chunk size Q, state (b, h, p, n).
@@ -36,6 +38,9 @@ _EXPORTS = {
     "validate_ssd_inputs": "validation",
     # environment and tiers
     "environment_report": "env",
+    "cutile_available": "platforms",
+    "require_cutile": "platforms",
+    "CuTileUnavailable": "platforms",
     "launch": "backends",
     "select_backend": "backends",
     "BackendChoice": "backends",
@@ -68,7 +73,15 @@ def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'mamba2_tutorial' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    try:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+    except ModuleNotFoundError as exc:
+        from .platforms import CuTileUnavailable, cutile_unavailable_message, is_cutile_import_error
+
+        if not is_cutile_import_error(exc):
+            raise
+        message = f"mamba2_tutorial.{name} needs cuTile. {cutile_unavailable_message(exc)}"
+        raise CuTileUnavailable(message) from exc
     globals()[name] = value
     return value
 

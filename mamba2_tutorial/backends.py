@@ -4,7 +4,9 @@
 tuple of torch tensors, Python ints/floats and ``ct.Constant`` values); outputs are written in place, as with
 ``ct.launch``. ``select_backend()`` says which backend ``"auto"`` picks and why: the GPU when torch sees a
 CUDA device of compute capability >= 8.0 and cuTile with its compiler (tileiras) is usable, else the CPU
-executor. The environment variable ``MAMBA2_TUTORIAL_BACKEND=cpu|gpu`` overrides ``"auto"``.
+executor, and ``"none"`` where cuTile itself does not import (macOS: no cuda-tile wheels), where ``launch``
+raises :class:`~mamba2_tutorial.platforms.CuTileUnavailable`. The environment variable
+``MAMBA2_TUTORIAL_BACKEND=cpu|gpu`` overrides ``"auto"``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import os
 import shutil
 from typing import NamedTuple
 
+from .platforms import cutile_available, cutile_unavailable_reason, require_cutile
+
 __all__ = ["BackendChoice", "select_backend", "launch", "ENV_VAR"]
 
 ENV_VAR = "MAMBA2_TUTORIAL_BACKEND"
@@ -21,7 +25,8 @@ _BACKENDS = ("auto", "gpu", "cpu")
 
 
 class BackendChoice(NamedTuple):
-    """The backend a launch uses ("gpu" or "cpu") and a sentence saying why."""
+    """The backend a launch uses ("gpu" or "cpu"; "none" where cuTile does not import) and a sentence saying
+    why."""
 
     name: str
     reason: str
@@ -58,14 +63,18 @@ def _find_tileiras() -> str | None:
 
 
 def select_backend(backend: str = "auto") -> BackendChoice:
-    """Resolve ``backend`` ("auto", "gpu" or "cpu") to the backend a launch will use, with the reason."""
+    """Resolve ``backend`` ("auto", "gpu" or "cpu") to the backend a launch will use, with the reason.
+
+    ``"auto"`` resolves to ``"none"`` where cuTile does not import: no backend can run a kernel here."""
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
     if backend == "auto":
         env = os.environ.get(ENV_VAR, "").strip().lower()
+        if env and env not in ("cpu", "gpu"):
+            raise ValueError(f"{ENV_VAR} must be 'cpu' or 'gpu', got {env!r}")
+        if not cutile_available():  # neither tier exists without cuTile, whatever ENV_VAR asks for
+            return BackendChoice("none", cutile_unavailable_reason())
         if env:
-            if env not in ("cpu", "gpu"):
-                raise ValueError(f"{ENV_VAR} must be 'cpu' or 'gpu', got {env!r}")
             return BackendChoice(env, f"{ENV_VAR}={env} is set")
         reason = gpu_unavailable_reason()
         if reason is None:
@@ -110,6 +119,7 @@ def launch(kernel, grid, args: tuple, *, backend: str = "auto", block_order: str
     """
     import torch
 
+    require_cutile()
     if not isinstance(args, tuple):
         raise TypeError(f"args must be a tuple, got {type(args).__name__}")
     grid = (grid,) if isinstance(grid, int) else tuple(grid)

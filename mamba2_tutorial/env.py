@@ -1,9 +1,10 @@
 """The environment report: versions, GPU, and which tier (GPU or CPU) the kernel notebooks will use.
 
-``environment_report()`` collects facts (Python, torch, cuda-tile, tileiras, GPU name, compute capability,
-driver, ``CUDA_HOME``), asks :func:`mamba2_tutorial.backends.select_backend` which tier runs the kernels, and
-lists actionable problems (what is wrong and the command that fixes it). ``python -m mamba2_tutorial env``
-prints it.
+``environment_report()`` collects facts (Python, platform, torch, cuda-tile, tileiras, GPU name, compute
+capability, driver, ``CUDA_HOME``), asks :func:`mamba2_tutorial.backends.select_backend` which tier runs the
+kernels (``"none"`` where cuTile is not available, e.g. on macOS), lists actionable problems (what is wrong
+and the command that fixes it) and ends with a verdict: which notebooks run here, and how to continue where
+the kernel notebooks cannot. ``python -m mamba2_tutorial env`` prints it: the pre-class check.
 
 The decision logic is in pure functions (:func:`diagnose`, the ``parse_*`` helpers) so it can be tested
 with fake inputs on a machine without a GPU.
@@ -24,6 +25,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .platforms import (
+    HOW_TO_CONTINUE,
+    cutile_import_error,
+    has_cutile_wheels,
+    platform_label,
+    this_platform,
+)
 
 __all__ = [
     "EnvironmentReport",
@@ -67,10 +76,12 @@ class Problem:
 
 @dataclass
 class EnvironmentReport:
-    """Facts about this machine and the tier the kernel notebooks (04-09) will use.
+    """Facts about this machine and the tier the kernel notebooks (04-08) will use.
 
-    ``tier`` is ``"gpu"`` (cuTile kernels run on the GPU) or ``"cpu"`` (they run on the package's CPU tile
-    executor); ``tier_reason`` says why. ``problems`` lists actionable messages; empty means nothing to fix.
+    ``tier`` is ``"gpu"`` (cuTile kernels run on the GPU), ``"cpu"`` (they run on the package's CPU tile
+    executor) or ``"none"`` (cuTile is not available: only notebooks 00-03 and 09 and exercises 1-3 run);
+    ``tier_reason`` says why. ``problems`` lists actionable messages; empty means nothing to fix.
+    ``verdict`` says which notebooks run here and, where the kernels cannot, how to continue.
     """
 
     python: str
@@ -92,6 +103,23 @@ class EnvironmentReport:
     tier: str
     tier_reason: str
     problems: list[Problem] = field(default_factory=list)
+    system: str = ""  # platform.system(): "Linux", "Darwin", "Windows"
+    machine: str = ""  # platform.machine(): "x86_64", "arm64", "aarch64", "AMD64"
+    cutile_error: str | None = None  # why `import cuda.tile` fails; None when it imports
+
+    @property
+    def verdict(self) -> str:
+        """Which notebooks and exercises run here, and how to continue where the kernel notebooks cannot."""
+        if self.tier in ("gpu", "cpu"):
+            where = f"on the {self.tier.upper()} tier"
+            if self.tier == "gpu" and self.gpu_name:
+                where += f" ({self.gpu_name})"
+            return f"READY: every notebook (00-09) and exercise (1-6) runs here, the cuTile kernels {where}."
+        head = ("NOT READY FOR THE KERNELS: notebooks 00-03 and 09 and exercises 1-3 run here; the kernel "
+                "notebooks 04-08 and exercises 4-6 need cuTile, which is not available here.")
+        if has_cutile_wheels(self.system, self.machine):
+            return head + ' Install it: `make install`, or `pip install -e ".[dev]"` in the repository.'
+        return f"{head}\n{HOW_TO_CONTINUE}"
 
     # -- presentation -----------------------------------------------------------------------------------
     def rows(self) -> list[tuple[str, str]]:
@@ -111,11 +139,17 @@ class EnvironmentReport:
         cuda_home = "not set"
         if self.cuda_home:
             cuda_home = f"{self.cuda_home} (CUDA {self.cuda_home_version or 'version unknown'})"
+        wheels = "cuda-tile wheels exist" if has_cutile_wheels(self.system, self.machine) else (
+            "no cuda-tile wheels for it")
+        cuda_tile = self.cuda_tile or "not installed"
+        if self.cutile_error:
+            cuda_tile += f" (`import cuda.tile` fails: {self.cutile_error})"
         return [
             ("Python", f"{self.python} ({self.platform})"),
+            ("platform", f"{platform_label(self.system, self.machine)}: {wheels}"),
             ("mamba2_tutorial", self.package),
             ("torch", f"{self.torch or 'not installed'} (CUDA build: {self.torch_cuda or 'none, CPU only'})"),
-            ("cuda-tile", self.cuda_tile or "not installed"),
+            ("cuda-tile", cuda_tile),
             ("tileiras", tileiras),
             ("CUDA available", "yes" if self.cuda_available else "no"),
             ("GPU", gpu),
@@ -132,8 +166,9 @@ class EnvironmentReport:
         if self.problems:
             lines.append("To fix:")
             lines += [f"  {i}. {p.message}" for i, p in enumerate(self.problems, 1)]
-        else:
+        elif self.tier != "none":
             lines.append("Nothing to fix.")
+        lines.append(f"Verdict: {self.verdict}")
         return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:
@@ -143,8 +178,10 @@ class EnvironmentReport:
         if self.problems:
             lines.append("**To fix:**")
             lines += [f"{i}. {p.message}" for i, p in enumerate(self.problems, 1)]
-        else:
+        elif self.tier != "none":
             lines.append("Nothing to fix.")
+        verdict = self.verdict.replace("\n  - ", "\n- ").replace("\n", "\n\n", 1)
+        lines += ["", f"**Verdict:** {verdict}"]
         return "\n".join(lines)
 
     def print(self, file=None) -> None:
@@ -202,8 +239,15 @@ def diagnose(
     tileiras_version: str | None = None,
     cuda_home: str | None = None,
     cuda_home_version: str | None = None,
+    cutile_error: str | None = None,
+    system: str = "Linux",
+    machine: str = "x86_64",
 ) -> list[Problem]:
     """Actionable problems for the given facts (pure: no probing).
+
+    ``cutile_error`` is why ``import cuda.tile`` fails (None: it imports). ``system`` and ``machine`` are
+    ``platform.system()`` and ``platform.machine()``: where cuda-tile has no wheels (macOS), nothing can be
+    installed for the kernels, so there is nothing to fix (the report's verdict says where to run them).
 
     ``driver`` is the driver version (``"580.95.05"``); ``driver_cuda`` the newest CUDA version the driver
     supports (``"13.0"``), used when the driver version itself is unknown (CUDA 13 needs r580).
@@ -214,12 +258,17 @@ def diagnose(
     problems: list[Problem] = []
     add = lambda code, *parts: problems.append(Problem(code, "".join(parts)))
     name = gpu_name or "the GPU"
+    if not has_cutile_wheels(system, machine):
+        return problems
     if cuda_tile is None:
         add("cuda_tile", 'cuda-tile is not installed: run `pip install -e ".[gpu]"` in the repository ',
             "(it pins cuda-tile 1.7.*).")
     elif (v := parse_version(cuda_tile)) is not None and v[:2] != (1, 7):
         add("cuda_tile", f"cuda-tile {cuda_tile} is installed but this course pins 1.7.*: ",
             f"run `{TILEIRAS_INSTALL}`.")
+    elif cutile_error is not None:
+        add("cuda_tile", f"cuda-tile {cuda_tile} is installed but `import cuda.tile` fails ",
+            f"({cutile_error}): ", 'reinstall it with `pip install --force-reinstall "cuda-tile==1.7.*"`.')
     if not cuda_available and driver is not None and torch_cuda is None:
         add("torch_cpu_build", f"An NVIDIA driver ({driver}) is present but torch is a CPU-only build: ",
             "install a CUDA 13 build, e.g. ",
@@ -360,11 +409,15 @@ def environment_report(*, select_backend: Callable | None = None) -> Environment
     cuda_home = os.environ.get("CUDA_HOME") or None
     cuda_home_version = cuda_home_toolkit_version(cuda_home)
     cuda_tile = _dist_version("cuda-tile")
+    import_error = cutile_import_error()
+    cutile_error = None if import_error is None else str(import_error)
+    system, machine = this_platform()
     problems = diagnose(
         cuda_available=cuda_available, capability=capability, driver=driver, driver_cuda=driver_cuda,
         gpu_name=gpu_name,
         torch_cuda=torch_cuda, cuda_tile=cuda_tile, tileiras=tileiras, tileiras_version=tileiras_version,
-        cuda_home=cuda_home, cuda_home_version=cuda_home_version,
+        cuda_home=cuda_home, cuda_home_version=cuda_home_version, cutile_error=cutile_error, system=system,
+        machine=machine,
     )
     if select_backend is None:
         from .backends import select_backend
@@ -377,6 +430,7 @@ def environment_report(*, select_backend: Callable | None = None) -> Environment
         gpu_count=gpu_count, gpu_name=gpu_name, capability=capability, driver=driver, driver_cuda=driver_cuda,
         cuda_home=cuda_home,
         cuda_home_version=cuda_home_version, tier=tier, tier_reason=reason, problems=problems,
+        system=system, machine=machine, cutile_error=cutile_error,
     )
 
 

@@ -186,8 +186,16 @@ def _artifacts() -> Path:
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_in_jupyterlab(lab, browser_context, name):
+    from mamba2_tutorial.platforms import (
+        cutile_available,
+        cutile_unavailable_reason,
+        notebook_requires_cutile,
+    )
+
     base, token, root = lab
     assert (root / name).exists(), f"notebooks/{name} does not exist"
+    if not cutile_available() and notebook_requires_cutile(root / name):
+        pytest.skip(f"needs cuTile: {cutile_unavailable_reason()}")
     page = browser_context.new_page()
     page.set_default_timeout(NOTEBOOK_TIMEOUT_S * 1000)
     start = time.monotonic()

@@ -10,6 +10,7 @@ import torch
 
 from mamba2_tutorial import env
 from mamba2_tutorial.env import Problem, diagnose
+from mamba2_tutorial.platforms import cutile_available
 
 HEALTHY = dict(
     cuda_available=True, capability=(9, 0), driver="580.95.05", gpu_name="NVIDIA H200", torch_cuda="13.0",
@@ -149,17 +150,20 @@ def test_report_on_a_usable_gpu():
 
 def test_report_on_this_machine():
     report = env.environment_report()
-    assert report.tier in ("gpu", "cpu") and report.tier_reason.strip()
+    assert report.tier in ("gpu", "cpu", "none") and report.tier_reason.strip()
+    assert (report.tier == "none") == (not cutile_available()), report.tier_reason
+    assert report.verdict.startswith("NOT READY" if report.tier == "none" else "READY"), report.verdict
     assert report.python and report.torch == torch.__version__ and report.package
     assert report.cuda_available == torch.cuda.is_available()
     if not report.cuda_available:
-        assert report.tier == "cpu" and report.gpu_name is None and report.capability is None
+        assert report.tier in ("cpu", "none") and report.gpu_name is None and report.capability is None
     else:
         assert report.gpu_name and len(report.capability) == 2
     if report.tileiras_path is not None:
         assert report.tileiras_version, "tileiras was found but `tileiras --version` did not parse"
     text = str(report)
     assert "Tier: " in text and report.tier.upper() in text and "torch" in text and "tileiras" in text
+    assert text.endswith(f"Verdict: {report.verdict}")
     md = report._repr_markdown_()
     assert "| torch |" in md and "**Tier:" in md
     assert json.loads(json.dumps(report.as_dict()))["tier"] == report.tier
@@ -173,6 +177,7 @@ def test_report_takes_the_tier_from_select_backend():
 
 
 def test_report_lists_problems(monkeypatch):
+    monkeypatch.setattr(env, "this_platform", lambda: ("Linux", "x86_64"))  # a platform with cuTile wheels
     monkeypatch.setattr(env, "find_tileiras", lambda: None)
     report = env.environment_report(select_backend=_fake_choice("cpu", "no GPU"))
     assert "tileiras" in [p.code for p in report.problems]
@@ -185,4 +190,4 @@ def test_main_prints_and_exits_0(capsys):
     assert "environment report" in out and "Tier:" in out
     assert env.main(["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["tier"] in ("gpu", "cpu") and "problems" in data
+    assert data["tier"] in ("gpu", "cpu", "none") and "problems" in data and "Verdict: " in out

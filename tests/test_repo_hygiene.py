@@ -77,7 +77,12 @@ def test_environment_yml_matches_pyproject():
         if name != "cuda-tile":  # pyproject's base dep has no extra; environment.yml asks for [tileiras]
             got = env_reqs[name]
             assert got == req.replace(" ", ""), f"{name}: pyproject says {req!r}, environment.yml {got!r}"
-    assert env_reqs["cuda-tile"] == "cuda-tile[tileiras]==1.7.*"
+    from packaging.requirements import Requirement
+
+    conda_cutile = next(Requirement(r) for r in pip_section if _requirement_name(r) == "cuda-tile")
+    assert (conda_cutile.extras, str(conda_cutile.specifier)) == ({"tileiras"}, "==1.7.*"), conda_cutile
+    base_cutile = next(Requirement(r) for r in project["dependencies"] if _requirement_name(r) == "cuda-tile")
+    assert str(conda_cutile.marker) == str(base_cutile.marker), "cuda-tile's platform marker must agree"
     extra = set(env_reqs) - {_requirement_name(r) for r in wanted}
     assert not extra, f"environment.yml has requirements pyproject.toml lacks: {sorted(extra)}"
 
@@ -97,8 +102,13 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_cuda_tile_is_pinned_to_1_7():
-    deps = _pyproject()["project"]["dependencies"]
-    assert any(_requirement_name(d) == "cuda-tile" and d.endswith("==1.7.*") for d in deps)
+    from packaging.requirements import Requirement
+
+    project = _pyproject()["project"]
+    reqs = [Requirement(d) for d in project["dependencies"] + project["optional-dependencies"]["gpu"]]
+    cutile = [r for r in reqs if r.name == "cuda-tile"]
+    assert len(cutile) == 2, cutile  # the base dependency and the gpu extra's cuda-tile[tileiras]
+    assert all(str(r.specifier) == "==1.7.*" for r in cutile), cutile
 
 
 def test_repository_is_small():

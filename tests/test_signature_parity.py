@@ -27,6 +27,7 @@ def _report(differences) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.cutile  # the corpus script imports cuda.tile in a subprocess
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_signatures_match_cutiles_own_derivation(seed):
     run = subprocess.run([sys.executable, str(CORPUS), "--seed", str(seed), "--rounds", "150"],
