@@ -75,7 +75,10 @@ def test_block_with_cutile_kernels_matches_transformers_mixer(name):
 
 
 def test_gated_rmsnorm_groups_match_transformers():
-    theirs = modeling.Mamba2RMSNormGated(24, group_size=8, eps=1e-5)
+    # their mixer's gated norm (d_inner = 24 channels in 3 groups of 8); its class name varies across versions
+    config = Mamba2Config(hidden_size=12, expand=2, head_dim=4, num_heads=6, n_groups=3, state_size=4,
+                          num_hidden_layers=1, layer_norm_epsilon=1e-5)
+    theirs = modeling.Mamba2Mixer(config, layer_idx=0).norm
     ours = m2.GatedRMSNorm(24, group_size=8, eps=1e-5)
     with torch.no_grad():
         theirs.weight.normal_()
