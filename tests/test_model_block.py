@@ -23,8 +23,11 @@ from mamba2_tutorial.model.memory import layer_inputs, memory_at
 from mamba2_tutorial.model.tasks import IGNORE, AssociativeRecall
 from mamba2_tutorial.model.train import evaluate_lm, recall_accuracy, train_lm
 
-modeling = pytest.importorskip("transformers.models.mamba2.modeling_mamba2")
-from transformers import Mamba2Config  # noqa: E402
+
+def _transformers():
+    """transformers' mamba2 module and Mamba2Config (a dev dependency; only the parity tests need it)."""
+    modeling = pytest.importorskip("transformers.models.mamba2.modeling_mamba2")
+    return modeling, modeling.Mamba2Config
 
 # d_model, d_state, d_conv, expand, headdim, ngroups, chunk_size, seqlen, time_step_limit, use_bias, conv_bias
 CONFIGS = {
@@ -37,6 +40,7 @@ CONFIGS = {
 
 def _pair(name: str, seed: int = 0):
     """transformers' Mamba2Mixer with random weights, and our block with the same weights."""
+    modeling, Mamba2Config = _transformers()
     d, n, k, e, p, g, Q, l, limit, bias, conv_bias = CONFIGS[name]
     h = e * d // p
     torch.manual_seed(seed)
@@ -75,6 +79,7 @@ def test_block_with_cutile_kernels_matches_transformers_mixer(name):
 
 
 def test_gated_rmsnorm_groups_match_transformers():
+    modeling, Mamba2Config = _transformers()
     # their mixer's gated norm (d_inner = 24 channels in 3 groups of 8); its class name varies across versions
     config = Mamba2Config(hidden_size=12, expand=2, head_dim=4, num_heads=6, n_groups=3, state_size=4,
                           num_hidden_layers=1, layer_norm_epsilon=1e-5)
@@ -309,3 +314,28 @@ def test_plots():
                 assert ax.get_ylabel() and ax.get_title()
     with pytest.raises(ValueError, match="labels"):
         plot_memory(mem, labels[:3])
+
+
+@pytest.mark.gpu
+def test_decode_and_recall_on_the_gpu():
+    """The same checks with the kernels on the GPU: a cuTile prefill ending mid-chunk, then decode steps, and
+    the tiny model's answers by prefill + decode (all tensors on the GPU)."""
+    block = _decode_block(seed=5)
+    u = torch.randn(2, 19, 16)
+    with torch.no_grad():
+        full = block(u)
+        gpu_block = block.cuda()
+        out, state = gpu_block(u[:, :11].cuda(), ssd="cutile", backend="gpu", return_state=True)
+        outs = [out]
+        for t in range(11, 19):
+            out_t, state = gpu_block.step(u[:, t].cuda(), state)
+            outs.append(out_t[:, None])
+    m2.assert_close(torch.cat(outs, 1).cpu(), full, name="out", hint="GPU cuTile prefill + decode steps")
+
+    task = AssociativeRecall(num_keys=8, num_values=8, num_pairs=5, num_queries=3)
+    model = _tiny_lm(task)
+    batch = task.sample(4, seed=0)
+    answers, seen = answer_queries(model, batch, ssd="chunked")
+    gpu_answers, gpu_seen = answer_queries(model.cuda(), task.sample(4, seed=0, device="cuda"), ssd="cutile",
+                                           backend="gpu")
+    assert torch.equal(gpu_answers.cpu(), answers) and torch.equal(gpu_seen.cpu(), seen)
