@@ -38,21 +38,21 @@ def ssd_function(ssd: str | Callable, backend: str = "auto") -> Callable:
     ``ssd`` is one of :data:`SSD_FORMS` or such a function itself; ``backend`` ("auto", "cpu", "gpu") is where
     ``"cutile"`` runs its kernels.
     """
-    from .. import reference
+    import mamba2_tutorial as m2  # the package's public names only
 
     if callable(ssd):
         return ssd
     if ssd == "chunked":
-        return reference.ssd_chunked
+        return m2.ssd_chunked
     if ssd in ("recurrent", "quadratic"):
-        form = reference.ssd_recurrent if ssd == "recurrent" else reference.ssd_quadratic
+        form = m2.ssd_recurrent if ssd == "recurrent" else m2.ssd_quadratic
 
         def sequence_form(x, dt, A, B, C, chunk_size, **options):  # no chunks: chunk_size is not used
             return form(x, dt, A, B, C, **options)
 
         return sequence_form
     if ssd == "cutile":
-        from ..ssd import ssd_forward
+        ssd_forward = m2.ssd_forward
 
         def cutile(x, dt, A, B, C, chunk_size, **options):
             if torch.is_grad_enabled() and any(t.requires_grad for t in (x, dt, B, C)):

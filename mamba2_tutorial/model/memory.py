@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 __all__ = ["MemoryAt", "layer_inputs", "memory_at"]
 
@@ -52,21 +53,20 @@ class MemoryAt:
 @torch.no_grad()
 def memory_at(block, u: torch.Tensor, position: int) -> MemoryAt:
     """The decay and each token's term at ``position`` for ``block`` run on its input u (b, l, d_model)."""
-    from ..reference._dt import process_dt
-    from ..reference._heads import groups_to_heads
-
     l = u.shape[1]
     if not isinstance(position, int) or not 0 <= position < l:
         raise ValueError(f"position must be an int in [0, l) = [0, {l}), got {position!r}")
     inp = block.ssd_inputs(u)
     x, A = inp["x"].float(), inp["A"]  # x (b, l, h, p)
-    h = x.shape[2]
-    dt = process_dt(inp["dt"], dt_bias=inp["dt_bias"], dt_softplus=True, dt_limit=inp["dt_limit"])  # b, l, h
+    h, g = x.shape[2], inp["B"].shape[2]
+    # dt processed as the SSD does it: bias, softplus, clamp to dt_limit; (b, l, h)
+    dt = F.softplus(inp["dt"].float() + inp["dt_bias"].float()).clamp(*inp["dt_limit"])
     t = position
     log_decay = (dt * A).cumsum(1)  # (b, l, h): dt_1·A + … + dt_s·A
     decay = torch.exp(log_decay[:, t : t + 1] - log_decay[:, : t + 1]).transpose(1, 2)  # (b, h, t + 1)
-    Bh = groups_to_heads(inp["B"].float(), h)[:, : t + 1]  # (b, t + 1, h, n)
-    Ct = groups_to_heads(inp["C"].float(), h)[:, t]  # (b, h, n)
+    # groups to heads: head i reads group i // (h / g)
+    Bh = inp["B"].float().repeat_interleave(h // g, dim=2)[:, : t + 1]  # (b, t + 1, h, n)
+    Ct = inp["C"].float().repeat_interleave(h // g, dim=2)[:, t]  # (b, h, n)
     match = torch.einsum("bhn,bshn->bhs", Ct, Bh)  # C_t · B_s
     weight = match * decay * dt[:, : t + 1].transpose(1, 2)  # (b, h, t + 1)
     terms = weight[..., None] * x[:, : t + 1].transpose(1, 2)  # (b, h, t + 1, p)
