@@ -64,6 +64,19 @@ _EXPORTS = {
     # performance (notebooks 09-10)
     "floor_ms": "perf.roofline",
     "load_shipped_results": "perf.results",
+    # from the SSD to a model (notebook 11)
+    "Mamba2Block": "model.block",
+    "GatedRMSNorm": "model.block",
+    "causal_conv1d": "model.block",
+    "Mamba2State": "model.decode",
+    "decode_step": "model.decode",
+    "TinyMamba2LM": "model.lm",
+    "AssociativeRecall": "model.tasks",
+    "train_lm": "model.train",
+    "evaluate_lm": "model.train",
+    "generate": "model.inference",
+    "answer_queries": "model.inference",
+    "memory_at": "model.memory",
 }
 
 __all__ = sorted(_EXPORTS)
