@@ -56,7 +56,6 @@ def test_stand_in_driver_refuses_a_process_that_loaded_a_real_one():
 
 def test_as_cuda_array_rejects_device_tensors_and_keeps_scalars():
     import torch
-
     from driverless import as_cuda_array
 
     wrapped = as_cuda_array((torch.zeros(3), [torch.ones(2)], 5, 0.5))
