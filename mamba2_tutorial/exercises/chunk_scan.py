@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from ..kernels._host import next_power_of_two
 from ._harness import (
     Case,
     Mistake,
@@ -72,9 +73,6 @@ _SPECS = [
     ("bfloat16 inputs, ragged: l=29", 2, 29, 4, 6, 2, 8, 8, torch.bfloat16, 1.0, 1.0),
 ]
 
-
-def _next_pow2(v: int) -> int:
-    return 1 << max(0, (v - 1).bit_length())
 
 
 def _cases(device: str) -> list[Case]:
@@ -200,7 +198,7 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torc
         b, l, h, p = x.shape
         g, n = B.shape[2], B.shape[3]
         nc, Q = dt_out.shape[2], dt_out.shape[3]
-        TP, TN = _next_pow2(p), _next_pow2(n)
+        TP, TN = next_power_of_two(p), next_power_of_two(n)
         xp = torch.zeros(b, nc * Q, h, TP, dtype=x.dtype, device=device)
         xp[:, :l, :, :p] = x
         Cp = torch.zeros(b, nc * Q, g, TN, dtype=C.dtype, device=device)
@@ -234,7 +232,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         nc, Q = dt_out.shape[2], dt_out.shape[3]
         expected = chunk_scan(*(t.cpu() for t in (x, dt_out, dA, C, B, S)))
         y = prefilled((b, l, h, p), dtype=x.dtype, device=device)
-        TP, TN = _next_pow2(p), _next_pow2(n)
+        TP, TN = next_power_of_two(p), next_power_of_two(n)
         args = (x.clone(), dt_out.clone(), dA.clone(), C.clone(), B.clone(), S.clone(), y, Q, TP, TN, h // g)
         run_kernel(CHECK, kernel, (b, nc, h), args, case, _NUDGE, backend)
         scale = max(1.0, float(expected.double().abs().max()))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from ..kernels._host import next_power_of_two
 from ._harness import (
     Case,
     Mistake,
@@ -259,9 +260,6 @@ _KERNEL_SPECS = [
 ]
 
 
-def _next_pow2(v: int) -> int:
-    return 1 << max(0, (v - 1).bit_length())
-
 
 def _kernel_mistakes() -> list[Mistake]:
     return [
@@ -285,7 +283,7 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torc
         b, l, h, p = x.shape
         g, n = B.shape[2], B.shape[3]
         nc, Q = dt_out.shape[2], dt_out.shape[3]
-        TP, TN = _next_pow2(p), _next_pow2(n)
+        TP, TN = next_power_of_two(p), next_power_of_two(n)
         xp = torch.zeros(b, nc * Q, h, TP, dtype=x.dtype, device=device)
         xp[:, :l, :, :p] = x
         Bp = torch.zeros(b, nc * Q, g, TN, dtype=B.dtype, device=device)
@@ -316,7 +314,7 @@ def _run_kernel_cases(kernel, backend: str, device: str) -> list[Case]:
         nc, Q = dt_out.shape[2], dt_out.shape[3]
         expected = chunk_state(x.cpu(), B.cpu(), dt_out.cpu(), dA.cpu())
         states = prefilled((b, nc, h, p, n), device=device)
-        TP, TN = _next_pow2(p), _next_pow2(n)
+        TP, TN = next_power_of_two(p), next_power_of_two(n)
         args = (x.clone(), B.clone(), dt_out.clone(), dA.clone(), states, Q, TP, TN, h // g)
         run_kernel(CHECK_KERNEL, kernel, (b, nc, h), args, case, _KERNEL_NUDGE, backend)
         states = states.cpu()

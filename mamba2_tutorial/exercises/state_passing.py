@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from ..kernels._host import next_power_of_two
 from ._harness import (
     Case,
     Mistake,
@@ -52,9 +53,6 @@ _SPECS = [
     ("extreme decay: dt*A down to -1e3", 1, 4, 3, 4, 5, 8, True, 20.0, 50.0),
 ]
 
-
-def _next_pow2(v: int) -> int:
-    return 1 << max(0, (v - 1).bit_length())
 
 
 def _cases(device: str) -> list[Case]:
@@ -147,7 +145,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         exp_entering, exp_final = state_passing(states.cpu(), dA.cpu(), init.cpu())
         entering = prefilled((b, nc, h, p, n), device=device)
         final = prefilled((b, h, p, n), device=device)
-        TP, TN = _next_pow2(p), _next_pow2(n)
+        TP, TN = next_power_of_two(p), next_power_of_two(n)
         args = (states.clone(), dA.clone(), init.clone(), entering, final, Q, TP, TN)
         run_kernel(CHECK, kernel, (b, h), args, case, _NUDGE, backend)
         for name, act, exp, which in (
