@@ -1,0 +1,114 @@
+"""``ssd_backward_taught``: the gradients of the SSD forward, with the four taught backward kernels.
+
+The forward runs its kernels 1 → 2 → 3 (chunk state, state passing, chunk scan). The backward runs the chain
+rule the other way, and the chunked structure survives it: the gradient of the state flows backwards across
+the chunks, sequentially, and everything else is parallel per chunk.
+
+    0. the gate   out = y · silu(z)               dy, dz                            elementwise (host)
+    1. dS_out = what each chunk's output asks of its entering state     kernel 1  per (chunk, head): parallel
+    2. dstates, d a_last, d initial_states: dS carried backwards         kernel 2  per (batch, head): sequential
+    3. dx, dB, ddt, da (the key side of each chunk)                     kernel 3  per (chunk, head): parallel
+    4. dC, da (the row side of each chunk)                              kernel 4  per (chunk, head): parallel
+    5. dt, A, dt_bias, D from the per-position gradients                 small reductions (host)
+
+Step 5 is a few elementwise operations and sums over (b, h, nchunks, Q) float32 tensors, l·h values per
+batch element, where torch is as good as a kernel. a = dA_cumsum is the in-chunk cumsum of dt·A, so its
+gradient flows back to dt·A as a reverse cumsum inside each chunk; the chunk's last position also collects
+the gradient of the chunk's total decay a_last (kernel 2's <dS, S>, and kernel 3's share through the
+state the chunk adds).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ._host import resolve_backend, strided_ok
+from .bwd_chunk import launch_chunk_bwd
+from .bwd_states import launch_state_grads
+from .chunk_state import SOFTPLUS_THRESHOLD
+
+__all__ = ["SSDGrads", "dt_backward", "gate_backward", "ssd_backward_taught"]
+
+
+def gate_backward(dout, y, z):
+    """out = y · silu(z): ``(dy, dz)`` in float32. silu'(z) = sigmoid(z) · (1 + z · (1 - sigmoid(z)))."""
+    dout, y, z = dout.float(), y.float(), z.float()
+    sig = torch.sigmoid(z)
+    return dout * z * sig, dout * y * sig * (1 + z * (1 - sig))
+
+
+def dt_backward(ddt, dt, dt_bias, dt_softplus, dt_limit):
+    """The gradient of mamba_ssm's dt preprocessing, dt_proc = clamp(softplus(dt + dt_bias), dt_limit):
+    ``(d dt, d dt_bias)`` in float32 from ``ddt`` = dL/d dt_proc (b, l, h). As in mamba_ssm, the clamp
+    passes no gradient where it clamps, and softplus is the identity above 20."""
+    u = dt.float() + (dt_bias.float() if dt_bias is not None else 0.0)
+    v = torch.where(u <= SOFTPLUS_THRESHOLD, F.softplus(u), u) if dt_softplus else u
+    ddt = torch.where((v < dt_limit[0]) | (v > dt_limit[1]), 0.0, ddt)
+    if dt_softplus:
+        ddt = torch.where(u <= SOFTPLUS_THRESHOLD, ddt * torch.sigmoid(u), ddt)
+    return ddt, (ddt.sum((0, 1)) if dt_bias is not None else None)
+
+
+class SSDGrads(dict):
+    """The gradients by argument name: ``x, dt, A, B, C`` always; ``D, z, dt_bias, initial_states`` when
+    the forward had them (else None). Each in its argument's dtype."""
+
+    __getattr__ = dict.__getitem__
+
+
+def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, *, D=None, z=None, y=None,
+                        dt_bias=None, initial_states=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+                        dfinal_states=None, backend="auto", _poison=False) -> SSDGrads:
+    """The gradients of ``ssd_forward`` with respect to all its inputs, given dL/d out (``dout``, b l h p) and
+    optionally dL/d final_states (``dfinal_states``, b h p n).
+
+    The forward's inputs x, dt, A, B, C, D, z, dt_bias, initial_states and options as given to it; and what
+    its kernels 1 and 2 computed: ``dt_out`` and ``dA_cumsum`` (b, h, nchunks, Q) float32, and
+    ``chunk_init_states`` (b, nchunks, h, p, n), the state entering each chunk. With the gate z, ``y`` is the
+    output before the gate (b, l, h, p). :class:`mamba2_tutorial.autograd` calls this from ``backward``.
+    """
+    where = resolve_backend(backend, x)
+    b, l, h, p = x.shape
+    g, n = B.shape[2], B.shape[3]
+    nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
+
+    # 0. the gate: dy (what the kernels take, in x's dtype) and dz
+    if z is not None:
+        dy, dz = gate_backward(dout, y, z)
+        dy, dz = dy.to(x.dtype), dz.to(z.dtype)
+    else:
+        dy, dz = dout.to(x.dtype), None
+    dy = strided_ok(dy)
+    if dfinal_states is not None:
+        dfinal_states = strided_ok(dfinal_states.float())
+
+    # 1-2. the state gradient, carried backwards across chunks
+    dstates, ddA_last, dinit = launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states, where,
+                                                  _poison)
+    # 3-4. every gradient inside the chunks
+    dx, dB_h, dC_h, ddt_proc, da, da_last = launch_chunk_bwd(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states,
+                                                             dstates, D, where, _poison)
+
+    # 5. dt·A from a = cumsum(dt·A): a reverse cumsum in each chunk, plus the chunk total's gradient
+    d_dtA = da.flip(-1).cumsum(-1).flip(-1) + (ddA_last + da_last.sum(-1))[..., None]     # (b, h, nchunks, Q)
+    A32 = A.float().view(1, h, 1, 1)
+    dA = (d_dtA * dt_out).sum((0, 2, 3))
+    ddt_proc = ddt_proc + d_dtA * A32
+    ddt_proc = ddt_proc.permute(0, 2, 3, 1).reshape(b, nchunks * Q, h)[:, :l]        # (b, l, h)
+    ddt, ddt_bias = dt_backward(ddt_proc, dt, dt_bias, dt_softplus, dt_limit)
+
+    # heads that share a group share B and C: their gradients add up
+    dB = dB_h.view(b, l, g, h // g, n).sum(3)
+    dC = dC_h.view(b, l, g, h // g, n).sum(3)
+    dD = None
+    if D is not None:
+        xy = dy.float() * x.float()
+        dD = xy.sum((0, 1, 3)) if D.ndim == 1 else xy.sum((0, 1))
+
+    def cast(grad, like):
+        return None if grad is None or like is None else grad.to(like.dtype)
+
+    return SSDGrads(x=dx, dt=cast(ddt, dt), A=cast(dA, A), B=cast(dB, B), C=cast(dC, C), D=cast(dD, D),
+                    z=dz, dt_bias=cast(ddt_bias, dt_bias),
+                    initial_states=cast(dinit, initial_states))

@@ -1,0 +1,181 @@
+"""Backward kernels 1 and 2 of 4: the gradient of the states, carried backwards across chunks.
+
+The forward carries a state forwards: S_0 = initial_states, S_c+1 = g_c · S_c + s_c with the chunk's decay
+g_c = exp(a_last,c) (a = dA_cumsum) and s_c the state chunk c adds, and chunk c's output reads S_c through
+y_m += exp(a_m) · S_c C_m. The backward runs the same recurrence in reverse. Write dS_c = dL/dS_c:
+
+    dS_nchunks = d final_states (or 0)
+    dS_c       = g_c · dS_c+1  +  sum_m exp(a_m) · dy_m ⊗ C_m        (p × n, float32)
+
+The second term is what chunk c's own output asks of its entering state: kernel 1 computes it for every
+chunk at once (it does not depend on other chunks). Kernel 2 then walks the chunks from the last to the first,
+as the forward's kernel 2 walks them from the first to the last. Along the way it hands out
+
+    dstates_c   = dS_c+1                 the gradient of s_c (kernels 3 and 4 turn it into dx, dB, ddt)
+    d a_last,c  = g_c · <dS_c+1, S_c>    the gradient of the chunk's total decay, summed over (p, n)
+    d initial_states = dS_0
+
+Kernel 1, one block per (state tile, batch·chunk, head), the forward's kernel 1 with dy in the place of x,
+C in the place of B, and exp(a_m) in the place of the decay to the chunk end:
+
+    dS_out[TP, TN] = (dy · exp(a))ᵀ[TP, Q] @ C[Q, TN]
+
+Kernel 2, one block per (state tile, batch, head) with the running dS in a float32 loop-carried tile. The
+decay gradient is a sum over the whole p × n state; each block writes the part of its own tile, and the host
+adds the parts (``backward.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import cuda.tile as ct
+import torch
+
+from ._host import LaunchPlan, allocate, cdiv, launch, placeholder
+from .chunk_state import LOG2E, chunk_state_plan
+from .spec import KernelSpec
+from .state_passing import initial_state_tile, state_passing_plan
+
+__all__ = ["SPECS", "chunk_dstates_kernel", "launch_state_grads", "state_passing_bwd_kernel"]
+
+ZERO = ct.PaddingMode.ZERO
+
+
+@ct.kernel
+def chunk_dstates_kernel(dy, C, dA_cumsum,          # inputs
+                         dS_out,                     # output
+                         heads_per_group: int,
+                         Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
+                         TN: ct.Constant[int]):
+    """Kernel 1: dy (b, l, h, p), C (b, l, g, n), dA_cumsum (b, h, nchunks, Q) fp32
+    -> dS_out (b, nchunks, h, p, n) fp32, what each chunk's output asks of the state entering it."""
+    pid_pn = ct.bid(0)
+    pid_bc = ct.bid(1)
+    h = ct.bid(2)
+    nchunks = dA_cumsum.shape[2]
+    b = pid_bc // nchunks
+    c = pid_bc % nchunks
+    n_tiles = ct.cdiv(dS_out.shape[4], TN)
+    i_p = pid_pn // n_tiles
+    i_n = pid_pn % n_tiles
+    g = h // heads_per_group
+    seqlen = dy.shape[1]
+
+    # exp(a_m) <= 1: how much of the entering state is left at row m
+    a = ct.load(dA_cumsum, (b, h, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+    e = ct.exp2(a * LOG2E, flush_to_zero=True)
+
+    acc = ct.zeros((TP, TN), dtype=ct.float32)
+    n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))   # no step entirely past the sequence end
+    for kt in range(n_steps):
+        k_tile = c * (Q // TK) + kt
+        dy_k = ct.load(dy, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
+        C_k = ct.load(C, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO).reshape((TK, TN))
+        e_k = ct.extract(e, (kt,), shape=(TK,))
+        dye = (dy_k.astype(ct.float32) * e_k[:, None]).astype(dy.dtype)     # mma operands in dy's dtype
+        acc = ct.mma(ct.transpose(dye), C_k.astype(dy.dtype), acc)
+    ct.store(dS_out, (b, c, h, i_p, i_n), acc.reshape((1, 1, 1, TP, TN)))
+
+
+@ct.kernel
+def state_passing_bwd_kernel(dS_out, dA_cumsum, chunk_init_states, dfinal_states,   # inputs
+                             dstates, ddA_last, dinitial_states,                      # outputs
+                             Q: ct.Constant[int], TP: ct.Constant[int], TN: ct.Constant[int],
+                             HAS_DFINAL: ct.Constant[bool]):
+    """Kernel 2: dS_out (b, nchunks, h, p, n) fp32 (kernel 1), dA_cumsum (b, h, nchunks, Q) fp32,
+    chunk_init_states (b, nchunks, h, p, n) (the forward's S_c), dfinal_states (b, h, p, n)
+    -> dstates (b, nchunks, h, p, n) fp32, ddA_last (b, h, nchunks, state tiles) fp32 (one part per block),
+    dinitial_states (b, h, p, n) fp32."""
+    pid_pn = ct.bid(0)
+    b = ct.bid(1)
+    h = ct.bid(2)
+    n_tiles = ct.cdiv(dS_out.shape[4], TN)
+    i_p = pid_pn // n_tiles
+    i_n = pid_pn % n_tiles
+    nchunks = dS_out.shape[1]
+
+    # dS: dL/dS_c+1, the running gradient, float32; it starts from the gradient of the final state
+    dS = initial_state_tile(dfinal_states, b, h, i_p, i_n, TP, TN, HAS_DFINAL)
+    for i in range(nchunks):
+        c = nchunks - 1 - i                                   # backwards: the last chunk first
+        ct.store(dstates, (b, c, h, i_p, i_n), dS.reshape((1, 1, 1, TP, TN)))
+        g_c = ct.exp2(ct.load(dA_cumsum, (b, h, c, Q - 1), shape=()) * LOG2E, flush_to_zero=True)
+        S_c = ct.load(chunk_init_states, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        part = g_c * ct.sum(dS * S_c.reshape((TP, TN)).astype(ct.float32))    # this tile's share of <dS, S>
+        ct.store(ddA_last, (b, h, c, pid_pn), part.reshape((1, 1, 1, 1)))
+        dS_c = ct.load(dS_out, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        dS = g_c * dS + dS_c.reshape((TP, TN))
+    ct.store(dinitial_states, (b, h, i_p, i_n), dS.reshape((1, 1, TP, TN)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Host side: the wrapper (both kernels), example launches.
+# ----------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=256)
+def dstates_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype) -> LaunchPlan:
+    """Kernel 1 has the forward kernel 1's grid and tiles (a state tile per block)."""
+    return chunk_state_plan(b, l, h, p, n, Q, dtype)
+
+
+def launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison=False):
+    """Launch kernels 1 and 2: ``(dstates, ddA_last (b, h, nchunks), dinitial_states)``, all float32."""
+    b, l, h, p = dy.shape
+    g, n = C.shape[2], C.shape[3]
+    nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
+    device = dy.device
+    dS_out = allocate((b, nchunks, h, p, n), torch.float32, device, poison)
+    plan1 = dstates_plan(b, l, h, p, n, Q, dy.dtype)
+    t1 = plan1.tiles
+    launch(chunk_dstates_kernel, plan1.grid,
+           (dy, C, dA_cumsum, dS_out, h // g, Q, t1["TK"], t1["TP"], t1["TN"]), backend)
+
+    plan2 = state_passing_plan(b, nchunks, h, p, n, Q)
+    t2 = plan2.tiles
+    dstates = allocate((b, nchunks, h, p, n), torch.float32, device, poison)
+    ddA_parts = allocate((b, h, nchunks, plan2.grid[0]), torch.float32, device, poison)
+    dinitial_states = allocate((b, h, p, n), torch.float32, device, poison)
+    has_dfinal = dfinal_states is not None
+    launch(state_passing_bwd_kernel, plan2.grid,
+           (dS_out, dA_cumsum, chunk_init_states,
+            dfinal_states if has_dfinal else placeholder(device, torch.float32, 4),
+            dstates, ddA_parts, dinitial_states, Q, t2["TP"], t2["TN"], has_dfinal), backend)
+    return dstates, ddA_parts.sum(-1), dinitial_states
+
+
+def _dstates_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
+    def make():
+        gen = torch.Generator().manual_seed(0)
+        plan = dstates_plan(b, l, h, p, n, Q, dtype)
+        t = plan.tiles
+        nchunks = cdiv(l, Q)
+        args = (torch.randn(b, l, h, p, generator=gen).to(dtype), torch.randn(b, l, g, n, generator=gen).to(dtype),
+                -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1), torch.empty(b, nchunks, h, p, n),
+                h // g, Q, t["TK"], t["TP"], t["TN"])
+        return plan.grid, args
+
+    return make
+
+
+def _passing_args(state_dtype, b=2, nchunks=5, h=4, p=48, n=80, Q=64):
+    def make():
+        gen = torch.Generator().manual_seed(0)
+        plan = state_passing_plan(b, nchunks, h, p, n, Q)
+        t = plan.tiles
+        args = (torch.randn(b, nchunks, h, p, n, generator=gen),
+                -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1),
+                torch.randn(b, nchunks, h, p, n, generator=gen).to(state_dtype),
+                torch.randn(b, h, p, n, generator=gen),
+                torch.empty(b, nchunks, h, p, n), torch.empty(b, h, nchunks, plan.grid[0]), torch.empty(b, h, p, n),
+                Q, t["TP"], t["TN"], True)
+        return plan.grid, args
+
+    return make
+
+
+SPECS: list[KernelSpec] = [
+    KernelSpec("ssd.bwd_dstates_bf16_q256", chunk_dstates_kernel, _dstates_args(torch.bfloat16, 256, p=64, n=128)),
+    KernelSpec("ssd.bwd_dstates_f32_q64", chunk_dstates_kernel, _dstates_args(torch.float32, 64)),
+    KernelSpec("ssd.bwd_state_passing_bf16", state_passing_bwd_kernel,
+               _passing_args(torch.bfloat16, p=64, n=128, Q=256)),
+]
