@@ -312,9 +312,9 @@ def check_decay_nonpositive(A: torch.Tensor) -> None:
     key = (id(A), version, A.data_ptr(), A.device)
     if version is not None and _A_CHECKED.get(id(A)) == key:
         return
-    top = float(A.max()) if A.numel() else 0.0
+    top = float(A.detach().max()) if A.numel() else 0.0
     if not top <= 0.0:
-        h = int(A.argmax())
+        h = int(A.detach().argmax())
         raise ValueError(f"A must be <= 0 in every head (Mamba-2's A = -exp(A_log)); A[{h}] = {top:g}. The "
                          "cuTile kernels and the chunked reference assume decays exp(dt·A) <= 1; for other A "
                          "use ssd_recurrent")

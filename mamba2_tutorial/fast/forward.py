@@ -14,11 +14,12 @@ from __future__ import annotations
 import torch
 
 from ..kernels._host import resolve_backend, strided_ok
+from ..kernels.autograd import SSDOptions, needs_grad, ssd_autograd
 from ..kernels.chunk_scan import launch_chunk_scan
 from ..kernels.chunk_state import launch_chunk_state
 from ..kernels.state_passing import launch_state_passing
 from ..validation import validate_kernel_inputs
-from .config import ChunkScan, Decay, FastConfig, Fused, Segmented, SharedScan
+from .config import ChunkScan, Decay, FastConfig, Fused, Segmented, SharedScan, Unfused
 from .scan_chunk import launch_scan_chunk
 from .scan_shared import launch_scan_shared
 from .segments import launch_chunk_state_segments
@@ -83,7 +84,9 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     runs. ``backend``: "auto" (the GPU when usable, else the CPU tile executor), "gpu" or "cpu".
 
     ``config``: a :class:`~mamba2_tutorial.fast.config.FastConfig` in place of the shipped one for this size
-    (``ssd_config``); ``FastConfig()`` runs the taught kernels. ``_poison`` (tests only) fills every
+    (``ssd_config``); ``FastConfig()`` runs the taught kernels. Differentiable: when an input requires a
+    gradient, the forward keeps what the backward needs (:mod:`mamba2_tutorial.kernels.autograd`) and the
+    backward runs the cuTile backward kernels. ``_poison`` (tests only) fills every
     intermediate with NaN first, so that an element no block wrote shows up in the result.
     """
     b, l, h, p, g, n = validate_kernel_inputs(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states,
@@ -92,6 +95,9 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     cfg = config if config is not None else ssd_config(b, l, h, p, g, n, chunk_size, x.dtype, x.device)
     x, dt, A, B, C, D, z, dt_bias, initial_states = (
         strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
+    if needs_grad(x, dt, A, B, C, D, z, dt_bias, initial_states):   # training: the autograd Function
+        opts = SSDOptions(chunk_size, dt_softplus, tuple(dt_limit), where, training_stages(cfg), _poison)
+        return ssd_autograd(x, dt, A, B, C, D, z, dt_bias, initial_states, opts, return_final_states)
     key_log2 = uses_key_log2(cfg, dt_limit)
     store_kd = key_log2 and isinstance(cfg.state, Fused) and cfg.state.store_kd
     dt_out, dA_cumsum, chunk_init_states, final_states, carry = run_state(
@@ -100,6 +106,23 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     out = run_scan(cfg.scan, x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, _poison, key_log2,
                    store_kd, carry)
     return (out, final_states) if return_final_states else out
+
+
+def training_stages(cfg: FastConfig):
+    """The forward under autograd with ``cfg``'s scan stage: ``stages`` for
+    :class:`~mamba2_tutorial.kernels.autograd.SSDOptions`. The backward needs the true dt, its cumsum and the
+    state entering every chunk, which the unfused state stage stores as they are (the fused forms may store
+    kd in place of dt, the segmented one only segment-local states); and y before the gate."""
+    state = Unfused(getattr(cfg.state, "occupancy", None))
+
+    def stages(x, dt, A, B, C, D, dt_bias, initial_states, o: SSDOptions):
+        dt_out, dA_cumsum, init, final, _ = run_state(state, x, dt, A, B, o.chunk_size, dt_bias, o.dt_softplus,
+                                                      o.dt_limit, initial_states, o.backend, o.poison)
+        y = run_scan(cfg.scan, x, dt_out, dA_cumsum, C, B, init, D, None, o.backend, o.poison,
+                     uses_key_log2(cfg, o.dt_limit))
+        return dt_out, dA_cumsum, init, final, y
+
+    return stages
 
 
 def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: FastConfig | None = None) -> dict:

@@ -16,6 +16,7 @@ import torch
 
 from ..validation import validate_kernel_inputs
 from ._host import LaunchPlan, cdiv, resolve_backend, strided_ok
+from .autograd import SSDOptions, needs_grad, ssd_autograd
 from .chunk_scan import chunk_scan_plan, launch_chunk_scan
 from .chunk_state import chunk_state_plan, launch_chunk_state
 from .state_passing import launch_state_passing, state_passing_plan
@@ -31,13 +32,17 @@ def ssd_forward_taught(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=No
     x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n); optional D (h,) or (h, p), z (b, l, h, p),
     dt_bias (h,), initial_states (b, h, p, n). out (b, l, h, p) in x's dtype; final_states (b, h, p, n)
     float32. ``backend``: "auto" (the GPU when usable, else the CPU tile executor), "gpu" or "cpu".
-    ``_poison`` (tests only) fills every intermediate with NaN first, so an element no block wrote shows up.
+    Differentiable: when an input requires a gradient, the backward runs the taught backward kernels
+    (``kernels/backward.py``). ``_poison`` (tests only) fills every intermediate with NaN first, so an element no block wrote shows up.
     """
     # 0. check every argument before any launch: a clear error, never a silent wrong answer
     validate_kernel_inputs(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
     where = resolve_backend(backend, x)
     x, dt, A, B, C, D, z, dt_bias, initial_states = (
         strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
+    if needs_grad(x, dt, A, B, C, D, z, dt_bias, initial_states):   # training: the autograd Function
+        opts = SSDOptions(chunk_size, dt_softplus, tuple(dt_limit), where, taught_stages, _poison)
+        return ssd_autograd(x, dt, A, B, C, D, z, dt_bias, initial_states, opts, return_final_states)
 
     # 1. chunk state: dt preprocessed, its in-chunk cumsum, and each chunk's local state (float32)
     dt_out, dA_cumsum, states = launch_chunk_state(
@@ -50,6 +55,16 @@ def ssd_forward_taught(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=No
     # 3. chunk scan: each chunk's output from its entering state and its own inputs, D and the gate fused
     out = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=_poison)
     return (out, final_states) if return_final_states else out
+
+
+def taught_stages(x, dt, A, B, C, D, dt_bias, initial_states, o: SSDOptions):
+    """Kernels 1-3 for the autograd Function: what the backward keeps, and y before the gate."""
+    dt_out, dA_cumsum, states = launch_chunk_state(x, dt, A, B, o.chunk_size, dt_bias, o.dt_softplus,
+                                                   o.dt_limit, o.backend, o.poison)
+    chunk_init_states, final_states = launch_state_passing(states, dA_cumsum, initial_states, o.backend,
+                                                           o.poison, out_dtype=x.dtype)
+    y = launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, None, o.backend, poison=o.poison)
+    return dt_out, dA_cumsum, chunk_init_states, final_states, y
 
 
 def ssd_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int,

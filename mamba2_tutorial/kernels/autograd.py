@@ -1,0 +1,77 @@
+"""The SSD as a ``torch.autograd.Function``: the cuTile forward, and the cuTile backward of ``backward.py``.
+
+``ssd_forward`` and ``ssd_forward_taught`` route here when an input requires a gradient (and grad mode is
+on); otherwise they run the plain forward, which saves nothing. Under autograd the forward keeps what the
+backward needs:
+
+    x, dt, A, B, C, D, z, dt_bias       the inputs (the backward recomputes nothing from scratch)
+    dt_out, dA_cumsum                   kernel 1's processed dt and its in-chunk cumsum, (b, h, nchunks, Q)
+    chunk_init_states                   kernel 2's state entering every chunk, (b, nchunks, h, p, n)
+    y                                   the output before the gate (only with z): dz needs it
+
+so the forward applies the gate out = y · silu(z) after the scan instead of inside it.
+
+The forward's kernels come from ``forward_stages``: the taught kernels 1-3, or the fast path's scan stage
+(``fast/forward.py``); the backward is the same either way.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from .backward import ssd_backward_taught
+
+__all__ = ["SSDOptions", "needs_grad", "ssd_autograd"]
+
+
+class SSDOptions(NamedTuple):
+    """The forward's non-tensor arguments, and its kernels: ``stages(x, dt, A, B, C, dt_bias,
+    initial_states, options) -> (dt_out, dA_cumsum, chunk_init_states, final_states, y)`` with y ungated."""
+
+    chunk_size: int
+    dt_softplus: bool
+    dt_limit: tuple
+    backend: str  # resolved: "gpu" or "cpu"
+    stages: Callable
+    poison: bool = False
+
+
+def needs_grad(*tensors) -> bool:
+    """Whether autograd would record a call on these tensors (grad mode on, one of them requires grad)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+class _SSD(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dt, A, B, C, D, z, dt_bias, initial_states, opts: SSDOptions):
+        dt_out, dA_cumsum, chunk_init_states, final_states, y = opts.stages(
+            x, dt, A, B, C, D, dt_bias, initial_states, opts)
+        out = y if z is None else (y.float() * F.silu(z.float())).to(x.dtype)
+        ctx.save_for_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, dt_out, dA_cumsum,
+                              chunk_init_states, y if z is not None else None)
+        ctx.opts = opts
+        ctx.set_materialize_grads(False)   # an unused output gets None, not a tensor of zeros
+        return out, final_states
+
+    @staticmethod
+    def backward(ctx, dout, dfinal_states):
+        (x, dt, A, B, C, D, z, dt_bias, initial_states, dt_out, dA_cumsum, chunk_init_states,
+         y) = ctx.saved_tensors
+        o = ctx.opts
+        if dout is None:
+            dout = torch.zeros_like(x)
+        grads = ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, D=D, z=z, y=y,
+                                    dt_bias=dt_bias, initial_states=initial_states, dt_softplus=o.dt_softplus,
+                                    dt_limit=o.dt_limit, dfinal_states=dfinal_states, backend=o.backend,
+                                    _poison=o.poison)
+        return (grads.x, grads.dt, grads.A, grads.B, grads.C, grads.D, grads.z, grads.dt_bias,
+                grads.initial_states, None)
+
+
+def ssd_autograd(x, dt, A, B, C, D, z, dt_bias, initial_states, opts: SSDOptions, return_final_states: bool):
+    """Run the SSD under autograd: ``out`` or ``(out, final_states)``, both differentiable."""
+    out, final_states = _SSD.apply(x, dt, A, B, C, D, z, dt_bias, initial_states, opts)
+    return (out, final_states) if return_final_states else out
