@@ -1,4 +1,4 @@
-"""Command line: ``python -m mamba2_tutorial {env,compile,bench} [...]``."""
+"""Command line: ``python -m mamba2_tutorial {env,compile,bench,bench-train} [...]``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ COMMANDS = {
     "env": ("env", "print the environment report (versions, GPU, which tier runs the kernels)"),
     "compile": ("compile", "compile every kernel ahead of time with tileiras (no GPU needed)"),
     "bench": ("perf.bench", "benchmark ssd_forward against mamba_ssm, fla and PyTorch on the GPU"),
+    "bench-train": ("perf.bench_train", "benchmark forward + backward against mamba_ssm and fla on the GPU"),
 }
 
 

@@ -69,7 +69,8 @@ def _check_grads(got, want, dtype, what):
         assert not g.isnan().any(), f"{what}: the gradient of {name} has NaN (an element never written?)"
         err = relative_error(g, want[name])
         bound = TOL[dtype] * (SUMMED.get(name, 1.0) if dtype != torch.float32 else 1.0)
-        assert err <= bound, f"{what}: d{name} relative error {err:.2e} > {bound:.1e} against float64 autograd"
+        assert err <= bound, (f"{what}: d{name} relative error {err:.2e} > {bound:.1e} "
+                              "against float64 autograd")
 
 
 def _run(path, dims, dtype, seed, backend="cpu", device="cpu", dout=True, dfinal=True, **extras):

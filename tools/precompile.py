@@ -105,6 +105,31 @@ def bench_launches(device: str) -> list[Launch]:
     return launches
 
 
+def train_launches(device: str) -> list[Launch]:
+    """What ``python -m mamba2_tutorial bench-train`` launches with its defaults: forward and backward of
+    ``ssd_forward`` and ``ssd_forward_taught`` at every shape and at its correctness slice."""
+    import torch
+
+    from mamba2_tutorial.fast.forward import ssd_forward
+    from mamba2_tutorial.inputs import BENCHMARK_SHAPES, get_shape, make_inputs
+    from mamba2_tutorial.kernels.forward import ssd_forward_taught
+    from mamba2_tutorial.perf.bench_train import CHECK_LEN, GRADS
+
+    backend = "gpu" if device == "cuda" else "cpu"
+    launches: list[Launch] = []
+    for name in BENCHMARK_SHAPES:
+        full = get_shape(name)
+        for shape in (full, full.scaled(batch=1, seqlen=min(full.seqlen, CHECK_LEN))):
+            inp = make_inputs(shape, dtype=torch.bfloat16, device=device, D=False)
+            leaves = [inp[k].detach().requires_grad_() for k in GRADS]
+            with recording() as seen:
+                for forward in (ssd_forward, ssd_forward_taught):
+                    out = forward(*leaves, shape.chunk_size, backend=backend)
+                    torch.autograd.grad(out, leaves, torch.ones_like(out))
+            launches += seen
+    return launches
+
+
 def pytest_launches(pytest_args: list[str]) -> list[Launch]:
     """The launches a pytest run makes (e.g. ``-m gpu tests``), recorded: the tests run with every kernel
     launch recorded instead of executed, so their results are meaningless and their failures ignored; only
@@ -170,6 +195,8 @@ def compile_all(launches: list[Launch], cache_dir: str | None, arch: str, jobs: 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench", action="store_true", help="what `python -m mamba2_tutorial bench` launches")
+    ap.add_argument("--bench-train", action="store_true",
+                    help="what `python -m mamba2_tutorial bench-train` launches")
     ap.add_argument("--pytest", nargs=argparse.REMAINDER, default=None, metavar="ARGS",
                     help="what a pytest run with these arguments launches, e.g. --pytest -m gpu tests (last)")
     ap.add_argument("--arch", default=None, help="e.g. sm_90 (default: the GPU's, else sm_90)")
@@ -189,10 +216,12 @@ def main(argv=None) -> int:
     launches: list[Launch] = []
     if args.bench:
         launches += bench_launches(device)
+    if args.bench_train:
+        launches += train_launches(device)
     if args.pytest:
         launches += pytest_launches(args.pytest)
     if not launches:
-        ap.error("nothing to compile: pass --bench and/or --pytest ARGS")
+        ap.error("nothing to compile: pass --bench, --bench-train and/or --pytest ARGS")
     return 1 if compile_all(launches, args.cache_dir, arch, args.jobs) else 0
 
 

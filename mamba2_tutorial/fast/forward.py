@@ -116,8 +116,9 @@ def training_stages(cfg: FastConfig):
     state = Unfused(getattr(cfg.state, "occupancy", None))
 
     def stages(x, dt, A, B, C, D, dt_bias, initial_states, o: SSDOptions):
-        dt_out, dA_cumsum, init, final, _ = run_state(state, x, dt, A, B, o.chunk_size, dt_bias, o.dt_softplus,
-                                                      o.dt_limit, initial_states, o.backend, o.poison)
+        dt_out, dA_cumsum, init, final, _ = run_state(state, x, dt, A, B, o.chunk_size, dt_bias,
+                                                      o.dt_softplus, o.dt_limit, initial_states, o.backend,
+                                                      o.poison)
         y = run_scan(cfg.scan, x, dt_out, dA_cumsum, C, B, init, D, None, o.backend, o.poison,
                      uses_key_log2(cfg, o.dt_limit))
         return dt_out, dA_cumsum, init, final, y

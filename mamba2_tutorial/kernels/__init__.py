@@ -1,5 +1,7 @@
-"""The taught cuTile kernels: the primer's, and kernels 1-3 of the SSD forward with the three-launch
-``ssd_forward_taught`` (``forward.py``). Each module listed in ``KERNEL_MODULES`` defines
+"""The taught cuTile kernels: the primer's, kernels 1-3 of the SSD forward with the three-launch
+``ssd_forward_taught`` (``forward.py``), and the four backward kernels (``bwd_states.py``, ``bwd_chunk.py``)
+with ``ssd_backward_taught`` (``backward.py``) and the autograd Function (``autograd.py``). Each module
+listed in ``KERNEL_MODULES`` defines
 ``SPECS: list[KernelSpec]``; ``..fast.specs`` adds the kernels the fast path's shipped configs launch.
 
 Kernel modules import on a machine without a GPU (they only define ``@ct.kernel`` functions and
@@ -17,7 +19,8 @@ __all__ = ["KERNEL_MODULES", "KernelSpec", "all_kernel_specs", "kernel_spec"]
 
 # Modules of mamba2_tutorial.kernels whose SPECS the compile check covers. A listed module that is missing
 # or defines no SPECS is an error, never a silent skip.
-KERNEL_MODULES: tuple[str, ...] = ("primer", "chunk_state", "state_passing", "chunk_scan", "..fast.specs")
+KERNEL_MODULES: tuple[str, ...] = ("primer", "chunk_state", "state_passing", "chunk_scan", "bwd_states",
+                                   "bwd_chunk", "..fast.specs")
 
 
 def all_kernel_specs(modules: tuple[str, ...] | None = None) -> list[KernelSpec]:

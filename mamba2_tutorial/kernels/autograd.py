@@ -17,7 +17,8 @@ The forward's kernels come from ``forward_stages``: the taught kernels 1-3, or t
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F

@@ -4,12 +4,12 @@ The forward runs its kernels 1 → 2 → 3 (chunk state, state passing, chunk sc
 rule the other way, and the chunked structure survives it: the gradient of the state flows backwards across
 the chunks, sequentially, and everything else is parallel per chunk.
 
-    0. the gate   out = y · silu(z)               dy, dz                            elementwise (host)
-    1. dS_out = what each chunk's output asks of its entering state     kernel 1  per (chunk, head): parallel
-    2. dstates, d a_last, d initial_states: dS carried backwards         kernel 2  per (batch, head): sequential
-    3. dx, dB, ddt, da (the key side of each chunk)                     kernel 3  per (chunk, head): parallel
-    4. dC, da (the row side of each chunk)                              kernel 4  per (chunk, head): parallel
-    5. dt, A, dt_bias, D from the per-position gradients                 small reductions (host)
+    0. the gate: out = y · silu(z) gives dy and dz                  elementwise (host)
+    1. dS_out: what each chunk's output asks of its entering state  kernel 1  per (chunk, head): parallel
+    2. dstates, d a_last, d initial_states: dS carried backwards    kernel 2  per (batch, head): sequential
+    3. dx, dB, ddt, da: the key side of each chunk                  kernel 3  per (chunk, head): parallel
+    4. dC, da: the row side of each chunk                           kernel 4  per (chunk, head): parallel
+    5. dt, A, dt_bias, D from the per-position gradients            small reductions (host)
 
 Step 5 is a few elementwise operations and sums over (b, h, nchunks, Q) float32 tensors, l·h values per
 batch element, where torch is as good as a kernel. a = dA_cumsum is the in-chunk cumsum of dt·A, so its
@@ -87,8 +87,8 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     dstates, ddA_last, dinit = launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states, where,
                                                   _poison)
     # 3-4. every gradient inside the chunks
-    dx, dB_h, dC_h, ddt_proc, da, da_last = launch_chunk_bwd(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states,
-                                                             dstates, D, where, _poison)
+    dx, dB_h, dC_h, ddt_proc, da, da_last = launch_chunk_bwd(x, dy, dt_out, dA_cumsum, C, B,
+                                                             chunk_init_states, dstates, D, where, _poison)
 
     # 5. dt·A from a = cumsum(dt·A): a reverse cumsum in each chunk, plus the chunk total's gradient
     d_dtA = da.flip(-1).cumsum(-1).flip(-1) + (ddA_last + da_last.sum(-1))[..., None]     # (b, h, nchunks, Q)

@@ -37,7 +37,7 @@ matrix per chunk and head would be b·l·h·Q floats). Each block walks one row 
 triangle: kernel 3 the tiles below its keys, kernel 4 the tiles left of its rows. dB and dC come out per
 head (float32); the host sums the heads that share a group.
 
-    grid = (Q / T,  b · nchunks,  h)        T = 64 (32 for float32); a block holds the whole head (p) and state (n)
+    grid = (Q / T,  b · nchunks,  h)      T = 64 (32 for float32); a block holds all of p and n
 
 Ragged last chunk: positions past the sequence end load as zeros (dt = 0 there), so they add nothing; a
 tile entirely past the end writes zeros into the per-position outputs (ddt, da), so the host may sum them.

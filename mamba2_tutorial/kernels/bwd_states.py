@@ -149,7 +149,8 @@ def _dstates_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
         plan = dstates_plan(b, l, h, p, n, Q, dtype)
         t = plan.tiles
         nchunks = cdiv(l, Q)
-        args = (torch.randn(b, l, h, p, generator=gen).to(dtype), torch.randn(b, l, g, n, generator=gen).to(dtype),
+        args = (torch.randn(b, l, h, p, generator=gen).to(dtype),
+                torch.randn(b, l, g, n, generator=gen).to(dtype),
                 -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1), torch.empty(b, nchunks, h, p, n),
                 h // g, Q, t["TK"], t["TP"], t["TN"])
         return plan.grid, args
@@ -166,7 +167,8 @@ def _passing_args(state_dtype, b=2, nchunks=5, h=4, p=48, n=80, Q=64):
                 -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1),
                 torch.randn(b, nchunks, h, p, n, generator=gen).to(state_dtype),
                 torch.randn(b, h, p, n, generator=gen),
-                torch.empty(b, nchunks, h, p, n), torch.empty(b, h, nchunks, plan.grid[0]), torch.empty(b, h, p, n),
+                torch.empty(b, nchunks, h, p, n), torch.empty(b, h, nchunks, plan.grid[0]),
+                torch.empty(b, h, p, n),
                 Q, t["TP"], t["TN"], True)
         return plan.grid, args
 
@@ -174,7 +176,8 @@ def _passing_args(state_dtype, b=2, nchunks=5, h=4, p=48, n=80, Q=64):
 
 
 SPECS: list[KernelSpec] = [
-    KernelSpec("ssd.bwd_dstates_bf16_q256", chunk_dstates_kernel, _dstates_args(torch.bfloat16, 256, p=64, n=128)),
+    KernelSpec("ssd.bwd_dstates_bf16_q256", chunk_dstates_kernel,
+               _dstates_args(torch.bfloat16, 256, p=64, n=128)),
     KernelSpec("ssd.bwd_dstates_f32_q64", chunk_dstates_kernel, _dstates_args(torch.float32, 64)),
     KernelSpec("ssd.bwd_state_passing_bf16", state_passing_bwd_kernel,
                _passing_args(torch.bfloat16, p=64, n=128, Q=256)),

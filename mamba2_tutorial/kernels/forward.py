@@ -33,7 +33,8 @@ def ssd_forward_taught(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=No
     dt_bias (h,), initial_states (b, h, p, n). out (b, l, h, p) in x's dtype; final_states (b, h, p, n)
     float32. ``backend``: "auto" (the GPU when usable, else the CPU tile executor), "gpu" or "cpu".
     Differentiable: when an input requires a gradient, the backward runs the taught backward kernels
-    (``kernels/backward.py``). ``_poison`` (tests only) fills every intermediate with NaN first, so an element no block wrote shows up.
+    (``kernels/backward.py``). ``_poison`` (tests only) fills every intermediate with NaN first, so an
+    element no block wrote shows up.
     """
     # 0. check every argument before any launch: a clear error, never a silent wrong answer
     validate_kernel_inputs(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)

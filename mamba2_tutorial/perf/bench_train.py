@@ -1,0 +1,214 @@
+"""The training benchmark: forward plus backward of the SSD, ours against mamba_ssm's Triton path and fla.
+
+``python -m mamba2_tutorial bench-train [--shapes NAME ...] [--dtype bf16] [--out FILE.json]`` runs, for every
+shape, in one process:
+
+1. inputs from ``make_inputs`` (x, dt, A, B, C, as the forward benchmark) and a random output gradient dout;
+2. a correctness gate for every implementation that imports, on a slice of the problem small enough for
+   float64 autograd (the first batch element, at most 2048 positions, the same heads, head and state sizes):
+   each gradient's relative L2 error against autograd through the float64 reference ``ssd_chunked``. An
+   implementation that fails is reported and not timed. fla's ``chunk_simple_gla`` computes the SSD in other
+   variables (q = C, k = B, v = dt·x, g = dt·A, ``bench.fla_inputs``): its output is checked, and its
+   gradients (of q, k, v, g) are timed as they are;
+3. timings, median device time per call after warm-up with a cold L2 (``timing.time_cuda``), of the forward
+   as training runs it (what the backward needs is kept) and of forward plus backward,
+   ``torch.autograd.grad(out, inputs, dout)``: the gradients of every input, none accumulated.
+
+Then a table, and with ``--out`` the JSON shipped as ``data/benchmarks/h200_train.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import torch
+
+from ..checks import relative_error
+from ..inputs import BENCHMARK_SHAPES, get_shape, make_inputs
+from .bench import DTYPES, fla_inputs, import_mamba_chunk_scan_combined, versions
+from .timing import time_cuda
+
+TRAIN_IMPLS = ("cutile", "taught", "mamba_ssm", "fla")
+GRADS = ("x", "dt", "A", "B", "C")
+#: relative L2 error of a gradient above which an implementation is not timed. A is a sum over the whole
+#: problem, with cancellation, and gets a wider gate.
+GRAD_GATE = {torch.bfloat16: 2e-2, torch.float16: 1e-2, torch.float32: 1e-3}
+SUMMED_GATE = 3.0
+CHECK_LEN = 2048
+SCHEMA = 1
+
+
+def _cutile(fast: bool):
+    from ..fast.forward import ssd_forward
+    from ..kernels.forward import ssd_forward_taught
+
+    fn = ssd_forward if fast else ssd_forward_taught
+    return lambda x, dt, A, B, C, Q: fn(x, dt, A, B, C, Q, backend="gpu")
+
+
+def load_train_impls(names: Sequence[str]) -> tuple[dict[str, Callable], dict[str, str]]:
+    """``{name: f(x, dt, A, B, C, Q) -> out}`` for the SSD implementations that import, and why not for the
+    others. fla is the exception, handled by :func:`prepare`."""
+    impls, missing = {}, {}
+    for name in names:
+        try:
+            if name in ("cutile", "taught"):
+                impls[name] = _cutile(name == "cutile")
+            elif name == "mamba_ssm":
+                impls[name] = import_mamba_chunk_scan_combined()
+            elif name == "fla":
+                from fla.ops.simple_gla import chunk_simple_gla
+
+                impls[name] = chunk_simple_gla
+            else:
+                raise ValueError(f"unknown implementation {name!r}; choose from {TRAIN_IMPLS}")
+        except ImportError as exc:
+            missing[name] = f"did not import: {exc}"
+    return impls, missing
+
+
+def prepare(name: str, fn, inp: Mapping[str, torch.Tensor], Q: int):
+    """``(forward, leaves)``: ``forward()`` returns the output, computed from ``leaves`` (which require grad).
+    For fla the leaves are its own variables q, k, v, g, made once from x, dt, A, B, C."""
+    if name == "fla":
+        leaves = {k: v.detach().requires_grad_() for k, v in fla_inputs(inp).items()}
+        return (lambda: fn(q=leaves["q"], k=leaves["k"], v=leaves["v"], g=leaves["g"], scale=1.0)[0]), leaves
+    leaves = {k: inp[k].detach().clone().requires_grad_() for k in GRADS}
+    return (lambda: _first(fn(leaves["x"], leaves["dt"], leaves["A"], leaves["B"], leaves["C"], Q))), leaves
+
+
+def _first(out):
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def check(name, fn, shape, dtype, seed=0) -> dict[str, float]:
+    """Relative L2 errors against float64 autograd on a slice of ``shape``: every gradient (and ``out``), or
+    fla's output only. Raises AssertionError naming the first gradient over the gate."""
+    from ..reference import ssd_chunked
+
+    small = shape.scaled(batch=1, seqlen=min(shape.seqlen, CHECK_LEN))
+    inp = make_inputs(small, seed=seed, dtype=dtype, device="cuda", D=False)
+    Q = small.chunk_size
+    gen = torch.Generator(device="cuda").manual_seed(seed + 1)
+    leaves64 = {k: inp[k].double().requires_grad_() for k in GRADS}
+    want = ssd_chunked(*(leaves64[k] for k in GRADS), Q)
+    dout = torch.randn(want.shape, generator=gen, device="cuda").to(dtype)
+    want_grads = dict(zip(GRADS, torch.autograd.grad(want, list(leaves64.values()), dout.double())))
+    forward, leaves = prepare(name, fn, inp, Q)
+    out = forward()
+    errors = {"out": relative_error(out, want)}
+    if name != "fla":
+        got = dict(zip(GRADS, torch.autograd.grad(out, list(leaves.values()), dout)))
+        errors |= {k: relative_error(got[k], want_grads[k]) for k in GRADS}
+    for k, err in errors.items():
+        gate = GRAD_GATE[dtype] * (SUMMED_GATE if k == "A" else 1.0)
+        if not err <= gate:
+            raise AssertionError(f"{name}: {'output' if k == 'out' else 'd' + k} relative error {err:.2e} > "
+                                 f"{gate:.0e} against float64 autograd")
+    return errors
+
+
+def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms, rep_ms, seed=0,
+        log=print) -> dict:
+    impls, missing = load_train_impls(impl_names)
+    records = []
+    for sname in shape_names:
+        shape = get_shape(sname)
+        Q = shape.chunk_size
+        inp = make_inputs(shape, seed=seed, dtype=dtype, device="cuda", D=False)
+        gen = torch.Generator(device="cuda").manual_seed(seed + 1)
+        rec = {"name": sname, "dims": shape.dims, "impls": {}}
+        for name, fn in impls.items():
+            entry = {}
+            try:
+                entry["rel_err"] = check(name, fn, shape, dtype, seed)
+            except AssertionError as exc:
+                entry["error"] = str(exc)
+                rec["impls"][name] = entry
+                log(f"{sname} {name}: NOT TIMED: {exc}")
+                continue
+            forward, leaves = prepare(name, fn, inp, Q)
+            dout = torch.randn(forward().shape, generator=gen, device="cuda").to(dtype)
+            params = list(leaves.values())
+
+            def step(forward=forward, params=params, dout=dout):
+                return torch.autograd.grad(forward(), params, dout)
+
+            entry["fwd_ms"] = time_cuda(forward, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+            entry["fwd_bwd_ms"] = time_cuda(step, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+            rec["impls"][name] = entry
+            log(f"{sname} {name}: forward {entry['fwd_ms']:.3f} ms, "
+                f"forward+backward {entry['fwd_bwd_ms']:.3f} ms")
+            del forward, leaves, params, step
+            torch.cuda.empty_cache()
+        records.append(rec)
+    return {"schema_version": SCHEMA, "kind": "training", "device": torch.cuda.get_device_name(),
+            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "dtype": str(dtype).replace("torch.", ""), "versions": versions(), "missing": missing,
+            "settings": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "check_len": CHECK_LEN,
+                         "timer": "CUDA events, median, L2 flushed before each call"},
+            "shapes": records}
+
+
+def speedups(results: Mapping, over: str, metric: str = "fwd_bwd_ms") -> dict[str, float | None]:
+    """``{shape: time of `over` / time of cutile}`` for one metric (None where either was not timed)."""
+    out = {}
+    for rec in results["shapes"]:
+        ours, theirs = rec["impls"].get("cutile", {}).get(metric), rec["impls"].get(over, {}).get(metric)
+        out[rec["name"]] = theirs / ours if ours and theirs else None
+    return out
+
+
+def format_table(results: Mapping) -> str:
+    names = [n for n in TRAIN_IMPLS if any(n in r["impls"] for r in results["shapes"])]
+    head = (f"{'shape':22s}" + "".join(f"{n + ' fwd+bwd':>20s}" for n in names)
+            + f"{'vs mamba_ssm':>14s}{'vs fla':>9s}")
+    lines = [f"{results['device']}, {results['dtype']}, {results['date']}: forward + backward, median ms",
+             head]
+    sm, sf = speedups(results, "mamba_ssm"), speedups(results, "fla")
+    for rec in results["shapes"]:
+        cells = []
+        for n in names:
+            e = rec["impls"].get(n, {})
+            cells.append(f"{e['fwd_bwd_ms']:20.3f}" if "fwd_bwd_ms" in e else f"{'-':>20s}")
+        fmt = lambda s: f"{s:.2f}x" if s else "-"
+        lines.append(f"{rec['name']:22s}" + "".join(cells)
+                     + f"{fmt(sm[rec['name']]):>14s}{fmt(sf[rec['name']]):>9s}")
+    return "\n".join(lines)
+
+
+def load_shipped_training(name: str = "h200_train") -> dict | None:
+    """The shipped training results (``data/benchmarks/<name>.json``), or None where none were shipped."""
+    from importlib import resources
+
+    path = resources.files("mamba2_tutorial") / "data" / "benchmarks" / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mamba2_tutorial bench-train",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--shapes", nargs="+", default=list(BENCHMARK_SHAPES), metavar="NAME")
+    p.add_argument("--impls", nargs="+", default=list(TRAIN_IMPLS), choices=TRAIN_IMPLS)
+    p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    p.add_argument("--warmup", type=float, default=25.0, help="warm-up budget per timing, ms of device time")
+    p.add_argument("--rep", type=float, default=100.0, help="timed budget per timing, ms of device time")
+    p.add_argument("--out", type=Path, help="write the results as JSON")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(list(argv) if argv is not None else None)
+    if not torch.cuda.is_available():
+        print("bench-train: needs a CUDA GPU; notebook 12 shows the shipped results", file=sys.stderr)
+        return 2
+    results = run(args.shapes, args.impls, DTYPES[args.dtype], args.warmup, args.rep, args.seed,
+                  log=lambda s: print(s, file=sys.stderr))
+    print(format_table(results))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 0
