@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -195,14 +196,25 @@ def test_chunked_reference_is_differentiable():
     assert torch.autograd.gradcheck(f, (*args, dt_bias))
 
 
-def test_every_parameter_gets_a_gradient_and_cutile_refuses_to_train():
+def test_every_parameter_gets_a_gradient_through_both_ssds():
+    """The reference SSD and the cuTile kernels (forward and backward, on the CPU executor) give every
+    parameter of the block its gradient, as close to the float64 block's as each other (A_log's gradient is
+    a sum with cancellation: about 5e-4 relative error in float32, for the reference SSD too)."""
     block = _decode_block()
     u = torch.randn(2, 9, 16)
-    block(u).square().mean().backward()
-    for name, param in block.named_parameters():
-        assert param.grad is not None and param.grad.abs().sum() > 0, name
-    with pytest.raises(RuntimeError, match="no backward"):
-        block(u.requires_grad_(True), ssd="cutile", backend="cpu")
+
+    def grads(blk, inp, **kw):
+        blk.zero_grad()
+        blk(inp, **kw).square().mean().backward()
+        return {name: param.grad.clone() for name, param in blk.named_parameters()}
+
+    truth = grads(copy.deepcopy(block).double(), u.double())
+    ref_grads, cutile_grads = grads(block, u), grads(block, u, ssd="cutile", backend="cpu")
+    for name, want in truth.items():
+        assert ref_grads[name].abs().sum() > 0, name
+        e_ref = m2.relative_error(ref_grads[name], want)
+        e_cutile = m2.relative_error(cutile_grads[name], want)
+        assert e_cutile <= max(2 * e_ref, 1e-5), f"{name}: cuTile {e_cutile:.1e}, reference SSD {e_ref:.1e}"
     assert ssd_function("chunked") is m2.ssd_chunked
 
 

@@ -12,8 +12,9 @@ with d_inner = expand·d_model = h·p, A = -exp(A_log) (h,) and ``in_proj`` laid
 ``[z | x | B | C | dt]``. Parameter names and shapes are mamba_ssm's, so a state dict of either library loads.
 
 The SSD is any of this package's implementations, chosen by name (:data:`SSD_FORMS`): the reference ladder
-(``"recurrent"``, ``"quadratic"``, ``"chunked"``; differentiable) or the cuTile kernels (``"cutile"``:
-:func:`mamba2_tutorial.ssd_forward` on the GPU or the CPU tile executor; forward only).
+(``"recurrent"``, ``"quadratic"``, ``"chunked"``) or the cuTile kernels (``"cutile"``:
+:func:`mamba2_tutorial.ssd_forward` on the GPU or the CPU tile executor, with the cuTile backward kernels
+under autograd). All of them are differentiable.
 """
 
 from __future__ import annotations
@@ -55,11 +56,6 @@ def ssd_function(ssd: str | Callable, backend: str = "auto") -> Callable:
         ssd_forward = m2.ssd_forward
 
         def cutile(x, dt, A, B, C, chunk_size, **options):
-            if torch.is_grad_enabled() and any(t.requires_grad for t in (x, dt, B, C)):
-                raise RuntimeError(
-                    "ssd='cutile' runs the forward kernels only (no backward): train with ssd='chunked', and "
-                    "run the kernels under torch.no_grad()"
-                )
             return ssd_forward(x, dt, A, B, C, chunk_size, backend=backend, **options)
 
         return cutile

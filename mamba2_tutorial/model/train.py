@@ -1,7 +1,8 @@
 """Training a tiny Mamba-2 language model on a CPU: seeded, with a progress bar.
 
-The SSD runs as ``ssd_chunked``, the reference ladder's chunked form: plain PyTorch, so autograd gives its
-backward. (The cuTile kernels are forward only; the trained weights run through them afterwards.) AdamW
+The SSD runs as ``ssd_chunked`` by default, the reference ladder's chunked form: plain PyTorch, so autograd
+gives its backward. ``ssd="cutile"`` trains through the cuTile forward and backward kernels instead
+(notebook 12 compares the two loss curves). AdamW
 with warmup and cosine decay; weight decay skips biases, norms, the embedding, and each block's A_log, D and
 dt_bias (mamba_ssm's ``_no_weight_decay``). Loss and accuracy count only the answer positions of the task.
 """
