@@ -34,7 +34,8 @@ Two kernels, because the gradients fall into two kinds of rows:
 
 Both rebuild CB, dM and L tile by tile on the tensor cores instead of reading them from memory (a (Q, Q)
 matrix per chunk and head would be b·l·h·Q floats). Each block walks one row of (T × T) tiles of the causal
-triangle: kernel 3 the tiles below its keys, kernel 4 the tiles left of its rows. dB and dC come out per
+triangle: kernel 3 the tiles below its keys (built transposed, keys as rows, because it multiplies by Mᵀ and
+dCBᵀ), kernel 4 the tiles left of its rows. dB and dC come out per
 head (float32); the host sums the heads that share a group.
 
     grid = (Q / T,  b · nchunks,  h)      T = 64 (32 for float32); a block holds all of p and n
@@ -81,6 +82,17 @@ def pair_tile(C_m, B_k, dy_m, x_k, a_m, a_k, m_pos, k_pos, T):
     return CB, dM, L
 
 
+def pair_tile_transposed(B_k, C_m, x_k, dy_m, a_k, a_m, k_pos, m_pos, T):
+    """The same tile transposed, keys as rows: CBᵀ = B Cᵀ, dMᵀ = x dyᵀ and Lᵀ, (T keys × T rows). Kernel 3
+    needs Mᵀ and dCBᵀ as mma operands: building them transposed costs nothing, while transposing a computed
+    float32 tile costs a trip through shared memory."""
+    CBt = ct.mma(B_k, ct.transpose(C_m), ct.zeros((T, T), dtype=ct.float32))
+    dMt = ct.mma(x_k, ct.transpose(dy_m), ct.zeros((T, T), dtype=ct.float32))
+    causal = k_pos[:, None] <= m_pos[None, :]
+    Lt = ct.where(causal, ct.exp2(ct.minimum(a_m[None, :] - a_k[:, None], 0.0), flush_to_zero=True), 0.0)
+    return CBt, dMt, Lt
+
+
 @ct.kernel
 def chunk_bwd_dx_kernel(x, dy, dt_out, dA_cumsum, C, B, dstates, D,     # inputs
                         dx, dB, ddt, da, da_last,                        # outputs
@@ -118,13 +130,13 @@ def chunk_bwd_dx_kernel(x, dy, dt_out, dA_cumsum, C, B, dstates, D,     # inputs
             dy_m = load_rows(dy, b, m_tile, h, T, PP).astype(x.dtype)
             a_m = load_positions(dA_cumsum, b, h, c, mt, T) * LOG2E
             m_pos = mt * T + ct.arange(T, dtype=ct.int32)
-            CB, dM, L = pair_tile(C_m, B_k, dy_m, x_k, a_m, a_k, m_pos, k_pos, T)
-            CBL = CB * L
-            M = CBL * dt_k[None, :]                     # the forward's matrix: y_intra = M x
-            dCB = dM * L * dt_k[None, :]                # the gradient of C Bᵀ
-            acc_dx = ct.mma(ct.transpose(M).astype(x.dtype), dy_m, acc_dx)      # Mᵀ dy
-            acc_dB = ct.mma(ct.transpose(dCB).astype(x.dtype), C_m, acc_dB)     # dCBᵀ C
-            ddt_k = ddt_k + ct.sum(dM * CBL, axis=0)
+            CBt, dMt, Lt = pair_tile_transposed(B_k, C_m, x_k, dy_m, a_k, a_m, k_pos, m_pos, T)
+            CBLt = CBt * Lt
+            Mt = CBLt * dt_k[:, None]                   # the forward's matrix, transposed: y_intra = M x
+            dCBt = dMt * Lt * dt_k[:, None]             # the gradient of C Bᵀ, transposed
+            acc_dx = ct.mma(Mt.astype(x.dtype), dy_m, acc_dx)       # Mᵀ dy
+            acc_dB = ct.mma(dCBt.astype(x.dtype), C_m, acc_dB)      # dCBᵀ C
+            ddt_k = ddt_k + ct.sum(dMt * CBLt, axis=1)
         da_k = -ddt_k * dt_k                            # column sums of T = dM ∘ CB ∘ L ∘ dt
 
         # 2. through the state this chunk adds: s = sum_k w_k x_k ⊗ B_k, with G = dL/ds from kernel 2

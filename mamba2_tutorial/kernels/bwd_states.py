@@ -62,17 +62,15 @@ def chunk_dstates_kernel(dy, C, dA_cumsum,          # inputs
     g = h // heads_per_group
     seqlen = dy.shape[1]
 
-    # exp(a_m) <= 1: how much of the entering state is left at row m
-    a = ct.load(dA_cumsum, (b, h, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
-    e = ct.exp2(a * LOG2E, flush_to_zero=True)
-
     acc = ct.zeros((TP, TN), dtype=ct.float32)
     n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))   # no step entirely past the sequence end
     for kt in range(n_steps):
         k_tile = c * (Q // TK) + kt
         dy_k = ct.load(dy, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
         C_k = ct.load(C, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO).reshape((TK, TN))
-        e_k = ct.extract(e, (kt,), shape=(TK,))
+        # exp(a_m) <= 1: how much of the entering state is left at row m
+        a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
+        e_k = ct.exp2(a_k * LOG2E, flush_to_zero=True)
         dye = (dy_k.astype(ct.float32) * e_k[:, None]).astype(dy.dtype)     # mma operands in dy's dtype
         acc = ct.mma(ct.transpose(dye), C_k.astype(dy.dtype), acc)
     ct.store(dS_out, (b, c, h, i_p, i_n), acc.reshape((1, 1, 1, TP, TN)))
