@@ -43,22 +43,24 @@ CHECK_LEN = 2048
 SCHEMA = 1
 
 
-def _cutile(fast: bool):
+def _cutile(fast: bool, backend: str = "gpu"):
     from ..fast.forward import ssd_forward
     from ..kernels.forward import ssd_forward_taught
 
     fn = ssd_forward if fast else ssd_forward_taught
-    return lambda x, dt, A, B, C, Q: fn(x, dt, A, B, C, Q, backend="gpu")
+    return lambda x, dt, A, B, C, Q: fn(x, dt, A, B, C, Q, backend=backend)
 
 
-def load_train_impls(names: Sequence[str]) -> tuple[dict[str, Callable], dict[str, str]]:
+def load_train_impls(names: Sequence[str], backend: str = "gpu"
+                     ) -> tuple[dict[str, Callable], dict[str, str]]:
     """``{name: f(x, dt, A, B, C, Q) -> out}`` for the SSD implementations that import, and why not for the
-    others. fla is the exception, handled by :func:`prepare`."""
+    others. fla is the exception, handled by :func:`prepare`. ``backend="cpu"`` runs our kernels on the CPU
+    executor (only to test the harness)."""
     impls, missing = {}, {}
     for name in names:
         try:
             if name in ("cutile", "taught"):
-                impls[name] = _cutile(name == "cutile")
+                impls[name] = _cutile(name == "cutile", backend)
             elif name == "mamba_ssm":
                 impls[name] = import_mamba_chunk_scan_combined()
             elif name == "fla":
@@ -86,18 +88,18 @@ def _first(out):
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def check(name, fn, shape, dtype, seed=0) -> dict[str, float]:
+def check(name, fn, shape, dtype, seed=0, device="cuda") -> dict[str, float]:
     """Relative L2 errors against float64 autograd on a slice of ``shape``: every gradient (and ``out``), or
     fla's output only. Raises AssertionError naming the first gradient over the gate."""
     from ..reference import ssd_chunked
 
     small = shape.scaled(batch=1, seqlen=min(shape.seqlen, CHECK_LEN))
-    inp = make_inputs(small, seed=seed, dtype=dtype, device="cuda", D=False)
+    inp = make_inputs(small, seed=seed, dtype=dtype, device=device, D=False)
     Q = small.chunk_size
-    gen = torch.Generator(device="cuda").manual_seed(seed + 1)
+    gen = torch.Generator(device=device).manual_seed(seed + 1)
     leaves64 = {k: inp[k].double().requires_grad_() for k in GRADS}
     want = ssd_chunked(*(leaves64[k] for k in GRADS), Q)
-    dout = torch.randn(want.shape, generator=gen, device="cuda").to(dtype)
+    dout = torch.randn(want.shape, generator=gen, device=device).to(dtype)
     want_grads = dict(zip(GRADS, torch.autograd.grad(want, list(leaves64.values()), dout.double())))
     forward, leaves = prepare(name, fn, inp, Q)
     out = forward()

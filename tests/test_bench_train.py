@@ -1,0 +1,62 @@
+"""The training benchmark's harness on a CPU: the gradient gate accepts our kernels (on the CPU executor) and
+rejects a wrong backward; the table and the speedups. No timing happens here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mamba2_tutorial.inputs import SSDShape
+from mamba2_tutorial.perf import bench_train
+
+SHAPE = SSDShape(2, 150, 4, 32, 2, 48, 64, "test")
+
+
+def test_our_kernels_pass_the_gradient_gate():
+    impls, missing = bench_train.load_train_impls(["cutile", "taught"], backend="cpu")
+    assert not missing
+    for name, fn in impls.items():
+        errors = bench_train.check(name, fn, SHAPE, torch.float32, device="cpu")
+        assert set(errors) == {"out", *bench_train.GRADS}
+        assert max(errors.values()) < 1e-4, (name, errors)
+
+
+def test_a_wrong_backward_is_not_timed():
+    from mamba2_tutorial.reference import ssd_chunked
+
+    class HalfGradX(torch.autograd.Function):  # the right output, dx off by a factor 2
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return 0.5 * g
+
+    def wrong(x, dt, A, B, C, Q):
+        return ssd_chunked(HalfGradX.apply(x), dt, A, B, C, Q)
+
+    with pytest.raises(AssertionError, match="dx relative error"):
+        bench_train.check("wrong", wrong, SHAPE, torch.float32, device="cpu")
+
+
+def _results():
+    shape = {"name": "b8-l4096-h80", "dims": SHAPE.dims, "impls": {
+        "cutile": {"fwd_ms": 1.0, "fwd_bwd_ms": 3.0}, "mamba_ssm": {"fwd_ms": 1.5, "fwd_bwd_ms": 6.0},
+        "fla": {"error": "fla: output relative error 1e+00 > 2e-02 against float64 autograd"}}}
+    return {"device": "NVIDIA H200", "dtype": "bfloat16", "date": "2026-12-05 14:00 UTC", "shapes": [shape]}
+
+
+def test_speedups_and_table():
+    r = _results()
+    assert bench_train.speedups(r, "mamba_ssm") == {"b8-l4096-h80": 2.0}
+    assert bench_train.speedups(r, "fla") == {"b8-l4096-h80": None}   # not timed: no speedup claimed
+    table = bench_train.format_table(r)
+    assert "2.00x" in table and "6.000" in table and "NVIDIA H200" in table
+
+
+def test_the_command_needs_a_gpu(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert bench_train.main([]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
