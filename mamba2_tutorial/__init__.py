@@ -35,6 +35,7 @@ _EXPORTS = {
     "assert_close": "checks",
     "default_tolerance": "checks",
     "relative_error": "checks",
+    "ssd_gradients": "checks",
     "validate_ssd_inputs": "validation",
     # environment and tiers
     "environment_report": "env",

@@ -33,7 +33,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["assert_close", "default_tolerance", "relative_error", "TOLERANCES"]
+__all__ = ["assert_close", "default_tolerance", "relative_error", "ssd_gradients", "SSD_TENSOR_ARGS",
+           "TOLERANCES"]
 
 #: (rtol, atol) per dtype; see the module docstring for why
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -299,3 +300,33 @@ def assert_close(
     if hint:
         lines.append(f"  hint: {hint}")
     raise AssertionError("\n".join(lines))
+
+
+#: the tensor arguments of an SSD function with mamba_ssm's signature
+SSD_TENSOR_ARGS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
+
+
+def ssd_gradients(ssd, inputs, chunk_size: int, dout=None, dfinal_states=None, *, dtype=None,
+                  **kwargs) -> dict:
+    """The gradient of every tensor input of ``ssd`` (an SSD function with mamba_ssm's signature:
+    ``ssd_chunked``, ``ssd_forward``, ``mamba_chunk_scan_combined``...) for the loss
+
+        L = sum(dout · out) + sum(dfinal_states · final_states)
+
+    ``inputs``: keyword arguments as ``make_inputs`` returns them; the tensors among x, dt, A, B, C, D, z,
+    dt_bias, initial_states become leaves (cast to ``dtype`` if given, e.g. float64 for the ground truth).
+    ``dout`` or ``dfinal_states`` may be None (that output is then not in the loss); each is moved to its
+    output's device and dtype. ``kwargs`` go to ``ssd`` (e.g. ``backend``). Returns ``{name: gradient}``; a
+    gradient is None for an input the loss does not depend on."""
+    if dout is None and dfinal_states is None:
+        raise ValueError("ssd_gradients: give dout, dfinal_states or both")
+    leaves = {k: (v.to(dtype) if dtype else v).detach().clone().requires_grad_()
+              for k, v in inputs.items() if k in SSD_TENSOR_ARGS and v is not None}
+    out, final = ssd(**(dict(inputs) | leaves), chunk_size=chunk_size, return_final_states=True, **kwargs)
+    outputs, grads = [], []
+    for output, grad in ((out, dout), (final, dfinal_states)):
+        if grad is not None:
+            outputs.append(output)
+            grads.append(grad.to(output.device, output.dtype))
+    torch.autograd.backward(outputs, grads)
+    return {k: v.grad for k, v in leaves.items()}

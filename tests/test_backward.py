@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from mamba2_tutorial import reference as ref
-from mamba2_tutorial.checks import relative_error
+from mamba2_tutorial.checks import SSD_TENSOR_ARGS as INPUTS
+from mamba2_tutorial.checks import relative_error, ssd_gradients
 from mamba2_tutorial.fast.forward import ssd_forward
 from mamba2_tutorial.inputs import SSDShape, make_inputs
 from mamba2_tutorial.kernels.backward import dt_backward, gate_backward
@@ -25,7 +26,6 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 #: the whole batch and sequence with cancellation: in bf16 and fp16 they get a wider bound.
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 SUMMED = {"A": 3.0, "dt_bias": 3.0, "D": 3.0}
-INPUTS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
 FORWARDS = {"fast": ssd_forward, "taught": ssd_forward_taught}
 
 #: (b, l, h, p, g, n, Q): every dimension distinct, ragged last chunks, groups
@@ -43,20 +43,7 @@ def _problem(dims, dtype, seed, device="cpu", **extras):
 
 
 def _grads(fn, inputs, Q, dout, dfinal, dtype=None, **kw):
-    """The gradients of every tensor input, by name, from ``fn`` (the inputs cast to ``dtype``)."""
-    leaves = {k: (v.to(dtype) if dtype else v).detach().clone().requires_grad_()
-              for k, v in inputs.items() if k in INPUTS}
-    args = {k: v for k, v in inputs.items() if k not in INPUTS} | leaves
-    out, final = fn(**args, chunk_size=Q, return_final_states=True, **kw)
-    outputs, grads = [], []
-    if dout is not None:
-        outputs.append(out)
-        grads.append(dout.to(out.dtype))
-    if dfinal is not None:
-        outputs.append(final)
-        grads.append(dfinal.to(final.dtype))
-    torch.autograd.backward(outputs, grads)
-    return {k: v.grad for k, v in leaves.items()}
+    return ssd_gradients(fn, inputs, Q, dout, dfinal, dtype=dtype, **kw)
 
 
 def _check_grads(got, want, dtype, what):

@@ -11,8 +11,9 @@ backward needs:
 
 so the forward applies the gate out = y · silu(z) after the scan instead of inside it.
 
-The forward's kernels come from ``forward_stages``: the taught kernels 1-3, or the fast path's scan stage
-(``fast/forward.py``); the backward is the same either way.
+The forward's kernels come from ``SSDOptions.stages``: the taught kernels 1-3 (``forward.taught_stages``), or
+the unfused state stage with the config's scan stage (``fast/forward.training_stages``); the backward is the
+same either way.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ __all__ = ["SSDOptions", "needs_grad", "ssd_autograd"]
 
 
 class SSDOptions(NamedTuple):
-    """The forward's non-tensor arguments, and its kernels: ``stages(x, dt, A, B, C, dt_bias,
-    initial_states, options) -> (dt_out, dA_cumsum, chunk_init_states, final_states, y)`` with y ungated."""
+    """The forward's non-tensor arguments, and its kernels: ``stages(x, dt, A, B, C, D, dt_bias,
+    initial_states, options) -> (dt_out, dA_cumsum, chunk_init_states, final_states, y)`` with y before the
+    gate."""
 
     chunk_size: int
     dt_softplus: bool

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ..checks import relative_error
+from ..checks import relative_error, ssd_gradients
 from ..inputs import BENCHMARK_SHAPES, get_shape, make_inputs
 from .bench import DTYPES, fla_inputs, import_mamba_chunk_scan_combined, versions
 from .timing import time_cuda
@@ -97,10 +97,9 @@ def check(name, fn, shape, dtype, seed=0, device="cuda") -> dict[str, float]:
     inp = make_inputs(small, seed=seed, dtype=dtype, device=device, D=False)
     Q = small.chunk_size
     gen = torch.Generator(device=device).manual_seed(seed + 1)
-    leaves64 = {k: inp[k].double().requires_grad_() for k in GRADS}
-    want = ssd_chunked(*(leaves64[k] for k in GRADS), Q)
-    dout = torch.randn(want.shape, generator=gen, device=device).to(dtype)
-    want_grads = dict(zip(GRADS, torch.autograd.grad(want, list(leaves64.values()), dout.double())))
+    dout = torch.randn(inp["x"].shape, generator=gen, device=device).to(dtype)
+    want = ssd_chunked(**{k: v.double() for k, v in inp.items()}, chunk_size=Q)
+    want_grads = ssd_gradients(ssd_chunked, inp, Q, dout, dtype=torch.float64)
     forward, leaves = prepare(name, fn, inp, Q)
     out = forward()
     errors = {"out": relative_error(out, want)}
