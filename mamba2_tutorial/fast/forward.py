@@ -11,6 +11,8 @@ stages, each picked by the :class:`~mamba2_tutorial.fast.config.FastConfig` of t
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ..kernels._host import resolve_backend, strided_ok
@@ -19,6 +21,7 @@ from ..kernels.chunk_scan import launch_chunk_scan
 from ..kernels.chunk_state import launch_chunk_state
 from ..kernels.state_passing import launch_state_passing
 from ..validation import validate_kernel_inputs
+from .backward import ssd_backward_fast
 from .config import ChunkScan, Decay, FastConfig, Fused, Segmented, SharedScan, Unfused
 from .scan_chunk import launch_scan_chunk
 from .scan_shared import launch_scan_shared
@@ -96,7 +99,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     x, dt, A, B, C, D, z, dt_bias, initial_states = (
         strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
     if needs_grad(x, dt, A, B, C, D, z, dt_bias, initial_states):   # training: the autograd Function
-        opts = SSDOptions(chunk_size, dt_softplus, tuple(dt_limit), where, training_stages(cfg), _poison)
+        opts = SSDOptions(chunk_size, dt_softplus, tuple(dt_limit), where, training_stages(cfg), _poison,
+                          ssd_backward_fast)
         return ssd_autograd(x, dt, A, B, C, D, z, dt_bias, initial_states, opts, return_final_states)
     key_log2 = uses_key_log2(cfg, dt_limit)
     store_kd = key_log2 and isinstance(cfg.state, Fused) and cfg.state.store_kd
@@ -109,11 +113,15 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
 
 
 def training_stages(cfg: FastConfig):
-    """The forward under autograd with ``cfg``'s scan stage: ``stages`` for
+    """The forward under autograd with ``cfg``'s stages: ``stages`` for
     :class:`~mamba2_tutorial.kernels.autograd.SSDOptions`. The backward needs the true dt, its cumsum and the
-    state entering every chunk, which the unfused state stage stores as they are (the fused forms may store
-    kd in place of dt, the segmented one only segment-local states); and y before the gate."""
-    state = Unfused(getattr(cfg.state, "occupancy", None))
+    state entering every chunk: the fused state stage stores them when it does not store kd in place of dt,
+    so it runs with ``store_kd=False``; the segmented one stores only segment-local states, so its problems
+    run the unfused stage. And y before the gate."""
+    if type(cfg.state) is Fused:                      # Segmented is a Fused too
+        state = dataclasses.replace(cfg.state, store_kd=False)
+    else:
+        state = Unfused(getattr(cfg.state, "occupancy", None))
 
     def stages(x, dt, A, B, C, D, dt_bias, initial_states, o: SSDOptions):
         dt_out, dA_cumsum, init, final, _ = run_state(state, x, dt, A, B, o.chunk_size, dt_bias,

@@ -12,8 +12,9 @@ backward needs:
 so the forward applies the gate out = y · silu(z) after the scan instead of inside it.
 
 The forward's kernels come from ``SSDOptions.stages``: the taught kernels 1-3 (``forward.taught_stages``), or
-the unfused state stage with the config's scan stage (``fast/forward.training_stages``); the backward is the
-same either way.
+the config's state stage (unfused or fused) and scan stage (``fast/forward.training_stages``). The backward
+comes from ``SSDOptions.backward``: the taught four kernels (``backward.py``), or the fast path's
+(``fast/backward.py``: the same host steps around fused and head-summing kernels).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class SSDOptions(NamedTuple):
     backend: str  # resolved: "gpu" or "cpu"
     stages: Callable
     poison: bool = False
+    #: the backward: ``ssd_backward_taught`` (None) or a function of its signature (the fast path's)
+    backward: Callable | None = None
 
 
 def needs_grad(*tensors) -> bool:
@@ -66,10 +69,11 @@ class _SSD(torch.autograd.Function):
         o = ctx.opts
         if dout is None:
             dout = torch.zeros_like(x)
-        grads = ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, D=D, z=z, y=y,
-                                    dt_bias=dt_bias, initial_states=initial_states, dt_softplus=o.dt_softplus,
-                                    dt_limit=o.dt_limit, dfinal_states=dfinal_states, backend=o.backend,
-                                    _poison=o.poison)
+        backward = ssd_backward_taught if o.backward is None else o.backward
+        grads = backward(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, D=D, z=z, y=y,
+                         dt_bias=dt_bias, initial_states=initial_states, dt_softplus=o.dt_softplus,
+                         dt_limit=o.dt_limit, dfinal_states=dfinal_states, backend=o.backend,
+                         _poison=o.poison)
         return (grads.x, grads.dt, grads.A, grads.B, grads.C, grads.D, grads.z, grads.dt_bias,
                 grads.initial_states, None)
 

@@ -59,7 +59,8 @@ class SSDGrads(dict):
 
 def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, *, D=None, z=None, y=None,
                         dt_bias=None, initial_states=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
-                        dfinal_states=None, backend="auto", _poison=False) -> SSDGrads:
+                        dfinal_states=None, backend="auto", _poison=False, state_stage=None,
+                        chunk_stage=None) -> SSDGrads:
     """The gradients of ``ssd_forward`` with respect to all its inputs, given dL/d out (``dout``, b l h p) and
     optionally dL/d final_states (``dfinal_states``, b h p n).
 
@@ -67,10 +68,15 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     its kernels 1 and 2 computed: ``dt_out`` and ``dA_cumsum`` (b, h, nchunks, Q) float32, and
     ``chunk_init_states`` (b, nchunks, h, p, n), the state entering each chunk. With the gate z, ``y`` is the
     output before the gate (b, l, h, p). :class:`mamba2_tutorial.autograd` calls this from ``backward``.
+
+    ``state_stage`` and ``chunk_stage`` replace kernels 1-2 (``launch_state_grads``) and 3-4
+    (``launch_chunk_bwd``) with launchers of the same contract: the fast path passes its own
+    (``fast/backward.py``). The host steps around them are the same.
     """
+    state_stage = launch_state_grads if state_stage is None else state_stage
+    chunk_stage = launch_chunk_bwd if chunk_stage is None else chunk_stage
     where = resolve_backend(backend, x)
     b, l, h, p = x.shape
-    g, n = B.shape[2], B.shape[3]
     nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
 
     # 0. the gate: dy (what the kernels take, in x's dtype) and dz
@@ -84,11 +90,10 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
         dfinal_states = strided_ok(dfinal_states.float())
 
     # 1-2. the state gradient, carried backwards across chunks
-    dstates, ddA_last, dinit = launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states, where,
-                                                  _poison)
-    # 3-4. every gradient inside the chunks
-    dx, dB_h, dC_h, ddt_proc, da, da_last = launch_chunk_bwd(x, dy, dt_out, dA_cumsum, C, B,
-                                                             chunk_init_states, dstates, D, where, _poison)
+    dstates, ddA_last, dinit = state_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, where, _poison)
+    # 3-4. every gradient inside the chunks (dB and dC summed over the heads of each group)
+    dx, dB, dC, ddt_proc, da, da_last = chunk_stage(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states,
+                                                    dstates, D, where, _poison)
 
     # 5. dt·A from a = cumsum(dt·A): a reverse cumsum in each chunk, plus the chunk total's gradient
     d_dtA = da.flip(-1).cumsum(-1).flip(-1) + (ddA_last + da_last.sum(-1))[..., None]     # (b, h, nchunks, Q)
@@ -98,9 +103,6 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     ddt_proc = ddt_proc.permute(0, 2, 3, 1).reshape(b, nchunks * Q, h)[:, :l]        # (b, l, h)
     ddt, ddt_bias = dt_backward(ddt_proc, dt, dt_bias, dt_softplus, dt_limit)
 
-    # heads that share a group share B and C: their gradients add up
-    dB = dB_h.view(b, l, g, h // g, n).sum(3)
-    dC = dC_h.view(b, l, g, h // g, n).sum(3)
     dD = None
     if D is not None:
         xy = dy.float() * x.float()

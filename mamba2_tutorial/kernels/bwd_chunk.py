@@ -35,8 +35,9 @@ Two kernels, because the gradients fall into two kinds of rows:
 Both rebuild CB, dM and L tile by tile on the tensor cores instead of reading them from memory (a (Q, Q)
 matrix per chunk and head would be b·l·h·Q floats). Each block walks one row of (T × T) tiles of the causal
 triangle: kernel 3 the tiles below its keys (built transposed, keys as rows, because it multiplies by Mᵀ and
-dCBᵀ), kernel 4 the tiles left of its rows. dB and dC come out per
-head (float32); the host sums the heads that share a group.
+dCBᵀ), kernel 4 the tiles left of its rows. dB and dC come out per head (float32); the host sums the heads
+that share a group. (The fast path, ``fast/bwd_chunk.py``, reads C Bᵀ computed once per group and sums the
+heads in the block.)
 
     grid = (Q / T,  b · nchunks,  h)      T = 64 (32 for float32); a block holds all of p and n
 
@@ -238,8 +239,8 @@ def chunk_bwd_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.
 
 
 def launch_chunk_bwd(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates, D, backend, poison=False):
-    """Launch kernels 3 and 4: ``(dx in x's dtype, dB per head, dC per head, ddt, da, da_last)``, float32
-    except dx."""
+    """Launch kernels 3 and 4: ``(dx in x's dtype, dB (b, l, g, n), dC (b, l, g, n), ddt, da, da_last)``,
+    float32 except dx. The kernels write dB and dC per head; the group's heads are summed here."""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -260,6 +261,9 @@ def launch_chunk_bwd(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates,
     launch(chunk_bwd_dc_kernel, plan.grid,
            (x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dC, da_row,
             h // g, Q, t["T"], t["PP"], t["NS"]), backend)
+    # heads that share a group share B and C: their gradients add up
+    dB = dB.view(b, l, g, h // g, n).sum(3)
+    dC = dC.view(b, l, g, h // g, n).sum(3)
     return dx, dB, dC, ddt, da_key + da_row, da_last
 
 

@@ -1,0 +1,129 @@
+"""The fast state backward: backward kernels 1 and 2 in one launch, the float32 dS_out never stored.
+
+The taught path (``kernels/bwd_states.py``) stores what every chunk's output asks of its entering state,
+dS_out (b, nchunks, h, p, n) in float32 (kernel 1), reads it back while carrying the state gradient backwards
+(kernel 2), and stores the result, dstates, in float32 too. At b8-l4096-h80 that is 1 GB of traffic. Here one
+block per (state tile, batch, head) walks the chunks from the last to the first and, per chunk:
+
+    stores  dstates_c = dS            (in x's dtype: kernel 3 rounds G to it for its mma anyway)
+    adds    its share of d a_last,c = exp(a_last,c) · <dS, S_c>
+    builds  dS_out,c = (dy · exp(a))ᵀ C   over the chunk's rows, as kernel 1 does
+    carries dS = exp(a_last,c) · dS + dS_out,c          (a float32 loop-carried (TP, TN) tile)
+
+the backward twin of the forward's fused state stage (``state_fused.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import cuda.tile as ct
+import torch
+
+from ..kernels._host import LaunchPlan, allocate, cdiv, launch, placeholder, tile_size
+from ..kernels.chunk_state import LOG2E
+from ..kernels.spec import KernelSpec
+from ..kernels.state_passing import initial_state_tile
+
+__all__ = ["SPECS", "launch_state_grads_fused", "state_grads_fused_kernel", "state_grads_fused_plan"]
+
+ZERO = ct.PaddingMode.ZERO
+
+
+@ct.kernel
+def state_grads_fused_kernel(dy, C, dA_cumsum, chunk_init_states, dfinal_states,   # inputs
+                             dstates, ddA_last, dinitial_states,                     # outputs
+                             heads_per_group: int,
+                             Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
+                             TN: ct.Constant[int], HAS_DFINAL: ct.Constant[bool]):
+    """dy (b, l, h, p), C (b, l, g, n), dA_cumsum (b, h, nchunks, Q) float32, chunk_init_states
+    (b, nchunks, h, p, n), dfinal_states (b, h, p, n) -> dstates (b, nchunks, h, p, n) in its own dtype,
+    ddA_last (b, h, nchunks, state tiles) float32 (one part per block), dinitial_states (b, h, p, n)
+    float32. Grid (state tiles, b, h)."""
+    pid_pn = ct.bid(0)
+    b = ct.bid(1)
+    h = ct.bid(2)
+    n_tiles = ct.cdiv(dstates.shape[4], TN)
+    i_p = pid_pn // n_tiles
+    i_n = pid_pn % n_tiles
+    g = h // heads_per_group
+    nchunks = dstates.shape[1]
+    seqlen = dy.shape[1]
+
+    dS = initial_state_tile(dfinal_states, b, h, i_p, i_n, TP, TN, HAS_DFINAL)
+    for i in range(nchunks):
+        c = nchunks - 1 - i
+        ct.store(dstates, (b, c, h, i_p, i_n), dS.astype(dstates.dtype).reshape((1, 1, 1, TP, TN)))
+        g_c = ct.exp2(ct.load(dA_cumsum, (b, h, c, Q - 1), shape=()) * LOG2E, flush_to_zero=True)
+        S_c = ct.load(chunk_init_states, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        part = g_c * ct.sum(dS * S_c.reshape((TP, TN)).astype(ct.float32))
+        ct.store(ddA_last, (b, h, c, pid_pn), part.reshape((1, 1, 1, 1)))
+        # dS = g_c · dS + (dy · exp(a))ᵀ C over the chunk's rows, accumulated into the decayed tile
+        dS = g_c * dS
+        n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
+        for kt in range(n_steps):
+            k_tile = c * (Q // TK) + kt
+            dy_k = ct.load(dy, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
+            C_k = ct.load(C, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO).reshape((TK, TN))
+            a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
+            e_k = ct.exp2(a_k * LOG2E, flush_to_zero=True)
+            dye = (dy_k.astype(ct.float32) * e_k[:, None]).astype(dy.dtype)
+            dS = ct.mma(ct.transpose(dye), C_k.astype(dy.dtype), dS)
+    ct.store(dinitial_states, (b, h, i_p, i_n), dS.reshape((1, 1, TP, TN)))
+
+
+@functools.lru_cache(maxsize=256)
+def state_grads_fused_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
+                           tiles: tuple = (64, 64, 64)) -> LaunchPlan:
+    """One block per (state tile, batch, head); ``tiles`` = (TP, TN, TK), clipped to p, n and Q. float32
+    mma has no fast tensor-core path and its code grows with the tile: at most 32 × 32 × 64 there."""
+    TP, TN, TK = tiles if dtype != torch.float32 else (min(tiles[0], 32), min(tiles[1], 32), tiles[2])
+    TP, TN, TK = tile_size(p, TP), tile_size(n, TN), min(TK, Q)
+    return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b, h), {"Q": Q, "TK": TK, "TP": TP, "TN": TN})
+
+
+def launch_state_grads_fused(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison=False,
+                             tiles: tuple = (64, 64, 64), occupancy: int | None = None):
+    """``(dstates in dy's dtype, ddA_last (b, h, nchunks) float32, dinitial_states float32)``: the contract
+    of the taught ``launch_state_grads``."""
+    b, l, h, p = dy.shape
+    g, n = C.shape[2], C.shape[3]
+    nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
+    device = dy.device
+    plan = state_grads_fused_plan(b, l, h, p, n, Q, dy.dtype, tuple(tiles))
+    t = plan.tiles
+    dstates = allocate((b, nchunks, h, p, n), dy.dtype, device, poison)
+    ddA_parts = allocate((b, h, nchunks, plan.grid[0]), torch.float32, device, poison)
+    dinitial_states = allocate((b, h, p, n), torch.float32, device, poison)
+    has_dfinal = dfinal_states is not None
+    launch(state_grads_fused_kernel, plan.grid,
+           (dy, C, dA_cumsum, chunk_init_states,
+            dfinal_states if has_dfinal else placeholder(device, torch.float32, 4),
+            dstates, ddA_parts, dinitial_states, h // g, Q, t["TK"], t["TP"], t["TN"], has_dfinal), backend,
+           occupancy)
+    return dstates, ddA_parts.sum(-1), dinitial_states
+
+
+def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, has_dfinal=True):
+    def make():
+        gen = torch.Generator().manual_seed(0)
+        plan = state_grads_fused_plan(b, l, h, p, n, Q, dtype)
+        t = plan.tiles
+        nchunks = cdiv(l, Q)
+        args = (torch.randn(b, l, h, p, generator=gen).to(dtype),
+                torch.randn(b, l, g, n, generator=gen).to(dtype),
+                -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1),
+                torch.randn(b, nchunks, h, p, n, generator=gen).to(dtype),
+                torch.randn(b, h, p, n, generator=gen),
+                torch.empty(b, nchunks, h, p, n, dtype=dtype), torch.empty(b, h, nchunks, plan.grid[0]),
+                torch.empty(b, h, p, n), h // g, Q, t["TK"], t["TP"], t["TN"], has_dfinal)
+        return plan.grid, args
+
+    return make
+
+
+SPECS: list[KernelSpec] = [
+    KernelSpec("fast.bwd_state_grads_bf16_q256", state_grads_fused_kernel,
+               _example_args(torch.bfloat16, 256, p=64, n=128, g=1, has_dfinal=False)),
+    KernelSpec("fast.bwd_state_grads_f32_q64", state_grads_fused_kernel, _example_args(torch.float32, 64)),
+]

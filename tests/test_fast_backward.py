@@ -1,0 +1,161 @@
+"""The fast backward kernels against the taught ones, stage by stage, and ``ssd_forward`` training with them.
+
+The fast path's backward (``fast/bwd_states.py``, ``fast/bwd_chunk.py``) computes what the taught kernels
+compute, in other blocks: the state gradient in one launch, C Bᵀ once per group, the heads of a group summed
+in the block. Each stage must give the taught stage's results on random ragged problems with groups, for
+every way of splitting a group's heads between blocks, with every buffer poisoned with NaN first; and
+``ssd_forward``'s gradients (which use them) must match float64 autograd with every state stage it trains
+with.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mamba2_tutorial import reference as ref
+from mamba2_tutorial.checks import relative_error, ssd_gradients
+from mamba2_tutorial.fast import backward as fast_backward
+from mamba2_tutorial.fast.bwd_chunk import heads_per_block, launch_chunk_bwd_heads
+from mamba2_tutorial.fast.bwd_states import launch_state_grads_fused
+from mamba2_tutorial.fast.config import ChunkScan, Decay, FastConfig, Fused, Segmented
+from mamba2_tutorial.fast.forward import ssd_forward, training_stages
+from mamba2_tutorial.inputs import SSDShape, make_inputs
+from mamba2_tutorial.kernels.autograd import SSDOptions
+from mamba2_tutorial.kernels.bwd_chunk import launch_chunk_bwd
+from mamba2_tutorial.kernels.bwd_states import launch_state_grads
+from mamba2_tutorial.kernels.forward import taught_stages
+
+DTYPES = (torch.float32, torch.bfloat16)
+#: (b, l, h, p, g, n, Q): distinct sizes, ragged last chunks (tiles wholly past the end), groups of 1-4 heads
+PROBLEMS = [(2, 150, 8, 32, 2, 48, 64), (1, 211, 6, 24, 3, 40, 32), (3, 97, 3, 40, 1, 56, 64)]
+
+
+def _intermediates(dims, dtype, seed, device="cpu"):
+    """The forward's saved tensors of a random problem, a random dy and d final_states."""
+    b, l, h, p, g, n, Q = dims
+    inp = make_inputs(SSDShape(b, l, h, p, g, n, Q), seed=seed, dtype=dtype, device=device, D=True,
+                      initial_states=True)
+    backend = "cpu" if device == "cpu" else "gpu"
+    opts = SSDOptions(Q, False, (0.0, float("inf")), backend, taught_stages)
+    dt_out, dA_cumsum, init, _, _ = taught_stages(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"],
+                                                  None, inp["initial_states"], opts)
+    gen = torch.Generator().manual_seed(500 + seed)
+    dy = torch.randn(b, l, h, p, generator=gen).to(device=device, dtype=dtype)
+    dfinal = torch.randn(b, h, p, n, generator=gen).to(device)
+    return inp, dt_out, dA_cumsum, init, dy, dfinal, backend
+
+
+def _close(got, want, bound, what):
+    assert not got.isnan().any(), f"{what}: NaN (an element no block wrote?)"
+    err = relative_error(got, want)
+    assert err <= bound, f"{what}: relative error {err:.2e} > {bound:.0e} against the taught kernels"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize("problem", range(len(PROBLEMS)))
+def test_state_grads_fused_equals_taught(problem, dtype, device="cpu"):
+    inp, _, dA_cumsum, init, dy, dfinal, backend = _intermediates(PROBLEMS[problem], dtype, problem, device)
+    for d_final in (dfinal, None):
+        want = launch_state_grads(dy, inp["C"], dA_cumsum, init, d_final, backend)
+        got = launch_state_grads_fused(dy, inp["C"], dA_cumsum, init, d_final, backend, poison=True)
+        assert got[0].dtype == dy.dtype and got[0].shape == want[0].shape
+        # dstates is stored in dy's dtype: its rounding, nothing more
+        bound = 1e-6 if dtype == torch.float32 else 8e-3
+        for name, g, w in zip(("dstates", "ddA_last", "dinitial_states"), got, want):
+            _close(g.float(), w, bound if name == "dstates" else 1e-5, f"{name} {PROBLEMS[problem]} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize("problem", range(len(PROBLEMS)))
+def test_chunk_bwd_heads_equals_taught(problem, dtype, device="cpu"):
+    inp, dt_out, dA_cumsum, init, dy, dfinal, backend = _intermediates(PROBLEMS[problem], dtype, problem,
+                                                                       device)
+    dstates, _, _ = launch_state_grads(dy, inp["C"], dA_cumsum, init, dfinal, backend)
+    args = (inp["x"], dy, dt_out, dA_cumsum, inp["C"], inp["B"], init, dstates, inp["D"], backend)
+    want = launch_chunk_bwd(*args)
+    h, g = inp["x"].shape[2], inp["C"].shape[2]
+    splits = [d for d in range(1, h // g + 1) if (h // g) % d == 0]            # every way to split a group
+    for hpb in splits:
+        got = launch_chunk_bwd_heads(*args, poison=True, hpb=hpb)
+        for name, a, w in zip(("dx", "dB", "dC", "ddt", "da", "da_last"), got, want):
+            assert a.shape == w.shape and a.dtype == w.dtype, name
+            _close(a.float(), w.float(), 1e-5, f"{name} {PROBLEMS[problem]} {dtype} hpb={hpb}")
+
+
+def test_heads_per_block():
+    assert heads_per_block(80, 1) == 8 and heads_per_block(24, 1) == 8 and heads_per_block(128, 8) == 8
+    assert heads_per_block(6, 3) == 2 and heads_per_block(7, 1) == 7 and heads_per_block(11, 1) == 1
+    assert heads_per_block(12, 1, cap=5) == 4
+    inp, dt_out, dA_cumsum, init, dy, dfinal, backend = _intermediates(PROBLEMS[0], torch.float32, 0)
+    args = (inp["x"], dy, dt_out, dA_cumsum, inp["C"], inp["B"], init, init.float(), None, backend)
+    with pytest.raises(ValueError, match=r"hpb \(heads per block\) must divide the group size h / g = 4"):
+        launch_chunk_bwd_heads(*args, hpb=3)
+
+
+TRAINING_CONFIGS = {
+    "fused": FastConfig(state=Fused(store_kd=True), scan=ChunkScan(decay=Decay.KEY_LOG2)),
+    "segmented": FastConfig(state=Segmented(segments=2), scan=ChunkScan()),
+    "shipped": None,
+}
+
+
+@pytest.mark.parametrize("config", list(TRAINING_CONFIGS))
+def test_ssd_forward_trains_with_the_fast_backward(config, monkeypatch):
+    """Gradients of every input against float64 autograd, through each kind of state stage, and the fast
+    backward kernels are the ones that ran."""
+    calls = []
+    for name in ("launch_chunk_bwd_heads", "launch_state_grads_fused"):
+        real = getattr(fast_backward, name)
+        monkeypatch.setattr(fast_backward, name,
+                            lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    b, l, h, p, g, n, Q = PROBLEMS[1]
+    inp = make_inputs(SSDShape(b, l, h, p, g, n, Q), seed=9, dtype=torch.float32, D=True, z=True,
+                      dt_bias=True, initial_states=True)
+    gen = torch.Generator().manual_seed(9)
+    dout, dfinal = torch.randn(b, l, h, p, generator=gen), torch.randn(b, h, p, n, generator=gen)
+    want = ssd_gradients(ref.ssd_chunked, inp, Q, dout, dfinal, dtype=torch.float64)
+    got = ssd_gradients(ssd_forward, inp, Q, dout, dfinal, backend="cpu", config=TRAINING_CONFIGS[config],
+                        _poison=True)
+    assert calls == ["launch_state_grads_fused", "launch_chunk_bwd_heads"]
+    for name, grad in got.items():
+        err = relative_error(grad, want[name])
+        assert err <= 1e-4, f"{config}: d{name} relative error {err:.2e} against float64 autograd"
+
+
+def test_training_stages_keep_true_dt():
+    """Under autograd the fused state stage never stores kd in place of dt (the backward needs dt), and the
+    segmented one is replaced by the unfused one (it stores segment-local states)."""
+    dims = PROBLEMS[0]
+    inp, dt_out, dA_cumsum, init, _, _, _ = _intermediates(dims, torch.float32, 3)
+    opts = SSDOptions(dims[-1], False, (0.0, float("inf")), "cpu", taught_stages)
+    for config in TRAINING_CONFIGS.values():
+        if config is None:
+            continue
+        got = training_stages(config)(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], None,
+                                      inp["initial_states"], opts)
+        for name, a, w in zip(("dt_out", "dA_cumsum", "chunk_init_states"), got, (dt_out, dA_cumsum, init)):
+            _close(a.float(), w.float(), 1e-5, f"{config.state!r}: {name}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# on a GPU
+# ----------------------------------------------------------------------------------------------------
+GPU_PROBLEMS = [(2, 700, 16, 64, 2, 128, 256), (1, 1300, 24, 64, 1, 128, 256), (3, 515, 6, 48, 3, 80, 128)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize("problem", range(len(GPU_PROBLEMS)))
+def test_fast_backward_equals_taught_on_the_gpu(problem, dtype):
+    inp, dt_out, dA_cumsum, init, dy, dfinal, backend = _intermediates(GPU_PROBLEMS[problem], dtype, problem,
+                                                                       "cuda")
+    want = launch_state_grads(dy, inp["C"], dA_cumsum, init, dfinal, backend)
+    got = launch_state_grads_fused(dy, inp["C"], dA_cumsum, init, dfinal, backend, poison=True)
+    for name, g, w in zip(("dstates", "ddA_last", "dinitial_states"), got, want):
+        _close(g.float(), w, 1e-5 if dtype == torch.float32 or name != "dstates" else 8e-3, name)
+    args = (inp["x"], dy, dt_out, dA_cumsum, inp["C"], inp["B"], init, want[0], inp["D"], backend)
+    want = launch_chunk_bwd(*args)
+    got = launch_chunk_bwd_heads(*args, poison=True)
+    for name, a, w in zip(("dx", "dB", "dC", "ddt", "da", "da_last"), got, want):
+        _close(a.float(), w.float(), 1e-5 if dtype == torch.float32 else 1e-4, name)
