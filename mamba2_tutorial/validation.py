@@ -292,6 +292,10 @@ def _metadata(tensors, chunk_size, dt_limit):
             key.append((t.shape, t.dtype, t.device))
         else:
             return None
+    if x_is_float64 := any(isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in tensors):
+        from .kernels._host import float64_tier
+
+        key.append(("float64 tier", x_is_float64 and float64_tier()))   # float64 is valid only there
     return None if None in key[:2] else tuple(key)
 
 

@@ -21,6 +21,9 @@ How it differs from the GPU (on purpose, or because a sequential CPU cannot tell
   blocks never show as torn values: run a kernel under several orders to expose order dependence.
 - UNDETERMINED padding is poisoned (NaN, or ``-123456789`` for integers; see ``set_int_poison``); a fully out-
   of-bounds tile, a negative tile index and a ``check_bounds=False`` violation raise ``IndexError``.
+- ``wide_floats()`` (the float64 tier) holds and computes every float32 of a kernel in float64, float64
+  arrays entering as float32: the kernels' own code in double precision, for ``torch.autograd.gradcheck``.
+  The GPU has no such mode.
 - Not emulated (each raises ``NotImplementedError`` naming the operation): advanced indexing
   (``load/store_advanced_indexing``), ``mma_scaled``, ``pack_to_bytes``/``unpack_from_bytes``, raw pointers
   (``Array.get_raw_memory``, ``foreign_pointer``), ``TiledView.num_tiles`` with ``traversal_steps``. Calling a
@@ -34,6 +37,7 @@ How it differs from the GPU (on purpose, or because a sequential CPU cannot tell
 
 from __future__ import annotations
 
+from ._dtypes import wide_floats
 from ._registry import HANDLERS
 from ._run import block_ids, run_kernel, to_numpy
 from ._tile import CpuArray, Tile
@@ -50,6 +54,7 @@ __all__ = [
     "typecheck_cache_info",
     "clear_typecheck_cache",
     "set_int_poison",
+    "wide_floats",
 ]
 
 

@@ -8,6 +8,8 @@ the GPU's f16/bf16 units round each result.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import cuda.tile as ct
 import ml_dtypes
 import numpy as np
@@ -15,6 +17,8 @@ from cuda.tile import _datatype as _dt
 
 __all__ = [
     "STORAGE",
+    "wide_floats",
+    "is_wide",
     "storage_dtype",
     "compute_dtype",
     "ct_dtype_of_numpy",
@@ -57,6 +61,35 @@ _FROM_NUMPY = {v: k for k, v in STORAGE.items() if k is not ct.tfloat32}
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 
+_WIDE = False
+
+
+def is_wide() -> bool:
+    """Whether :func:`wide_floats` is on."""
+    return _WIDE
+
+
+@contextmanager
+def wide_floats():
+    """The float64 tier: inside the block, float32 in a kernel is held and computed in float64, and a float64
+    array argument enters a kernel as a float32 array (so a kernel written for float32 type-checks as it does
+    on the GPU). Kernels then run the same code in double precision: what ``torch.autograd.gradcheck``'s
+    finite differences need. CPU only; not reentrant."""
+    global _WIDE, _F32
+    if _WIDE:
+        raise RuntimeError("wide_floats() is already on")
+    saved = _F32
+    _WIDE, _F32 = True, _F64
+    STORAGE[ct.float32] = COMPUTE[ct.float32] = _F64
+    _FROM_NUMPY[_F64] = ct.float32
+    try:
+        yield
+    finally:
+        _WIDE, _F32 = False, saved
+        STORAGE[ct.float32] = COMPUTE[ct.float32] = saved
+        _FROM_NUMPY[_F64] = ct.float64
+
+
 _FLOAT = frozenset(k for k in STORAGE if _dt.is_float(k))
 _INT = frozenset(k for k in STORAGE if _dt.is_integral(k))
 _SIGNED = frozenset(k for k in _INT if _dt.is_signed(k))
@@ -93,6 +126,10 @@ def compute_dtype(dtype) -> np.dtype:
     return storage_dtype(dtype)
 
 
+#: cuTile dtype -> its compute dtype, looked up on every operation (``wide_floats`` changes float32's)
+COMPUTE: dict = {d: compute_dtype(d) for d in STORAGE}
+
+
 def ct_dtype_of_numpy(np_dtype) -> object:
     np_dtype = np.dtype(np_dtype)
     try:
@@ -114,7 +151,7 @@ def ct_dtype_of_torch(torch_dtype) -> object:
         torch.float16: ct.float16,
         torch.bfloat16: ct.bfloat16,
         torch.float32: ct.float32,
-        torch.float64: ct.float64,
+        torch.float64: ct.float32 if _WIDE else ct.float64,
     }
     for name, ctd in (("uint16", ct.uint16), ("uint32", ct.uint32), ("uint64", ct.uint64),
                       ("float8_e4m3fn", ct.float8_e4m3fn), ("float8_e5m2", ct.float8_e5m2),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from typing import NamedTuple
 
 import torch
@@ -12,6 +13,7 @@ __all__ = [
     "LaunchPlan",
     "allocate",
     "check_chunk_size",
+    "float64_tier",
     "check_kernel_dtype",
     "hinted",
     "launch",
@@ -20,6 +22,7 @@ __all__ = [
     "resolve_backend",
     "strided_ok",
     "tile_size",
+    "widen",
 ]
 
 #: dtypes of x, B, C, z that the cuTile SSD kernels take (mma operands; float32 accumulation)
@@ -49,7 +52,7 @@ def tile_size(dim: int, cap: int, floor: int = 1) -> int:
 
 
 def check_kernel_dtype(name: str, tensor: torch.Tensor) -> None:
-    if tensor.dtype not in KERNEL_DTYPES:
+    if tensor.dtype not in KERNEL_DTYPES and not (tensor.dtype == torch.float64 and float64_tier()):
         raise TypeError(
             f"{name} has dtype {tensor.dtype}; the cuTile kernels take float32, float16 or bfloat16 "
             f"(use mamba2_tutorial.ssd_chunked for float64)"
@@ -87,8 +90,23 @@ def strided_ok(t: torch.Tensor | None) -> torch.Tensor | None:
     return t if dense_last and not broadcast else t.contiguous()
 
 
+def float64_tier() -> bool:
+    """Whether the CPU executor's float64 tier is on (``mamba2_tutorial.executor.wide_floats``): float32
+    buffers are then allocated in float64 and float64 inputs are accepted."""
+    mod = sys.modules.get("mamba2_tutorial.executor._dtypes")
+    return mod is not None and mod.is_wide()
+
+
+def widen(t: torch.Tensor) -> torch.Tensor:
+    """``t`` for host arithmetic: float32 from 16-bit or float32, float64 kept (the float64 tier)."""
+    return t if t.dtype == torch.float64 else t.float()
+
+
 def allocate(shape, dtype: torch.dtype, device: torch.device, poison: bool) -> torch.Tensor:
-    """An output buffer: uninitialized (the hot path), or NaN-filled so that an unwritten element shows up."""
+    """An output buffer: uninitialized (the hot path), or NaN-filled so that an unwritten element shows up.
+    Under the executor's float64 tier a float32 buffer is float64."""
+    if dtype == torch.float32 and float64_tier():
+        dtype = torch.float64
     if poison:
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
     return torch.empty(shape, dtype=dtype, device=device)
@@ -141,6 +159,9 @@ def launch(kernel, grid, args, backend: str, occupancy: int | None = None) -> No
     if _RECORDER is not None:
         _RECORDER(hinted(kernel, occupancy), grid, args)
         return
+    if backend == "gpu" and float64_tier():
+        raise RuntimeError("the float64 tier (executor.wide_floats) runs on the CPU executor only: "
+                           "pass backend='cpu'")
     if backend == "gpu":
         import cuda.tile as ct
 

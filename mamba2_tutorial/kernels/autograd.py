@@ -25,6 +25,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from ._host import widen
 from .backward import ssd_backward_taught
 
 __all__ = ["SSDOptions", "needs_grad", "ssd_autograd"]
@@ -55,7 +56,7 @@ class _SSD(torch.autograd.Function):
     def forward(ctx, x, dt, A, B, C, D, z, dt_bias, initial_states, opts: SSDOptions):
         dt_out, dA_cumsum, chunk_init_states, final_states, y = opts.stages(
             x, dt, A, B, C, D, dt_bias, initial_states, opts)
-        out = y if z is None else (y.float() * F.silu(z.float())).to(x.dtype)
+        out = y if z is None else (widen(y) * F.silu(widen(z))).to(x.dtype)
         ctx.save_for_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, dt_out, dA_cumsum,
                               chunk_init_states, y if z is not None else None)
         ctx.opts = opts

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._host import resolve_backend, strided_ok
+from ._host import resolve_backend, strided_ok, widen
 from .bwd_chunk import launch_chunk_bwd
 from .bwd_states import launch_state_grads
 from .chunk_state import SOFTPLUS_THRESHOLD
@@ -33,7 +33,7 @@ __all__ = ["SSDGrads", "dt_backward", "gate_backward", "ssd_backward_taught"]
 
 def gate_backward(dout, y, z):
     """out = y · silu(z): ``(dy, dz)`` in float32. silu'(z) = sigmoid(z) · (1 + z · (1 - sigmoid(z)))."""
-    dout, y, z = dout.float(), y.float(), z.float()
+    dout, y, z = widen(dout), widen(y), widen(z)
     sig = torch.sigmoid(z)
     return dout * z * sig, dout * y * sig * (1 + z * (1 - sig))
 
@@ -42,7 +42,7 @@ def dt_backward(ddt, dt, dt_bias, dt_softplus, dt_limit):
     """The gradient of mamba_ssm's dt preprocessing, dt_proc = clamp(softplus(dt + dt_bias), dt_limit):
     ``(d dt, d dt_bias)`` in float32 from ``ddt`` = dL/d dt_proc (b, l, h). As in mamba_ssm, the clamp
     passes no gradient where it clamps, and softplus is the identity above 20."""
-    u = dt.float() + (dt_bias.float() if dt_bias is not None else 0.0)
+    u = widen(dt) + (widen(dt_bias) if dt_bias is not None else 0.0)
     v = torch.where(u <= SOFTPLUS_THRESHOLD, F.softplus(u), u) if dt_softplus else u
     ddt = torch.where((v < dt_limit[0]) | (v > dt_limit[1]), 0.0, ddt)
     if dt_softplus:
@@ -87,7 +87,7 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
         dy, dz = dout.to(x.dtype), None
     dy = strided_ok(dy)
     if dfinal_states is not None:
-        dfinal_states = strided_ok(dfinal_states.float())
+        dfinal_states = strided_ok(widen(dfinal_states))
 
     # 1-2. the state gradient, carried backwards across chunks
     dstates, ddA_last, dinit = state_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, where, _poison)
@@ -97,7 +97,7 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
 
     # 5. dt·A from a = cumsum(dt·A): a reverse cumsum in each chunk, plus the chunk total's gradient
     d_dtA = da.flip(-1).cumsum(-1).flip(-1) + (ddA_last + da_last.sum(-1))[..., None]     # (b, h, nchunks, Q)
-    A32 = A.float().view(1, h, 1, 1)
+    A32 = widen(A).view(1, h, 1, 1)
     dA = (d_dtA * dt_out).sum((0, 2, 3))
     ddt_proc = ddt_proc + d_dtA * A32
     ddt_proc = ddt_proc.permute(0, 2, 3, 1).reshape(b, nchunks * Q, h)[:, :l]        # (b, l, h)
@@ -105,7 +105,7 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
 
     dD = None
     if D is not None:
-        xy = dy.float() * x.float()
+        xy = widen(dy) * widen(x)
         dD = xy.sum((0, 1, 3)) if D.ndim == 1 else xy.sum((0, 1))
 
     def cast(grad, like):

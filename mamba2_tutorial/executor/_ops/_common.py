@@ -122,7 +122,7 @@ def promote_any(x, y, force_float: bool = False):
     return promote_dtypes(type_key(x), type_key(y), force_float)
 
 
-_COMPUTE = {d: D.compute_dtype(d) for d in D.STORAGE}
+_COMPUTE = D.COMPUTE
 
 
 def values_as(x, dtype) -> np.ndarray:

@@ -276,8 +276,8 @@ _FLOAT_UNARY = {
 
 def _flush(v):
     """Subnormal float32 values to (signed) zero: the GPU's flush-to-zero mode (``flush_to_zero=True``)."""
-    v = np.asarray(v, dtype=np.float32)
-    return np.where(np.abs(v) < np.finfo(np.float32).tiny, v * np.float32(0), v)
+    v = np.asarray(v, dtype=D.compute_dtype(ct.float32))   # float32 (float64 under wide_floats)
+    return np.where(np.abs(v) < np.finfo(np.float32).tiny, v * 0, v)
 
 
 def _make_float_unary(name):

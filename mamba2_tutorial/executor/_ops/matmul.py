@@ -29,7 +29,7 @@ def _operand(t: Tile) -> np.ndarray:
         return t._a.astype(np.int64)
     if t._dt == ct.float64:
         return t._a
-    return t._a.astype(np.float32)
+    return t._a.astype(D.compute_dtype(ct.float32))     # float32 (float64 under wide_floats)
 
 
 def _product(x: Tile, y: Tile) -> np.ndarray:
