@@ -47,11 +47,17 @@ def _loss(logits: torch.Tensor, batch: RecallBatch) -> torch.Tensor:
     return F.cross_entropy(flat, batch.targets.reshape(-1), ignore_index=IGNORE)
 
 
+def _device_of(model) -> torch.device:
+    """Where the model's parameters live: the data is drawn on the CPU (the same sequences anywhere) and
+    moved there."""
+    return next(model.parameters()).device
+
+
 @torch.no_grad()
 def evaluate_lm(model, task: AssociativeRecall, *, batch_size: int = 256, seed: int = 1234, ssd="chunked",
              backend: str = "auto") -> float:
     """Recall accuracy on ``batch_size`` fresh sequences (seeded, so every call sees the same ones)."""
-    batch = task.sample(batch_size, seed=seed)
+    batch = task.sample(batch_size, seed=seed, device=_device_of(model))
     was_training = model.training
     model.eval()
     try:
@@ -132,7 +138,7 @@ def _run(model, task, steps, batch_size, generator, optimizer, schedule, eval_ev
     start = time.perf_counter()
     bar = tqdm(range(steps), desc="training", disable=not progress)
     for step in bar:
-        batch = task.sample(batch_size, generator=generator)
+        batch = task.sample(batch_size, generator=generator, device=_device_of(model))
         loss = _loss(model(batch.tokens, ssd=ssd), batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
