@@ -30,6 +30,7 @@ from mamba2_tutorial.exercises import (
     check_chunk_state_kernel,
     check_recurrence_step,
     check_segsum,
+    check_state_passing_bwd_kernel,
     check_state_passing_kernel,
     show_solution,
 )
@@ -46,6 +47,7 @@ EXPECTED = {
     "ex05_cutile_chunk_state",
     "ex06_cutile_state_passing",
     "ex07_cutile_chunk_scan",
+    "ex08_cutile_state_passing_bwd",
 }
 
 
@@ -795,6 +797,97 @@ def test_chunk_scan_kernel_rejects_stub_unknown_mistake_and_mixed_mma(monkeypatc
     mixed = re.compile(r"bfloat16 inputs.*raised TypeCheckingError.*share one dtype", re.S)
     with pytest.raises(ExerciseFailed, match=mixed):
         _check_scan(monkeypatch, 11)
+
+
+# ------------------------------------------------------- exercise 8: the state gradient, carried backwards
+
+
+@ct.kernel
+def passing_bwd_kernel(dS_out, dA_cumsum, chunk_init_states, dfinal_states,
+                       dstates, ddA_last, dinitial_states,
+                       Q: ct.Constant[int], TP: ct.Constant[int], TN: ct.Constant[int],
+                       MISTAKE: ct.Constant[int]):  # fmt: skip
+    """Right for MISTAKE 0; otherwise: 1 walks the chunks first to last, 2 stores dstates after the update,
+    3 decays by the chunk's first position, 4 leaves the decay out of ddA_last, 5 takes ddA_last from the
+    updated gradient, 6 starts from zeros, 7 doubles dS_out (no detector knows it)."""
+    bi, hi = ct.bid(0), ct.bid(1)
+    dS = ct.load(dfinal_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+    if MISTAKE == 6:
+        dS = ct.zeros((TP, TN), dtype=ct.float32)
+    nchunks = dS_out.shape[1]
+    for i in range(nchunks):
+        c = i if MISTAKE == 1 else nchunks - 1 - i
+        if MISTAKE != 2:
+            ct.store(dstates, (bi, c, hi, 0, 0), dS.reshape((1, 1, 1, TP, TN)))
+        g = ct.exp(ct.load(dA_cumsum, (bi, hi, c, 0 if MISTAKE == 3 else Q - 1), shape=()))
+        S = ct.load(chunk_init_states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        S = S.reshape((TP, TN))
+        own = ct.load(dS_out, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+        new = g * dS + (2.0 * own if MISTAKE == 7 else own)
+        part = ct.sum((new if MISTAKE == 5 else dS) * S)
+        ct.store(ddA_last, (bi, hi, c), (part if MISTAKE == 4 else g * part).reshape((1, 1, 1)))
+        dS = new
+        if MISTAKE == 2:
+            ct.store(dstates, (bi, c, hi, 0, 0), dS.reshape((1, 1, 1, TP, TN)))
+    ct.store(dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
+
+
+def _check_passing_bwd(monkeypatch, mistake=0):
+    import mamba2_tutorial.exercises._harness as harness
+
+    def run_with_mistake(check, kernel, grid, args, case, hint, backend):
+        return harness.run_kernel(check, kernel, grid, (*args, mistake), case, hint, backend)
+
+    monkeypatch.setattr("mamba2_tutorial.exercises.state_passing_bwd.run_kernel", run_with_mistake)
+    check_state_passing_bwd_kernel(passing_bwd_kernel)
+
+
+def test_state_passing_bwd_kernel_accepts_a_right_kernel(monkeypatch, capsys):
+    _check_passing_bwd(monkeypatch)
+    assert "✅ check_state_passing_bwd_kernel passed on the cpu backend" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        (1, r"chunks walked first to last"),
+        (2, r"dstates stored AFTER the update"),
+        (3, r"decay of the chunk's FIRST position"),
+        (4, r"decay gradient without the decay"),
+        (5, r"decay gradient from the updated dS"),
+        (6, r"dfinal_states ignored"),
+    ],
+    ids=["forwards", "store_after_update", "first_position_decay", "ddA_undecayed", "ddA_updated",
+         "no_dfinal"],
+)
+def test_state_passing_bwd_kernel_names_the_mistake(monkeypatch, mistake, hint):
+    with pytest.raises(ExerciseFailed, match=re.compile(hint, re.S)):
+        _check_passing_bwd(monkeypatch, mistake)
+
+
+def test_state_passing_bwd_kernel_hints_name_no_unconfirmed_cause(monkeypatch):
+    with pytest.raises(ExerciseFailed, match=r"p=5, n=7") as info:
+        _check_passing_bwd(monkeypatch, 7)
+    assert "padding" not in _hint_of(info.value) and "The wrong elements are in" in _hint_of(info.value)
+
+
+def test_state_passing_bwd_reference_is_autograd_of_the_forward():
+    """The check's float64 reference is the gradient of the forward recurrence (reference.state_passing)."""
+    from mamba2_tutorial.exercises.state_passing_bwd import state_passing_backward
+
+    gen = torch.Generator().manual_seed(0)
+    b, nc, h, p, n, Q = 2, 4, 3, 5, 6, 8
+    states = torch.randn(b, nc, h, p, n, generator=gen, dtype=torch.float64, requires_grad=True)
+    dA = (-torch.rand(b, h, nc, Q, generator=gen, dtype=torch.float64).cumsum(-1)).requires_grad_()
+    init = torch.randn(b, h, p, n, generator=gen, dtype=torch.float64, requires_grad=True)
+    entering, final = ref.state_passing(states, dA, init)
+    d_entering = torch.randn(entering.shape, generator=gen, dtype=torch.float64)
+    d_final = torch.randn(final.shape, generator=gen, dtype=torch.float64)
+    d_states, d_dA, d_init = torch.autograd.grad((entering * d_entering).sum() + (final * d_final).sum(),
+                                                 (states, dA, init))
+    dstates, ddA_last, dinit = state_passing_backward(d_entering, dA, entering.detach(), d_final)
+    assert torch.allclose(dstates, d_states) and torch.allclose(dinit, d_init)
+    assert torch.allclose(ddA_last, d_dA[..., -1]) and not d_dA[..., :-1].any()
 
 
 # ------------------------------------------------------------------------------------ tiered help

@@ -65,7 +65,7 @@ def test_half_day_teaches_and_practises_the_chunk_scan():
 
 
 def test_every_exercise_is_listed_in_every_exercise_table():
-    assert len(EXERCISES) == 7, EXERCISES
+    assert len(EXERCISES) == 8, EXERCISES
     guide_table = _section(GUIDE, "## What there is")
     readme = (ROOT / "README.md").read_text()
     nb = json.loads((ROOT / "notebooks" / "00_start_here.ipynb").read_text())

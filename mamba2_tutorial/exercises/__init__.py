@@ -17,6 +17,7 @@ prints a step-by-step recipe, and :func:`show_solution` prints the worked answer
     ex05_cutile_chunk_state   check_chunk_state_kernel(chunk_state_kernel)
     ex06_cutile_state_passing check_state_passing_kernel(state_passing_kernel)
     ex07_cutile_chunk_scan    check_chunk_scan_kernel(chunk_scan_kernel)
+    ex08_cutile_state_passing_bwd  check_state_passing_bwd_kernel(state_passing_bwd_kernel)
 """
 
 from ._harness import ExerciseFailed, hint, show_solution
@@ -26,6 +27,7 @@ from .chunk_state import check_chunk_state, check_chunk_state_kernel
 from .recurrence import check_recurrence_step
 from .segsum import check_segsum
 from .state_passing import check_state_passing_kernel
+from .state_passing_bwd import check_state_passing_bwd_kernel
 
 __all__ = [
     "ExerciseFailed",
@@ -35,6 +37,7 @@ __all__ = [
     "check_chunk_state_kernel",
     "check_recurrence_step",
     "check_segsum",
+    "check_state_passing_bwd_kernel",
     "check_state_passing_kernel",
     "hint",
     "show_solution",
