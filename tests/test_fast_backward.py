@@ -76,11 +76,20 @@ def test_chunk_bwd_heads_equals_taught(problem, dtype, device="cpu"):
     want = launch_chunk_bwd(*args)
     h, g = inp["x"].shape[2], inp["C"].shape[2]
     splits = [d for d in range(1, h // g + 1) if (h // g) % d == 0]            # every way to split a group
+    assert want[6] is None                        # the taught path leaves dD to the host
+    xy = dy.double() * inp["x"].double()           # y += D x: dD = sum dy ∘ x
     for hpb in splits:
         got = launch_chunk_bwd_heads(*args, poison=True, hpb=hpb)
         for name, a, w in zip(("dx", "dB", "dC", "ddt", "da", "da_last"), got, want):
             assert a.shape == w.shape and a.dtype == w.dtype, name
             _close(a.float(), w.float(), 1e-5, f"{name} {PROBLEMS[problem]} {dtype} hpb={hpb}")
+        _close(got[6], xy.sum((0, 1, 3)), 1e-5, f"dD (h,) {PROBLEMS[problem]} {dtype} hpb={hpb}")
+    D_channel = torch.randn(inp["x"].shape[2:], generator=torch.Generator().manual_seed(problem))
+    got = launch_chunk_bwd_heads(*args[:8], D_channel, backend, poison=True)
+    want = launch_chunk_bwd(*args[:8], D_channel, backend)
+    _close(got[0].float(), want[0].float(), 1e-5, f"dx with D (h, p) {PROBLEMS[problem]} {dtype}")
+    _close(got[6], xy.sum((0, 1)), 1e-5, f"dD (h, p) {PROBLEMS[problem]} {dtype}")
+    assert launch_chunk_bwd_heads(*args[:8], None, backend)[6] is None
 
 
 def test_heads_per_block():

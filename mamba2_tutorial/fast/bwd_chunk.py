@@ -70,13 +70,13 @@ def load_cb(CB, b, c, g, i, j, T):
 
 @ct.kernel
 def chunk_bwd_dx_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D,   # inputs
-                              dx, dB, ddt, da, da_last,                          # outputs
+                              dx, dB, ddt, da, da_last, dD,                      # outputs
                               heads_per_group: int, HPB: int,
                               Q: ct.Constant[int], T: ct.Constant[int], PP: ct.Constant[int],
                               NS: ct.Constant[int], D_MODE: ct.Constant[int]):
     """Kernel 3 for HPB heads of one group, one block per T keys: dx (b, l, h, p) in x's dtype; ddt, da,
     da_last (b, h, nchunks, Q) float32 per head; dB (b, l, h / HPB, n) float32, the sum over the block's
-    heads."""
+    heads; with D, dD (b, l / T, h, p) float32: each tile's sum of dy ∘ x over its T positions."""
     kt = ct.bid(0)
     pid_bc = ct.bid(1)
     split = ct.bid(2)                   # heads split·HPB .. split·HPB + HPB - 1
@@ -142,6 +142,9 @@ def chunk_bwd_dx_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D,  
                 else:
                     D_h = ct.load(D, (h, 0), shape=(1, PP), padding_mode=ZERO).astype(ct.float32)
                 acc_dx = acc_dx + dy_k * D_h
+                # the gradient of D: y += D x gives dD = sum dy ∘ x, this tile's part
+                dD_k = ct.sum(dy_k * x_k.astype(ct.float32), axis=0)
+                ct.store(dD, (b, k_tile, h, 0), dD_k.reshape((1, 1, 1, PP)))
 
             ct.store(dx, (b, k_tile, h, 0), acc_dx.astype(dx.dtype).reshape((1, T, 1, PP)))
             ct.store(ddt, (b, h, c, kt), ddt_k.reshape((1, 1, 1, T)))
@@ -155,6 +158,8 @@ def chunk_bwd_dx_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D,  
             ct.store(ddt, (b, h, c, kt), zeros)
             ct.store(da, (b, h, c, kt), zeros)
             ct.store(da_last, (b, h, c, kt), zeros)
+            if D_MODE != D_NONE:
+                ct.store(dD, (b, k_tile, h, 0), ct.zeros((1, 1, 1, PP), dtype=ct.float32))
 
 
 @ct.kernel
@@ -246,8 +251,9 @@ def chunk_bwd_heads_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int,
 
 def launch_chunk_bwd_heads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates, D, backend,
                            poison=False, hpb: int | None = None, occupancy: int | None = OCCUPANCY):
-    """The fast kernels 3 and 4: ``(dx in x's dtype, dB (b, l, g, n), dC (b, l, g, n), ddt, da, da_last)``,
-    float32 except dx: the contract of the taught ``launch_chunk_bwd``. ``hpb``: heads per block (a divisor
+    """The fast kernels 3 and 4: ``(dx in x's dtype, dB (b, l, g, n), dC (b, l, g, n), ddt, da, da_last,
+    dD)``, float32 except dx: the contract of the taught ``launch_chunk_bwd``, and dD in D's shape (None
+    without D) from kernel 3's per-tile sums. ``hpb``: heads per block (a divisor
     of the group size; default :func:`heads_per_block`); ``occupancy``: the compiler hint of both head-walking
     kernels."""
     b, l, h, p = x.shape
@@ -271,8 +277,10 @@ def launch_chunk_bwd_heads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, ds
     ddt, da_key, da_row, da_last = (allocate((b, h, nchunks, Q), torch.float32, device, poison)
                                     for _ in range(4))
     D_arg = D if D is not None else placeholder(device, torch.float32, 1)
+    dD_tiles = (allocate((b, nchunks * (Q // T), h, t["PP"]), torch.float32, device, poison) if D is not None
+                else placeholder(device, torch.float32, 4))
     launch(chunk_bwd_dx_heads_kernel, plan.grid,
-           (x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D_arg, dx, dB, ddt, da_key, da_last,
+           (x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D_arg, dx, dB, ddt, da_key, da_last, dD_tiles,
             h // g, hpb, Q, T, t["PP"], t["NS"], d_mode(D)), backend, occupancy)
     launch(chunk_bwd_dc_heads_kernel, plan.grid,
            (x, dy, dt_out, dA_cumsum, C, B, CB, chunk_init_states, dC, da_row,
@@ -280,7 +288,11 @@ def launch_chunk_bwd_heads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, ds
     if splits != g:                      # partial sums of each group's heads
         dB = dB.view(b, l, g, splits // g, n).sum(3)
         dC = dC.view(b, l, g, splits // g, n).sum(3)
-    return dx, dB, dC, ddt, da_key + da_row, da_last
+    dD = None
+    if D is not None:
+        dD = dD_tiles[..., :p].sum((0, 1))                      # (h, p)
+        dD = dD.sum(-1) if D.ndim == 1 else dD
+    return dx, dB, dC, ddt, da_key + da_row, da_last, dD
 
 
 def _example_args(kernel_name, dtype, Q, D_MODE=D_PER_HEAD, b=2, l=300, h=4, p=48, g=2, n=80, hpb=2):
@@ -302,6 +314,7 @@ def _example_args(kernel_name, dtype, Q, D_MODE=D_PER_HEAD, b=2, l=300, h=4, p=4
             D = torch.randn(h, p, generator=gen) if D_MODE == D_PER_CHANNEL else torch.randn(h, generator=gen)
             args = (x, dy, dt_out, dA_cumsum, C, B, CB, torch.randn(b, nchunks, h, p, n, generator=gen), D,
                     torch.empty_like(x), partial, per_pos, per_pos.clone(), per_pos.clone(),
+                    torch.empty(b, nchunks * (Q // t["T"]), h, t["PP"]),
                     h // g, hpb, Q, t["T"], t["PP"], t["NS"], D_MODE)
             return plan.grid, args
         args = (x, dy, dt_out, dA_cumsum, C, B, CB, torch.randn(b, nchunks, h, p, n, generator=gen).to(dtype),

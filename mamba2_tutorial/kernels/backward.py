@@ -92,8 +92,8 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     # 1-2. the state gradient, carried backwards across chunks
     dstates, ddA_last, dinit = state_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, where, _poison)
     # 3-4. every gradient inside the chunks (dB and dC summed over the heads of each group)
-    dx, dB, dC, ddt_proc, da, da_last = chunk_stage(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states,
-                                                    dstates, D, where, _poison)
+    dx, dB, dC, ddt_proc, da, da_last, dD = chunk_stage(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states,
+                                                        dstates, D, where, _poison)
 
     # 5. dt·A from a = cumsum(dt·A): a reverse cumsum in each chunk, plus the chunk total's gradient
     d_dtA = da.flip(-1).cumsum(-1).flip(-1) + (ddA_last + da_last.sum(-1))[..., None]     # (b, h, nchunks, Q)
@@ -103,8 +103,7 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     ddt_proc = ddt_proc.permute(0, 2, 3, 1).reshape(b, nchunks * Q, h)[:, :l]        # (b, l, h)
     ddt, ddt_bias = dt_backward(ddt_proc, dt, dt_bias, dt_softplus, dt_limit)
 
-    dD = None
-    if D is not None:
+    if D is not None and dD is None:            # y += D x: dD = sum dy ∘ x (the fast path's kernel 3 sums it)
         xy = widen(dy) * widen(x)
         dD = xy.sum((0, 1, 3)) if D.ndim == 1 else xy.sum((0, 1))
 

@@ -239,8 +239,9 @@ def chunk_bwd_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.
 
 
 def launch_chunk_bwd(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates, D, backend, poison=False):
-    """Launch kernels 3 and 4: ``(dx in x's dtype, dB (b, l, g, n), dC (b, l, g, n), ddt, da, da_last)``,
-    float32 except dx. The kernels write dB and dC per head; the group's heads are summed here."""
+    """Launch kernels 3 and 4: ``(dx in x's dtype, dB (b, l, g, n), dC (b, l, g, n), ddt, da, da_last,
+    None)``, float32 except dx. The kernels write dB and dC per head; the group's heads are summed here. (The
+    last entry is dD, which the taught path leaves to the host.)"""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -264,7 +265,7 @@ def launch_chunk_bwd(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates,
     # heads that share a group share B and C: their gradients add up
     dB = dB.view(b, l, g, h // g, n).sum(3)
     dC = dC.view(b, l, g, h // g, n).sum(3)
-    return dx, dB, dC, ddt, da_key + da_row, da_last
+    return dx, dB, dC, ddt, da_key + da_row, da_last, None
 
 
 def _example_args(kernel_name, dtype, Q, D_MODE=D_PER_HEAD, b=2, l=300, h=4, p=48, g=2, n=80):
