@@ -61,3 +61,19 @@ def test_the_command_needs_a_gpu(capsys):
         pytest.skip("a GPU is present")
     assert bench_train.main([]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.cutile
+def test_backward_stages_run_every_stage():
+    """The stage breakdown calls every stage once per timing (here on the CPU executor, with a timer that
+    runs the stage and returns how often it has been called)."""
+    calls = []
+
+    def count(fn):
+        fn()
+        calls.append(1)
+        return float(len(calls))
+
+    stages = bench_train.backward_stages(SHAPE, torch.float32, backend="cpu", device="cpu", timer=count)
+    assert list(stages.values()) == [float(i) for i in range(1, 8)]
+    assert {"backward (taught)", "backward (fast)", "chunk grads, kernels 3-4 (fast)"} <= set(stages)

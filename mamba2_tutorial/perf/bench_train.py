@@ -14,7 +14,8 @@ shape, in one process:
    as training runs it (what the backward needs is kept) and of forward plus backward,
    ``torch.autograd.grad(out, inputs, dout)``: the gradients of every input, none accumulated.
 
-Then a table, and with ``--out`` the JSON shipped as ``data/benchmarks/h200_train.json``.
+Then a table, and with ``--out`` the JSON shipped as ``data/benchmarks/h200_train.json``. ``--stages`` adds
+where the backward's time goes (:func:`backward_stages`): the taught and the fast stages side by side.
 """
 
 from __future__ import annotations
@@ -156,6 +157,54 @@ def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms,
             "shapes": records}
 
 
+def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda", warmup_ms: float = 25.0,
+                    rep_ms: float = 100.0, seed: int = 0, timer=None) -> dict[str, float]:
+    """Where the backward's time goes at one shape: ``{stage: median ms}`` for the training forward's
+    kernels, the taught and the fast state-gradient stage (backward kernels 1-2), chunk stage (3-4) and whole
+    backward (with the host steps), each timed alone on the intermediates of one training forward.
+    ``timer(fn) -> ms`` replaces ``time_cuda`` (a test runs this on the CPU executor with a trivial timer)."""
+    from ..fast.backward import ssd_backward_fast
+    from ..fast.bwd_chunk import launch_chunk_bwd_heads
+    from ..fast.bwd_states import launch_state_grads_fused
+    from ..fast.forward import training_stages
+    from ..fast.tuning import ssd_config
+    from ..kernels.autograd import SSDOptions
+    from ..kernels.backward import ssd_backward_taught
+    from ..kernels.bwd_chunk import launch_chunk_bwd
+    from ..kernels.bwd_states import launch_state_grads
+
+    if timer is None:
+        def timer(fn):
+            return time_cuda(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+    inp = make_inputs(shape, seed=seed, dtype=dtype, device=device, D=False)
+    x, dt, A, B, C = (inp[k] for k in GRADS)
+    b, l, h, p = x.shape
+    Q = shape.chunk_size
+    cfg = ssd_config(b, l, h, p, B.shape[2], B.shape[3], Q, dtype, x.device)
+    opts = SSDOptions(Q, False, (0.0, float("inf")), backend, training_stages(cfg))
+
+    def forward():
+        return opts.stages(x, dt, A, B, C, None, None, None, opts)
+
+    dt_out, dA_cs, init, _, _ = forward()
+    gen = torch.Generator(device=device).manual_seed(seed + 2)
+    dout = torch.randn(x.shape, generator=gen, device=device).to(dtype)
+    dstates = launch_state_grads(dout, C, dA_cs, init, None, backend)[0]
+    chunk_args = (x, dout, dt_out, dA_cs, C, B, init, dstates, None, backend)
+    state_args = (dout, C, dA_cs, init, None, backend)
+    saved = (dout, x, dt, A, B, C, dt_out, dA_cs, init)
+    stages = {
+        "training forward (fast)": forward,
+        "state grads, kernels 1-2 (taught)": lambda: launch_state_grads(*state_args),
+        "state grads, kernels 1-2 (fast)": lambda: launch_state_grads_fused(*state_args),
+        "chunk grads, kernels 3-4 (taught)": lambda: launch_chunk_bwd(*chunk_args),
+        "chunk grads, kernels 3-4 (fast)": lambda: launch_chunk_bwd_heads(*chunk_args),
+        "backward (taught)": lambda: ssd_backward_taught(*saved, backend=backend),
+        "backward (fast)": lambda: ssd_backward_fast(*saved, backend=backend),
+    }
+    return {name: timer(fn) for name, fn in stages.items()}
+
+
 def speedups(results: Mapping, over: str, metric: str = "fwd_bwd_ms") -> dict[str, float | None]:
     """``{shape: time of `over` / time of cutile}`` for one metric (None where either was not timed)."""
     out = {}
@@ -201,6 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rep", type=float, default=100.0, help="timed budget per timing, ms of device time")
     p.add_argument("--out", type=Path, help="write the results as JSON")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stages", nargs="*", metavar="NAME", default=None,
+                   help="also time the backward stage by stage at these shapes (default with the flag alone: "
+                        "the first shape)")
     args = p.parse_args(list(argv) if argv is not None else None)
     if not torch.cuda.is_available():
         print("bench-train: needs a CUDA GPU; notebook 12 shows the shipped results", file=sys.stderr)
@@ -208,6 +260,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = run(args.shapes, args.impls, DTYPES[args.dtype], args.warmup, args.rep, args.seed,
                   log=lambda s: print(s, file=sys.stderr))
     print(format_table(results))
+    if args.stages is not None:
+        results["stages"] = {}
+        for name in args.stages or args.shapes[:1]:
+            stages = backward_stages(get_shape(name), DTYPES[args.dtype], warmup_ms=args.warmup,
+                                     rep_ms=args.rep, seed=args.seed)
+            results["stages"][name] = stages
+            print(f"\n{name}: the backward stage by stage, median ms")
+            print("\n".join(f"  {stage:36s} {ms:8.3f}" for stage, ms in stages.items()))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1) + "\n")
