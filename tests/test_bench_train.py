@@ -77,3 +77,18 @@ def test_backward_stages_run_every_stage():
     stages = bench_train.backward_stages(SHAPE, torch.float32, backend="cpu", device="cpu", timer=count)
     assert list(stages.values()) == [float(i) for i in range(1, 8)]
     assert {"backward (taught)", "backward (fast)", "chunk grads, kernels 3-4 (fast)"} <= set(stages)
+
+
+@pytest.mark.cutile
+def test_backward_sweep_times_every_setting():
+    seen = []
+    found = bench_train.backward_sweep(SHAPE, torch.float32, backend="cpu", device="cpu",
+                                       timer=lambda fn: seen.append(fn()) or 1.0)
+    heads = [d for d in bench_train.SWEEP_HEADS if (SHAPE.nheads // SHAPE.ngroups) % d == 0]   # 1 and 2 here
+    n_chunk = len(heads) * len(bench_train.SWEEP_OCCUPANCY)
+    assert len(found) == len(seen) == n_chunk + 2 * len(bench_train.SWEEP_STATE_TILES)
+    assert "chunk grads, 2 heads per block, occupancy 2" in found
+    # every chunk-stage setting gives the same gradients
+    firsts = [out for out in seen[:n_chunk]]
+    for out in firsts[1:]:
+        assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(out[:6], firsts[0][:6]))

@@ -205,6 +205,50 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     return {name: timer(fn) for name, fn in stages.items()}
 
 
+#: what ``--sweep`` tries: the fast chunk stage's heads per block and compiler hint, the fused state stage's
+#: (TP, TN, TK) tiles and hint
+SWEEP_HEADS = (1, 2, 4, 5, 8, 10, 16)
+SWEEP_OCCUPANCY = (None, 2, 3)
+SWEEP_STATE_TILES = ((64, 64, 64), (64, 128, 64), (32, 64, 64), (64, 64, 128), (64, 64, 256))
+
+
+def backward_sweep(shape, dtype, *, backend: str = "gpu", device: str = "cuda", warmup_ms: float = 25.0,
+                   rep_ms: float = 100.0, seed: int = 0, timer=None) -> dict[str, float]:
+    """The fast backward's settings at one shape, each timed alone: ``{setting: median ms}`` for the chunk
+    stage at every heads-per-block in :data:`SWEEP_HEADS` that divides the group size, times every hint in
+    :data:`SWEEP_OCCUPANCY`, and the state stage at every tile in :data:`SWEEP_STATE_TILES` times the hints
+    None and 2. What the defaults of ``fast/bwd_chunk.py`` and ``fast/bwd_states.py`` are chosen from."""
+    from ..fast.bwd_chunk import launch_chunk_bwd_heads
+    from ..fast.bwd_states import launch_state_grads_fused
+    from ..kernels.chunk_state import launch_chunk_state
+    from ..kernels.state_passing import launch_state_passing
+
+    if timer is None:
+        def timer(fn):
+            return time_cuda(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+    inp = make_inputs(shape, seed=seed, dtype=dtype, device=device, D=False)
+    x, dt, A, B, C = (inp[k] for k in GRADS)
+    h, g = x.shape[2], B.shape[2]
+    Q = shape.chunk_size
+    dt_out, dA_cs, states = launch_chunk_state(x, dt, A, B, Q, None, False, (0.0, float("inf")), backend)
+    init, _ = launch_state_passing(states, dA_cs, None, backend, out_dtype=dtype)
+    gen = torch.Generator(device=device).manual_seed(seed + 2)
+    dy = torch.randn(x.shape, generator=gen, device=device).to(dtype)
+    dstates = launch_state_grads_fused(dy, C, dA_cs, init, None, backend)[0]
+    found = {}
+    for hpb in (d for d in SWEEP_HEADS if (h // g) % d == 0):
+        for occupancy in SWEEP_OCCUPANCY:
+            found[f"chunk grads, {hpb} heads per block, occupancy {occupancy}"] = timer(
+                lambda hpb=hpb, occupancy=occupancy: launch_chunk_bwd_heads(
+                    x, dy, dt_out, dA_cs, C, B, init, dstates, None, backend, hpb=hpb, occupancy=occupancy))
+    for tiles in SWEEP_STATE_TILES:
+        for occupancy in (None, 2):
+            found[f"state grads, tiles {tiles}, occupancy {occupancy}"] = timer(
+                lambda tiles=tiles, occupancy=occupancy: launch_state_grads_fused(
+                    dy, C, dA_cs, init, None, backend, tiles=tiles, occupancy=occupancy))
+    return found
+
+
 def speedups(results: Mapping, over: str, metric: str = "fwd_bwd_ms") -> dict[str, float | None]:
     """``{shape: time of `over` / time of cutile}`` for one metric (None where either was not timed)."""
     out = {}
@@ -253,6 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stages", nargs="*", metavar="NAME", default=None,
                    help="also time the backward stage by stage at these shapes (default with the flag alone: "
                         "the first shape)")
+    p.add_argument("--sweep", nargs="*", metavar="NAME", default=None,
+                   help="also time the fast backward's settings (heads per block, tiles, compiler hints) at "
+                        "these shapes (default with the flag alone: the first shape)")
     args = p.parse_args(list(argv) if argv is not None else None)
     if not torch.cuda.is_available():
         print("bench-train: needs a CUDA GPU; notebook 12 shows the shipped results", file=sys.stderr)
@@ -268,6 +315,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["stages"][name] = stages
             print(f"\n{name}: the backward stage by stage, median ms")
             print("\n".join(f"  {stage:36s} {ms:8.3f}" for stage, ms in stages.items()))
+    if args.sweep is not None:
+        results["sweep"] = {}
+        for name in args.sweep or args.shapes[:1]:
+            found = backward_sweep(get_shape(name), DTYPES[args.dtype], warmup_ms=args.warmup,
+                                   rep_ms=args.rep, seed=args.seed)
+            results["sweep"][name] = found
+            print(f"\n{name}: the fast backward's settings, median ms (fastest first)")
+            print("\n".join(f"  {k:60s} {v:8.3f}" for k, v in sorted(found.items(), key=lambda kv: kv[1])))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1) + "\n")
