@@ -107,7 +107,8 @@ def bench_launches(device: str) -> list[Launch]:
 
 def train_launches(device: str) -> list[Launch]:
     """What ``python -m mamba2_tutorial bench-train`` launches with its defaults: forward and backward of
-    ``ssd_forward`` and ``ssd_forward_taught`` at every shape and at its correctness slice."""
+    ``ssd_forward`` and ``ssd_forward_taught`` at every shape and at its correctness slice; and, at the first
+    shape, what ``--stages`` and ``--sweep`` add (every setting the sweep tries is its own compile)."""
     import torch
 
     from mamba2_tutorial.fast.forward import ssd_forward
@@ -127,6 +128,13 @@ def train_launches(device: str) -> list[Launch]:
                     out = forward(*leaves, shape.chunk_size, backend=backend)
                     torch.autograd.grad(out, leaves, torch.ones_like(out))
             launches += seen
+    from mamba2_tutorial.perf import bench_train
+
+    first = get_shape(BENCHMARK_SHAPES[0])
+    with recording() as seen:
+        for extra in (bench_train.backward_stages, bench_train.backward_sweep):
+            extra(first, torch.bfloat16, backend=backend, device=device, timer=lambda fn: fn() and 0.0)
+    launches += seen
     return launches
 
 
