@@ -114,6 +114,7 @@ def test_ssd_forward_trains_with_the_fast_backward(config, monkeypatch):
     """Gradients of every input against float64 autograd, through each kind of state stage, and the fast
     backward kernels are the ones that ran."""
     calls = []
+    monkeypatch.setattr(fast_backward, "MIN_FUSED_BLOCKS", 0)      # tiny problems: the fused state stage too
     for name in ("launch_chunk_bwd_heads", "launch_state_grads_fused"):
         real = getattr(fast_backward, name)
         monkeypatch.setattr(fast_backward, name,
@@ -130,6 +131,25 @@ def test_ssd_forward_trains_with_the_fast_backward(config, monkeypatch):
     for name, grad in got.items():
         err = relative_error(grad, want[name])
         assert err <= 1e-4, f"{config}: d{name} relative error {err:.2e} against float64 autograd"
+
+
+def test_few_long_sequences_take_the_taught_state_stage(monkeypatch):
+    """The fused state stage walks every chunk in one block per (state tile, batch, head): with few such
+    blocks the taught kernels 1 and 2 (parallel over the chunks) run instead, and the gradients are the
+    same."""
+    assert fast_backward.uses_fused_state_grads(8, 4096, 80, 64, 128, 256, torch.bfloat16)
+    assert not fast_backward.uses_fused_state_grads(1, 32768, 80, 64, 128, 256, torch.bfloat16)
+    b, l, h, p, g, n, Q = PROBLEMS[0]
+    inp = make_inputs(SSDShape(b, l, h, p, g, n, Q), seed=11, dtype=torch.float32, D=True,
+                      initial_states=True)
+    gen = torch.Generator().manual_seed(11)
+    dout, dfinal = torch.randn(b, l, h, p, generator=gen), torch.randn(b, h, p, n, generator=gen)
+    grads = {}
+    for threshold in (0, 10**9):                    # fused, then taught
+        monkeypatch.setattr(fast_backward, "MIN_FUSED_BLOCKS", threshold)
+        grads[threshold] = ssd_gradients(ssd_forward, inp, Q, dout, dfinal, backend="cpu")
+    for name, g_fused in grads[0].items():
+        assert relative_error(g_fused, grads[10**9][name]) < 1e-5, name
 
 
 def test_training_stages_keep_true_dt():

@@ -3,22 +3,46 @@
     1-2. the state gradient carried backwards: one launch, dS_out kept on chip   (``bwd_states.py``)
     3-4. every gradient inside the chunks: C Bᵀ once per group, heads summed     (``bwd_chunk.py``)
 
-Everything else (the gate, the reverse cumsum for dt and A, dt_bias / softplus / dt_limit, dD) is the taught
+Everything else (the gate, the reverse cumsum for dt and A, dt_bias / softplus / dt_limit) is the taught
 ``ssd_backward_taught``'s code, called with these two stages. ``ssd_forward`` uses it under autograd.
+
+The fused state stage runs one block per (state tile, batch, head), each walking every chunk in turn: with
+few (batch, head) pairs and many chunks (one long sequence) that is a long sequential walk on a few SMs, while
+the taught kernel 1 is parallel over the chunks. Below :data:`MIN_FUSED_BLOCKS` blocks the taught kernels 1
+and 2 run instead (the forward's tuning makes the same call with its segmented stage).
 """
 
 from __future__ import annotations
 
-from ..kernels.backward import SSDGrads, ssd_backward_taught
-from .bwd_chunk import launch_chunk_bwd_heads
-from .bwd_states import launch_state_grads_fused
+import torch
 
-__all__ = ["ssd_backward_fast"]
+from ..kernels.backward import SSDGrads, ssd_backward_taught
+from ..kernels.bwd_states import launch_state_grads
+from .bwd_chunk import launch_chunk_bwd_heads
+from .bwd_states import launch_state_grads_fused, state_grads_fused_plan
+
+__all__ = ["MIN_FUSED_BLOCKS", "ssd_backward_fast", "uses_fused_state_grads"]
+
+#: fewest blocks (state tiles × batch × heads) for the fused state stage: about four per SM of a 132-SM GPU
+MIN_FUSED_BLOCKS = 512
+
+
+def uses_fused_state_grads(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype) -> bool:
+    """Whether the fast backward runs the fused state stage (else the taught kernels 1 and 2)."""
+    grid = state_grads_fused_plan(b, l, h, p, n, Q, dtype).grid
+    return grid[0] * grid[1] * grid[2] >= MIN_FUSED_BLOCKS
+
+
+def _state_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison=False):
+    b, l, h, p = dy.shape
+    n, Q = C.shape[3], dA_cumsum.shape[3]
+    if uses_fused_state_grads(b, l, h, p, n, Q, dy.dtype):
+        return launch_state_grads_fused(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison)
+    return launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison)
 
 
 def ssd_backward_fast(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, **options) -> SSDGrads:
     """The gradients of ``ssd_forward``: the arguments and results of
     :func:`~mamba2_tutorial.kernels.backward.ssd_backward_taught`, computed by the fast backward kernels."""
     return ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states,
-                               state_stage=launch_state_grads_fused, chunk_stage=launch_chunk_bwd_heads,
-                               **options)
+                               state_stage=_state_stage, chunk_stage=launch_chunk_bwd_heads, **options)
