@@ -14,7 +14,7 @@ both orientations (kernel 3 multiplies by its transpose), and each block of kern
 heads of one group, adding their dB (dC) into one float32 tile that it stores once:
 
     bwd_cb_kernel        CB[m, k] = C_m · B_k and CBt[k, m], the causal (T, T) tiles   (Q/T, b·nchunks, g)
-    chunk_bwd_dx_heads   kernel 3 for HPB heads: dx, ddt, da, da_last per head;
+    chunk_bwd_dx_heads   kernel 3 for HPB heads: dx, ddt, da, da_last and dD's part per head;
                          dB summed over the HPB heads                                 (Q/T, b·nchunks, h/HPB)
     chunk_bwd_dc_heads   kernel 4 for HPB heads: da per head, dC summed over them     (Q/T, b·nchunks, h/HPB)
 
@@ -229,7 +229,8 @@ def chunk_bwd_dc_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CB, chunk_init_sta
 #: a grid of (Q / T) · b · nchunks · h / HPB blocks still fills the GPU
 MAX_HEADS_PER_BLOCK = 8
 #: blocks per SM the compiler budgets for (a hint): at 2 both kernels fit their tiles in registers on sm_90
-#: (at the default, 1, they spill: ``python -m mamba2_tutorial compile`` shows the stack)
+#: (at the compiler's own choice they spill: ``python -m mamba2_tutorial compile`` shows the stack). Not yet
+#: timed against the other hints: ``python -m mamba2_tutorial bench-train --sweep`` does that
 OCCUPANCY = 2
 
 
