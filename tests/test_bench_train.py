@@ -89,6 +89,6 @@ def test_backward_sweep_times_every_setting():
     assert len(found) == len(seen) == n_chunk + 2 * len(bench_train.SWEEP_STATE_TILES)
     assert "chunk grads, 2 heads per block, occupancy 2" in found
     # every chunk-stage setting gives the same gradients
-    firsts = [out for out in seen[:n_chunk]]
+    firsts = seen[:n_chunk]
     for out in firsts[1:]:
         assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(out[:6], firsts[0][:6]))

@@ -31,7 +31,7 @@ import cuda.tile as ct
 import torch
 
 from ..kernels._host import LaunchPlan, allocate, cdiv, launch, next_power_of_two, placeholder
-from ..kernels.bwd_chunk import load_positions, load_rows
+from ..kernels.bwd_chunk import decay_tile, decay_tile_transposed, load_positions, load_rows
 from ..kernels.chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, d_mode
 from ..kernels.chunk_state import LOG2E
 from ..kernels.spec import KernelSpec
@@ -107,9 +107,7 @@ def chunk_bwd_dx_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D,  
                 m_pos = mt * T + ct.arange(T, dtype=ct.int32)
                 CBt_km = load_cb(CBt, b, c, g, kt, mt, T)
                 dMt = ct.mma(x_k, ct.transpose(dy_m), ct.zeros((T, T), dtype=ct.float32))
-                causal = k_pos[:, None] <= m_pos[None, :]
-                Lt = ct.where(causal, ct.exp2(ct.minimum(a_m[None, :] - a_k[:, None], 0.0),
-                                              flush_to_zero=True), 0.0)
+                Lt = decay_tile_transposed(a_k, a_m, k_pos, m_pos)
                 CBLt = CBt_km * Lt
                 Mt = CBLt * dt_k[:, None]
                 dCBt = dMt * Lt * dt_k[:, None]
@@ -199,9 +197,7 @@ def chunk_bwd_dc_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CB, chunk_init_sta
                 k_pos = kt * T + ct.arange(T, dtype=ct.int32)
                 CB_mk = load_cb(CB, b, c, g, mt, kt, T)
                 dM = ct.mma(dy_m, ct.transpose(x_k), ct.zeros((T, T), dtype=ct.float32))
-                causal = m_pos[:, None] >= k_pos[None, :]
-                L = ct.where(causal, ct.exp2(ct.minimum(a_m[:, None] - a_k[None, :], 0.0),
-                                             flush_to_zero=True), 0.0)
+                L = decay_tile(a_m, a_k, m_pos, k_pos)
                 dCB = dM * L * dt_k[None, :]
                 da_m = da_m + ct.sum(dCB * CB_mk, axis=1)
                 B_k = load_rows(B, b, k_tile, g, T, NS).astype(x.dtype)

@@ -72,15 +72,26 @@ def load_positions(t, b, h, c, tile, T):
     return ct.load(t, (b, h, c, tile), shape=(1, 1, 1, T)).reshape((T,))
 
 
+def decay_tile(a_m, a_k, m_pos, k_pos):
+    """The causal decay L = exp(a_m - a_k) of a (rows × keys) tile, 0 above the diagonal; ``a_m``, ``a_k``
+    in log2 units. A plain function: cuTile inlines it."""
+    causal = m_pos[:, None] >= k_pos[None, :]
+    return ct.where(causal, ct.exp2(ct.minimum(a_m[:, None] - a_k[None, :], 0.0), flush_to_zero=True), 0.0)
+
+
+def decay_tile_transposed(a_k, a_m, k_pos, m_pos):
+    """The same tile transposed, keys as rows: Lᵀ (keys × rows)."""
+    causal = k_pos[:, None] <= m_pos[None, :]
+    return ct.where(causal, ct.exp2(ct.minimum(a_m[None, :] - a_k[:, None], 0.0), flush_to_zero=True), 0.0)
+
+
 def pair_tile(C_m, B_k, dy_m, x_k, a_m, a_k, m_pos, k_pos, T):
     """One (T rows × T keys) tile of the chunk's causal triangle: CB = C Bᵀ, dM = dy xᵀ (both on the tensor
     cores, float32 accumulation) and the causal decay L = exp(a_m - a_k) (0 above the diagonal).
     ``a_m``, ``a_k`` are in log2 units. A plain function: cuTile inlines it into both kernels."""
     CB = ct.mma(C_m, ct.transpose(B_k), ct.zeros((T, T), dtype=ct.float32))
     dM = ct.mma(dy_m, ct.transpose(x_k), ct.zeros((T, T), dtype=ct.float32))
-    causal = m_pos[:, None] >= k_pos[None, :]
-    L = ct.where(causal, ct.exp2(ct.minimum(a_m[:, None] - a_k[None, :], 0.0), flush_to_zero=True), 0.0)
-    return CB, dM, L
+    return CB, dM, decay_tile(a_m, a_k, m_pos, k_pos)
 
 
 def pair_tile_transposed(B_k, C_m, x_k, dy_m, a_k, a_m, k_pos, m_pos, T):
@@ -89,9 +100,7 @@ def pair_tile_transposed(B_k, C_m, x_k, dy_m, a_k, a_m, k_pos, m_pos, T):
     float32 tile costs a trip through shared memory."""
     CBt = ct.mma(B_k, ct.transpose(C_m), ct.zeros((T, T), dtype=ct.float32))
     dMt = ct.mma(x_k, ct.transpose(dy_m), ct.zeros((T, T), dtype=ct.float32))
-    causal = k_pos[:, None] <= m_pos[None, :]
-    Lt = ct.where(causal, ct.exp2(ct.minimum(a_m[None, :] - a_k[:, None], 0.0), flush_to_zero=True), 0.0)
-    return CBt, dMt, Lt
+    return CBt, dMt, decay_tile_transposed(a_k, a_m, k_pos, m_pos)
 
 
 @ct.kernel

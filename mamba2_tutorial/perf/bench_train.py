@@ -157,6 +157,11 @@ def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms,
             "shapes": records}
 
 
+def _median_timer(warmup_ms: float, rep_ms: float):
+    """``fn -> median ms`` by :func:`time_cuda`."""
+    return lambda fn: time_cuda(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+
+
 def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda", warmup_ms: float = 25.0,
                     rep_ms: float = 100.0, seed: int = 0, timer=None) -> dict[str, float]:
     """Where the backward's time goes at one shape: ``{stage: median ms}`` for the training forward's
@@ -173,9 +178,7 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     from ..kernels.bwd_chunk import launch_chunk_bwd
     from ..kernels.bwd_states import launch_state_grads
 
-    if timer is None:
-        def timer(fn):
-            return time_cuda(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+    timer = _median_timer(warmup_ms, rep_ms) if timer is None else timer
     inp = make_inputs(shape, seed=seed, dtype=dtype, device=device, D=False)
     x, dt, A, B, C = (inp[k] for k in GRADS)
     b, l, h, p = x.shape
@@ -223,9 +226,7 @@ def backward_sweep(shape, dtype, *, backend: str = "gpu", device: str = "cuda", 
     from ..kernels.chunk_state import launch_chunk_state
     from ..kernels.state_passing import launch_state_passing
 
-    if timer is None:
-        def timer(fn):
-            return time_cuda(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+    timer = _median_timer(warmup_ms, rep_ms) if timer is None else timer
     inp = make_inputs(shape, seed=seed, dtype=dtype, device=device, D=False)
     x, dt, A, B, C = (inp[k] for k in GRADS)
     h, g = x.shape[2], B.shape[2]
@@ -307,22 +308,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = run(args.shapes, args.impls, DTYPES[args.dtype], args.warmup, args.rep, args.seed,
                   log=lambda s: print(s, file=sys.stderr))
     print(format_table(results))
-    if args.stages is not None:
-        results["stages"] = {}
-        for name in args.stages or args.shapes[:1]:
-            stages = backward_stages(get_shape(name), DTYPES[args.dtype], warmup_ms=args.warmup,
-                                     rep_ms=args.rep, seed=args.seed)
-            results["stages"][name] = stages
-            print(f"\n{name}: the backward stage by stage, median ms")
-            print("\n".join(f"  {stage:36s} {ms:8.3f}" for stage, ms in stages.items()))
-    if args.sweep is not None:
-        results["sweep"] = {}
-        for name in args.sweep or args.shapes[:1]:
-            found = backward_sweep(get_shape(name), DTYPES[args.dtype], warmup_ms=args.warmup,
-                                   rep_ms=args.rep, seed=args.seed)
-            results["sweep"][name] = found
-            print(f"\n{name}: the fast backward's settings, median ms (fastest first)")
-            print("\n".join(f"  {k:60s} {v:8.3f}" for k, v in sorted(found.items(), key=lambda kv: kv[1])))
+    extras = (("stages", args.stages, backward_stages, "the backward stage by stage, median ms", False),
+              ("sweep", args.sweep, backward_sweep, "the fast backward's settings, median ms (fastest first)",
+               True))
+    for key, names, measure, title, fastest_first in extras:
+        if names is None:
+            continue
+        results[key] = {}
+        for name in names or args.shapes[:1]:
+            found = measure(get_shape(name), DTYPES[args.dtype], warmup_ms=args.warmup, rep_ms=args.rep,
+                            seed=args.seed)
+            results[key][name] = found
+            rows = sorted(found.items(), key=lambda kv: kv[1]) if fastest_first else found.items()
+            print(f"\n{name}: {title}")
+            print("\n".join(f"  {k:60s} {v:8.3f}" for k, v in rows))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1) + "\n")
