@@ -163,11 +163,12 @@ def _median_timer(warmup_ms: float, rep_ms: float):
 
 
 def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda", warmup_ms: float = 25.0,
-                    rep_ms: float = 100.0, seed: int = 0, timer=None) -> dict[str, float]:
+                    rep_ms: float = 100.0, seed: int = 0, timer=None, log=None) -> dict[str, float]:
     """Where the backward's time goes at one shape: ``{stage: median ms}`` for the training forward's
     kernels, the taught and the fast state-gradient stage (backward kernels 1-2), chunk stage (3-4) and whole
     backward (with the host steps), each timed alone on the intermediates of one training forward.
-    ``timer(fn) -> ms`` replaces ``time_cuda`` (a test runs this on the CPU executor with a trivial timer)."""
+    ``timer(fn) -> ms`` replaces ``time_cuda`` (a test runs this on the CPU executor with a trivial timer);
+    ``log(line)``, when given, gets each time as it is measured."""
     from ..fast.backward import ssd_backward_fast
     from ..fast.bwd_chunk import launch_chunk_bwd_heads
     from ..fast.bwd_states import launch_state_grads_fused
@@ -205,7 +206,18 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
         "backward (taught)": lambda: ssd_backward_taught(*saved, backend=backend),
         "backward (fast)": lambda: ssd_backward_fast(*saved, backend=backend),
     }
-    return {name: timer(fn) for name, fn in stages.items()}
+    return _timed(stages, timer, log)
+
+
+def _timed(jobs: Mapping[str, Callable], timer, log=None) -> dict[str, float]:
+    """``{label: timer(fn)}`` in order, each result passed to ``log`` as it comes (a run cut short keeps
+    what it measured in its log)."""
+    found = {}
+    for label, fn in jobs.items():
+        found[label] = timer(fn)
+        if log is not None:
+            log(f"  {label}: {found[label]:.3f} ms")
+    return found
 
 
 #: what ``--sweep`` tries: the fast chunk stage's heads per block and compiler hint, the fused state stage's
@@ -216,7 +228,7 @@ SWEEP_STATE_TILES = ((64, 64, 64), (64, 128, 64), (32, 64, 64), (64, 64, 128), (
 
 
 def backward_sweep(shape, dtype, *, backend: str = "gpu", device: str = "cuda", warmup_ms: float = 25.0,
-                   rep_ms: float = 100.0, seed: int = 0, timer=None) -> dict[str, float]:
+                   rep_ms: float = 100.0, seed: int = 0, timer=None, log=None) -> dict[str, float]:
     """The fast backward's settings at one shape, each timed alone: ``{setting: median ms}`` for the chunk
     stage at every heads-per-block in :data:`SWEEP_HEADS` that divides the group size, times every hint in
     :data:`SWEEP_OCCUPANCY`, and the state stage at every tile in :data:`SWEEP_STATE_TILES` times the hints
@@ -236,18 +248,18 @@ def backward_sweep(shape, dtype, *, backend: str = "gpu", device: str = "cuda", 
     gen = torch.Generator(device=device).manual_seed(seed + 2)
     dy = torch.randn(x.shape, generator=gen, device=device).to(dtype)
     dstates = launch_state_grads_fused(dy, C, dA_cs, init, None, backend)[0]
-    found = {}
+    jobs = {}
     for hpb in (d for d in SWEEP_HEADS if (h // g) % d == 0):
         for occupancy in SWEEP_OCCUPANCY:
-            found[f"chunk grads, {hpb} heads per block, occupancy {occupancy}"] = timer(
+            jobs[f"chunk grads, {hpb} heads per block, occupancy {occupancy}"] = (
                 lambda hpb=hpb, occupancy=occupancy: launch_chunk_bwd_heads(
                     x, dy, dt_out, dA_cs, C, B, init, dstates, None, backend, hpb=hpb, occupancy=occupancy))
     for tiles in SWEEP_STATE_TILES:
         for occupancy in (None, 2):
-            found[f"state grads, tiles {tiles}, occupancy {occupancy}"] = timer(
+            jobs[f"state grads, tiles {tiles}, occupancy {occupancy}"] = (
                 lambda tiles=tiles, occupancy=occupancy: launch_state_grads_fused(
                     dy, C, dA_cs, init, None, backend, tiles=tiles, occupancy=occupancy))
-    return found
+    return _timed(jobs, timer, log)
 
 
 def speedups(results: Mapping, over: str, metric: str = "fwd_bwd_ms") -> dict[str, float | None]:
@@ -306,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("bench-train: needs a CUDA GPU; notebook 12 shows the shipped results", file=sys.stderr)
         return 2
     results = run(args.shapes, args.impls, DTYPES[args.dtype], args.warmup, args.rep, args.seed,
-                  log=lambda s: print(s, file=sys.stderr))
+                  log=lambda s: print(s, file=sys.stderr, flush=True))
     print(format_table(results))
     extras = (("stages", args.stages, backward_stages, "the backward stage by stage, median ms", False),
               ("sweep", args.sweep, backward_sweep, "the fast backward's settings, median ms (fastest first)",
@@ -316,8 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         results[key] = {}
         for name in names or args.shapes[:1]:
+            print(f"{name}: {title}", file=sys.stderr)
             found = measure(get_shape(name), DTYPES[args.dtype], warmup_ms=args.warmup, rep_ms=args.rep,
-                            seed=args.seed)
+                            seed=args.seed, log=lambda s: print(s, file=sys.stderr, flush=True))
             results[key][name] = found
             rows = sorted(found.items(), key=lambda kv: kv[1]) if fastest_first else found.items()
             print(f"\n{name}: {title}")
