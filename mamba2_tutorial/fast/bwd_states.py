@@ -72,9 +72,16 @@ def state_grads_fused_kernel(dy, C, dA_cumsum, chunk_init_states, dfinal_states,
     ct.store(dinitial_states, (b, h, i_p, i_n), dS.reshape((1, 1, TP, TN)))
 
 
+#: (TP, TN, TK): a block's state tile (TP × TN) and the rows of dy and C it loads per step (TK)
+TILES = (64, 64, 64)
+#: blocks per SM the compiler budgets for (a hint; None: the compiler's choice). The kernel has no stack at
+#: any budget; ``python -m mamba2_tutorial bench-train --sweep`` times the tiles and hints
+OCCUPANCY = None
+
+
 @functools.lru_cache(maxsize=256)
 def state_grads_fused_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
-                           tiles: tuple = (64, 64, 64)) -> LaunchPlan:
+                           tiles: tuple = TILES) -> LaunchPlan:
     """One block per (state tile, batch, head); ``tiles`` = (TP, TN, TK), clipped to p, n and Q. float32
     mma has no fast tensor-core path and its code grows with the tile: at most 32 × 32 × 64 there."""
     TP, TN, TK = tiles if dtype != torch.float32 else (min(tiles[0], 32), min(tiles[1], 32), tiles[2])
@@ -83,7 +90,7 @@ def state_grads_fused_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype
 
 
 def launch_state_grads_fused(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison=False,
-                             tiles: tuple = (64, 64, 64), occupancy: int | None = None):
+                             tiles: tuple = TILES, occupancy: int | None = OCCUPANCY):
     """``(dstates in dy's dtype, ddA_last (b, h, nchunks) float32, dinitial_states float32)``: the contract
     of the taught ``launch_state_grads``."""
     b, l, h, p = dy.shape
