@@ -92,3 +92,33 @@ def test_backward_sweep_times_every_setting():
     firsts = seen[:n_chunk]
     for out in firsts[1:]:
         assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(out[:6], firsts[0][:6]))
+
+
+def test_training_figures():
+    """The figures draw the numbers they are given: a bar per timed implementation (forward and backward
+    stacked), "not timed" for one that failed its gate, ours' speedups; the stages taught against fast."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from mamba2_tutorial.perf import plots_train
+
+    r = _results()
+    fig = plots_train.plot_training(r)
+    ax = fig.axes[0]
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    assert heights == [1.0, 1.5, 2.0, 4.5]     # forward and backward of ours and of mamba_ssm
+    texts = [t.get_text() for t in ax.texts]
+    assert "not timed" in texts and "2.00x mamba_ssm" in texts
+    assert "NVIDIA H200" in ax.get_title()
+
+    r["stages"] = {"b8-l4096-h80": {"training forward (fast)": 1.0, "state grads, kernels 1-2 (taught)": 0.8,
+                                    "state grads, kernels 1-2 (fast)": 0.4, "backward (taught)": 6.0,
+                                    "backward (fast)": 3.0}}
+    ax = plots_train.plot_backward_stages(r).axes[0]
+    assert sorted(round(p.get_width(), 6) for p in ax.patches) == [0.4, 0.8, 1.0, 3.0, 6.0]
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert ticks == ["training forward", "state grads, kernels 1-2\nfast: 2.00x", "backward\nfast: 2.00x"]
+    with pytest.raises(ValueError, match="no stages for 'b1'"):
+        plots_train.plot_backward_stages(r, "b1")
+    with pytest.raises(ValueError, match="--stages"):
+        plots_train.plot_backward_stages(_results())
