@@ -16,10 +16,14 @@ SHAPE = SSDShape(2, 150, 4, 32, 2, 48, 64, "test")
 def test_our_kernels_pass_the_gradient_gate():
     impls, missing = bench_train.load_train_impls(["cutile", "taught"], backend="cpu")
     assert not missing
+    reference = bench_train.Reference(SHAPE, torch.float32, device="cpu")    # built once, shared
     for name, fn in impls.items():
-        errors = bench_train.check(name, fn, SHAPE, torch.float32, device="cpu")
+        errors = bench_train.check(name, fn, SHAPE, torch.float32, device="cpu", reference=reference)
         assert set(errors) == {"out", *bench_train.GRADS}
         assert max(errors.values()) < 1e-4, (name, errors)
+    # the same check builds its own reference when given none
+    assert bench_train.check("cutile", impls["cutile"], SHAPE, torch.float32, device="cpu") == pytest.approx(
+        bench_train.check("cutile", impls["cutile"], SHAPE, torch.float32, device="cpu", reference=reference))
 
 
 def test_a_wrong_backward_is_not_timed():

@@ -24,6 +24,7 @@ import argparse
 import datetime as _dt
 import json
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -89,24 +90,37 @@ def _first(out):
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def check(name, fn, shape, dtype, seed=0, device="cuda") -> dict[str, float]:
-    """Relative L2 errors against float64 autograd on a slice of ``shape``: every gradient (and ``out``), or
-    fla's output only. Raises AssertionError naming the first gradient over the gate."""
-    from ..reference import ssd_chunked
+class Reference:
+    """What every implementation's gradients are checked against at one shape: a slice of the problem small
+    enough for float64 autograd (the first batch element, at most :data:`CHECK_LEN` positions), its inputs in
+    ``dtype``, a random output gradient, and the float64 output and gradients of ``ssd_chunked``. Built once
+    per shape and shared by the implementations."""
 
-    small = shape.scaled(batch=1, seqlen=min(shape.seqlen, CHECK_LEN))
-    inp = make_inputs(small, seed=seed, dtype=dtype, device=device, D=False)
-    Q = small.chunk_size
-    gen = torch.Generator(device=device).manual_seed(seed + 1)
-    dout = torch.randn(inp["x"].shape, generator=gen, device=device).to(dtype)
-    want = ssd_chunked(**{k: v.double() for k, v in inp.items()}, chunk_size=Q)
-    want_grads = ssd_gradients(ssd_chunked, inp, Q, dout, dtype=torch.float64)
-    forward, leaves = prepare(name, fn, inp, Q)
+    def __init__(self, shape, dtype, seed=0, device="cuda"):
+        from ..reference import ssd_chunked
+
+        self.dtype = dtype
+        small = shape.scaled(batch=1, seqlen=min(shape.seqlen, CHECK_LEN))
+        self.inp = make_inputs(small, seed=seed, dtype=dtype, device=device, D=False)
+        self.Q = small.chunk_size
+        gen = torch.Generator(device=device).manual_seed(seed + 1)
+        self.dout = torch.randn(self.inp["x"].shape, generator=gen, device=device).to(dtype)
+        self.out = ssd_chunked(**{k: v.double() for k, v in self.inp.items()}, chunk_size=self.Q)
+        self.grads = ssd_gradients(ssd_chunked, self.inp, self.Q, self.dout, dtype=torch.float64)
+
+
+def check(name, fn, shape, dtype, seed=0, device="cuda",
+          reference: Reference | None = None) -> dict[str, float]:
+    """Relative L2 errors against float64 autograd on a slice of ``shape`` (:class:`Reference`, built here
+    unless given): every gradient (and ``out``), or fla's output only. Raises AssertionError naming the first
+    gradient over the gate."""
+    ref = Reference(shape, dtype, seed, device) if reference is None else reference
+    forward, leaves = prepare(name, fn, ref.inp, ref.Q)
     out = forward()
-    errors = {"out": relative_error(out, want)}
+    errors = {"out": relative_error(out, ref.out)}
     if name != "fla":
-        got = dict(zip(GRADS, torch.autograd.grad(out, list(leaves.values()), dout)))
-        errors |= {k: relative_error(got[k], want_grads[k]) for k in GRADS}
+        got = dict(zip(GRADS, torch.autograd.grad(out, list(leaves.values()), ref.dout)))
+        errors |= {k: relative_error(got[k], ref.grads[k]) for k in GRADS}
     for k, err in errors.items():
         gate = GRAD_GATE[dtype] * (SUMMED_GATE if k == "A" else 1.0)
         if not err <= gate:
@@ -125,15 +139,20 @@ def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms,
         inp = make_inputs(shape, seed=seed, dtype=dtype, device="cuda", D=False)
         gen = torch.Generator(device="cuda").manual_seed(seed + 1)
         rec = {"name": sname, "dims": shape.dims, "impls": {}}
+        started = time.perf_counter()
+        reference = Reference(shape, dtype, seed)
+        log(f"{sname}: float64 reference gradients in {time.perf_counter() - started:.1f} s")
         for name, fn in impls.items():
             entry = {}
+            started = time.perf_counter()
             try:
-                entry["rel_err"] = check(name, fn, shape, dtype, seed)
+                entry["rel_err"] = check(name, fn, shape, dtype, seed, reference=reference)
             except AssertionError as exc:
                 entry["error"] = str(exc)
                 rec["impls"][name] = entry
                 log(f"{sname} {name}: NOT TIMED: {exc}")
                 continue
+            checked = time.perf_counter()
             forward, leaves = prepare(name, fn, inp, Q)
             dout = torch.randn(forward().shape, generator=gen, device="cuda").to(dtype)
             params = list(leaves.values())
@@ -145,7 +164,8 @@ def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms,
             entry["fwd_bwd_ms"] = time_cuda(step, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
             rec["impls"][name] = entry
             log(f"{sname} {name}: forward {entry['fwd_ms']:.3f} ms, "
-                f"forward+backward {entry['fwd_bwd_ms']:.3f} ms")
+                f"forward+backward {entry['fwd_bwd_ms']:.3f} ms (wall clock: check "
+                f"{checked - started:.1f} s, timing {time.perf_counter() - checked:.1f} s)")
             del forward, leaves, params, step
             torch.cuda.empty_cache()
         records.append(rec)
