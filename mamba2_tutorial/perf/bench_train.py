@@ -113,7 +113,7 @@ def check(name, fn, shape, dtype, seed=0, device="cuda",
           reference: Reference | None = None) -> dict[str, float]:
     """Relative L2 errors against float64 autograd on a slice of ``shape`` (:class:`Reference`, built here
     unless given): every gradient (and ``out``), or fla's output only. Raises AssertionError naming the first
-    gradient over the gate."""
+    gradient over the gate. A given ``reference`` brings its own slice, dtype and seed."""
     ref = Reference(shape, dtype, seed, device) if reference is None else reference
     forward, leaves = prepare(name, fn, ref.inp, ref.Q)
     out = forward()
@@ -122,7 +122,7 @@ def check(name, fn, shape, dtype, seed=0, device="cuda",
         got = dict(zip(GRADS, torch.autograd.grad(out, list(leaves.values()), ref.dout)))
         errors |= {k: relative_error(got[k], ref.grads[k]) for k in GRADS}
     for k, err in errors.items():
-        gate = GRAD_GATE[dtype] * (SUMMED_GATE if k == "A" else 1.0)
+        gate = GRAD_GATE[ref.dtype] * (SUMMED_GATE if k == "A" else 1.0)
         if not err <= gate:
             raise AssertionError(f"{name}: {'output' if k == 'out' else 'd' + k} relative error {err:.2e} > "
                                  f"{gate:.0e} against float64 autograd")

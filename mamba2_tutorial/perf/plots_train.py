@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from matplotlib.figure import Figure
 
 from .bench_train import TRAIN_IMPLS, speedups
-from .plots import IMPL_COLORS, _new_axes
+from .plots import IMPL_COLORS, _device, _new_axes
 
 __all__ = ["plot_backward_stages", "plot_training"]
 
@@ -27,8 +27,7 @@ TRAIN_LABELS = {"cutile": "cuTile (ssd_forward)", "taught": "cuTile taught kerne
 
 
 def _title(results: Mapping, what: str) -> str:
-    device, date = results.get("device", "unknown device"), results.get("date", "")
-    return f"{what}, {results.get('dtype', '?')}\n{device}, {date}"
+    return f"{what}, {results.get('dtype', '?')}\n{_device(results)}, {results.get('date', '')}"
 
 
 def plot_training(results: Mapping, *, ax=None) -> Figure:
