@@ -45,6 +45,24 @@ def test_a_wrong_backward_is_not_timed():
         bench_train.check("wrong", wrong, SHAPE, torch.float32, device="cpu")
 
 
+def test_fla_is_checked_in_the_ssd_variables():
+    """fla is checked like the others, through the change of variables (``fla_ssd``): the gradients of x, dt,
+    A, B, C, not only its output. A stand-in in the SSD variables shows the check asks for all of them."""
+    from mamba2_tutorial.reference import ssd_chunked
+
+    errors = bench_train.check("fla", lambda x, dt, A, B, C, Q: ssd_chunked(x, dt, A, B, C, Q), SHAPE,
+                               torch.float32, device="cpu")
+    assert set(errors) == {"out", *bench_train.GRADS} and max(errors.values()) < 1e-5
+
+
+def test_a_refusal_is_reported_not_raised():
+    """An implementation that raises (fla refusing its backward on Hopper, say) gets one line of why."""
+    first = "Triton >= 3.4.0 and < 3.7.1 on Hopper GPUs produces incorrect results"
+    reason = bench_train._reason("fla", RuntimeError(first + "\nsecond line"))
+    assert reason == "fla: raised RuntimeError: " + first
+    assert bench_train._reason("x", AssertionError("dx relative error")) == "dx relative error"
+
+
 def _results():
     shape = {"name": "b8-l4096-h80", "dims": SHAPE.dims, "impls": {
         "cutile": {"fwd_ms": 1.0, "fwd_bwd_ms": 3.0}, "mamba_ssm": {"fwd_ms": 1.5, "fwd_bwd_ms": 6.0},

@@ -81,10 +81,11 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
 
     # 0. the gate: dy (what the kernels take, in x's dtype) and dz
     if z is not None:
-        dy, dz = gate_backward(dout, y, z)
-        dy, dz = dy.to(x.dtype), dz.to(z.dtype)
+        dy_wide, dz = gate_backward(dout, y, z)
+        dy, dz = dy_wide.to(x.dtype), dz.to(z.dtype)
     else:
-        dy, dz = dout.to(x.dtype), None
+        dy_wide, dz = dout, None
+        dy = dout.to(x.dtype)
     dy = strided_ok(dy)
     if dfinal_states is not None:
         dfinal_states = strided_ok(widen(dfinal_states))
@@ -103,8 +104,11 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     ddt_proc = ddt_proc.permute(0, 2, 3, 1).reshape(b, nchunks * Q, h)[:, :l]        # (b, l, h)
     ddt, ddt_bias = dt_backward(ddt_proc, dt, dt_bias, dt_softplus, dt_limit)
 
-    if D is not None and dD is None:            # y += D x: dD = sum dy ∘ x (the fast path's kernel 3 sums it)
-        xy = widen(dy) * widen(x)
+    # y += D x: dD = sum dy ∘ x. The fast path's kernel 3 sums it from the dy it reads, but where that dy was
+    # rounded to x's dtype (after the gate, say) the rounding errors do not cancel the way the terms do: dD
+    # is then summed here from the float32 dy, as exact as mamba_ssm's.
+    if D is not None and (dD is None or dy_wide.dtype != dy.dtype):
+        xy = widen(dy_wide) * widen(x)
         dD = xy.sum((0, 1, 3)) if D.ndim == 1 else xy.sum((0, 1))
 
     def cast(grad, like):

@@ -7,15 +7,21 @@ shape, in one process:
 2. a correctness gate for every implementation that imports, on a slice of the problem small enough for
    float64 autograd (the first batch element, at most 2048 positions, the same heads, head and state sizes):
    each gradient's relative L2 error against autograd through the float64 reference ``ssd_chunked``. An
-   implementation that fails is reported and not timed. fla's ``chunk_simple_gla`` computes the SSD in other
-   variables (q = C, k = B, v = dt·x, g = dt·A, ``bench.fla_inputs``): its output is checked, and its
-   gradients (of q, k, v, g) are timed as they are;
+   implementation that fails, or raises, is reported and not timed. fla's ``chunk_simple_gla`` computes the
+   SSD in other variables (q = C, k = B, v = dt·x, g = dt·A, ``bench.fla_inputs``): it is checked through
+   that change of variables (:func:`fla_ssd`), so its gradients of x, dt, A, B, C pass the same gate, and
+   timed in its own variables (the gradients of q, k, v, g), the change of variables left out;
 3. timings, median device time per call after warm-up with a cold L2 (``timing.time_cuda``), of the forward
    as training runs it (what the backward needs is kept) and of forward plus backward,
    ``torch.autograd.grad(out, inputs, dout)``: the gradients of every input, none accumulated.
 
 Then a table, and with ``--out`` the JSON shipped as ``data/benchmarks/h200_train.json``. ``--stages`` adds
 where the backward's time goes (:func:`backward_stages`): the taught and the fast stages side by side.
+
+fla refuses its gated backward on Hopper GPUs with Triton 3.4 to 3.7.0 (a Triton miscompile of one of its
+kernels; fla asks for Triton 3.7.1). ``--lift-fla-guard`` lifts that refusal, so that the gradient gate
+decides on the shapes measured: wrong gradients are reported and not timed. The results say whether it was
+lifted.
 """
 
 from __future__ import annotations
@@ -53,11 +59,32 @@ def _cutile(fast: bool, backend: str = "gpu"):
     return lambda x, dt, A, B, C, Q: fn(x, dt, A, B, C, Q, backend=backend)
 
 
+def fla_ssd(x, dt, A, B, C, Q):
+    """fla's ``chunk_simple_gla`` as an SSD ``f(x, dt, A, B, C, Q) -> out``: the change of variables of
+    ``bench.fla_inputs`` in torch ops, so autograd carries fla's gradients back to x, dt, A, B, C. fla picks
+    its own chunk size, so Q is not used."""
+    from fla.ops.simple_gla import chunk_simple_gla
+
+    f = fla_inputs({"x": x, "dt": dt, "A": A, "B": B, "C": C})
+    return chunk_simple_gla(q=f["q"], k=f["k"], v=f["v"], g=f["g"], scale=1.0)[0]
+
+
+def lift_fla_guard() -> bool:
+    """Lift fla's refusal to run its gated backward on Hopper with Triton < 3.7.1 (``chunk_bwd_dqkwg``);
+    True if there was one to lift. Whether its gradients are right is then up to the gradient gate."""
+    from fla.ops.common import chunk_o
+
+    if getattr(chunk_o, "TRITON_ABOVE_3_7_1", True):
+        return False
+    chunk_o.TRITON_ABOVE_3_7_1 = True
+    return True
+
+
 def load_train_impls(names: Sequence[str], backend: str = "gpu"
                      ) -> tuple[dict[str, Callable], dict[str, str]]:
     """``{name: f(x, dt, A, B, C, Q) -> out}`` for the SSD implementations that import, and why not for the
-    others. fla is the exception, handled by :func:`prepare`. ``backend="cpu"`` runs our kernels on the CPU
-    executor (only to test the harness)."""
+    others. fla's is :func:`fla_ssd`, and :func:`prepare` times it in its own variables. ``backend="cpu"``
+    runs our kernels on the CPU executor (only to test the harness)."""
     impls, missing = {}, {}
     for name in names:
         try:
@@ -66,9 +93,9 @@ def load_train_impls(names: Sequence[str], backend: str = "gpu"
             elif name == "mamba_ssm":
                 impls[name] = import_mamba_chunk_scan_combined()
             elif name == "fla":
-                from fla.ops.simple_gla import chunk_simple_gla
+                from fla.ops.simple_gla import chunk_simple_gla  # noqa: F401  (imports, or is missing)
 
-                impls[name] = chunk_simple_gla
+                impls[name] = fla_ssd
             else:
                 raise ValueError(f"unknown implementation {name!r}; choose from {TRAIN_IMPLS}")
         except ImportError as exc:
@@ -76,12 +103,16 @@ def load_train_impls(names: Sequence[str], backend: str = "gpu"
     return impls, missing
 
 
-def prepare(name: str, fn, inp: Mapping[str, torch.Tensor], Q: int):
+def prepare(name: str, fn, inp: Mapping[str, torch.Tensor], Q: int, own_variables: bool = True):
     """``(forward, leaves)``: ``forward()`` returns the output, computed from ``leaves`` (which require grad).
-    For fla the leaves are its own variables q, k, v, g, made once from x, dt, A, B, C."""
-    if name == "fla":
+    For fla, with ``own_variables``, the leaves are its own variables q, k, v, g, made once from x, dt, A, B,
+    C (what is timed); else x, dt, A, B, C, as for the others (what is checked)."""
+    if name == "fla" and own_variables:
+        from fla.ops.simple_gla import chunk_simple_gla
+
         leaves = {k: v.detach().requires_grad_() for k, v in fla_inputs(inp).items()}
-        return (lambda: fn(q=leaves["q"], k=leaves["k"], v=leaves["v"], g=leaves["g"], scale=1.0)[0]), leaves
+        return (lambda: chunk_simple_gla(q=leaves["q"], k=leaves["k"], v=leaves["v"], g=leaves["g"],
+                                         scale=1.0)[0]), leaves
     leaves = {k: inp[k].detach().clone().requires_grad_() for k in GRADS}
     return (lambda: _first(fn(leaves["x"], leaves["dt"], leaves["A"], leaves["B"], leaves["C"], Q))), leaves
 
@@ -112,15 +143,14 @@ class Reference:
 def check(name, fn, shape, dtype, seed=0, device="cuda",
           reference: Reference | None = None) -> dict[str, float]:
     """Relative L2 errors against float64 autograd on a slice of ``shape`` (:class:`Reference`, built here
-    unless given): every gradient (and ``out``), or fla's output only. Raises AssertionError naming the first
-    gradient over the gate. A given ``reference`` brings its own slice, dtype and seed."""
+    unless given): the output and the gradients of x, dt, A, B, C. Raises AssertionError naming the first
+    one over the gate. A given ``reference`` brings its own slice, dtype and seed."""
     ref = Reference(shape, dtype, seed, device) if reference is None else reference
-    forward, leaves = prepare(name, fn, ref.inp, ref.Q)
+    forward, leaves = prepare(name, fn, ref.inp, ref.Q, own_variables=False)
     out = forward()
     errors = {"out": relative_error(out, ref.out)}
-    if name != "fla":
-        got = dict(zip(GRADS, torch.autograd.grad(out, list(leaves.values()), ref.dout)))
-        errors |= {k: relative_error(got[k], ref.grads[k]) for k in GRADS}
+    got = dict(zip(GRADS, torch.autograd.grad(out, list(leaves.values()), ref.dout)))
+    errors |= {k: relative_error(got[k], ref.grads[k]) for k in GRADS}
     for k, err in errors.items():
         gate = GRAD_GATE[ref.dtype] * (SUMMED_GATE if k == "A" else 1.0)
         if not err <= gate:
@@ -130,9 +160,20 @@ def check(name, fn, shape, dtype, seed=0, device="cuda",
 
 
 def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms, rep_ms, seed=0,
-        log=print) -> dict:
+        log=print, on_shape: Callable[[dict], None] | None = None, fla_guard: bool = True) -> dict:
+    """Check and time every implementation at every shape. ``on_shape(results)`` is called after each shape
+    with the results so far (``--out`` writes them, so a run stopped early keeps the shapes it finished).
+    ``fla_guard=False`` lifts fla's refusal on Hopper (:func:`lift_fla_guard`)."""
     impls, missing = load_train_impls(impl_names)
+    lifted = "fla" in impls and not fla_guard and lift_fla_guard()
     records = []
+    results = {"schema_version": SCHEMA, "kind": "training", "device": torch.cuda.get_device_name(),
+               "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               "dtype": str(dtype).replace("torch.", ""), "versions": versions(), "missing": missing,
+               "settings": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "check_len": CHECK_LEN,
+                            "timer": "CUDA events, median, L2 flushed before each call",
+                            "fla_guard_lifted": lifted},
+               "shapes": records}
     for sname in shape_names:
         shape = get_shape(sname)
         Q = shape.chunk_size
@@ -147,21 +188,27 @@ def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms,
             started = time.perf_counter()
             try:
                 entry["rel_err"] = check(name, fn, shape, dtype, seed, reference=reference)
-            except AssertionError as exc:
-                entry["error"] = str(exc)
+            except Exception as exc:            # over the gate, or it raised (fla's refusal on Hopper, say)
+                entry["error"] = _reason(name, exc)
                 rec["impls"][name] = entry
-                log(f"{sname} {name}: NOT TIMED: {exc}")
+                log(f"{sname} {name}: NOT TIMED: {entry['error']}")
                 continue
             checked = time.perf_counter()
             forward, leaves = prepare(name, fn, inp, Q)
-            dout = torch.randn(forward().shape, generator=gen, device="cuda").to(dtype)
             params = list(leaves.values())
+            try:
+                dout = torch.randn(forward().shape, generator=gen, device="cuda").to(dtype)
 
-            def step(forward=forward, params=params, dout=dout):
-                return torch.autograd.grad(forward(), params, dout)
+                def step(forward=forward, params=params, dout=dout):
+                    return torch.autograd.grad(forward(), params, dout)
 
-            entry["fwd_ms"] = time_cuda(forward, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
-            entry["fwd_bwd_ms"] = time_cuda(step, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+                entry["fwd_ms"] = time_cuda(forward, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+                entry["fwd_bwd_ms"] = time_cuda(step, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+            except Exception as exc:            # out of memory at the full shape, say
+                entry = {"rel_err": entry["rel_err"], "error": _reason(name, exc)}
+                rec["impls"][name] = entry
+                log(f"{sname} {name}: NOT TIMED: {entry['error']}")
+                continue
             rec["impls"][name] = entry
             log(f"{sname} {name}: forward {entry['fwd_ms']:.3f} ms, "
                 f"forward+backward {entry['fwd_bwd_ms']:.3f} ms (wall clock: check "
@@ -169,12 +216,15 @@ def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms,
             del forward, leaves, params, step
             torch.cuda.empty_cache()
         records.append(rec)
-    return {"schema_version": SCHEMA, "kind": "training", "device": torch.cuda.get_device_name(),
-            "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "dtype": str(dtype).replace("torch.", ""), "versions": versions(), "missing": missing,
-            "settings": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "check_len": CHECK_LEN,
-                         "timer": "CUDA events, median, L2 flushed before each call"},
-            "shapes": records}
+        if on_shape is not None:
+            on_shape(results)
+    return results
+
+
+def _reason(name: str, exc: Exception) -> str:
+    if isinstance(exc, AssertionError):
+        return str(exc)
+    return f"{name}: raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
 def _median_timer(warmup_ms: float, rep_ms: float):
@@ -333,12 +383,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sweep", nargs="*", metavar="NAME", default=None,
                    help="also time the fast backward's settings (heads per block, tiles, compiler hints) at "
                         "these shapes (default with the flag alone: the first shape)")
+    p.add_argument("--lift-fla-guard", action="store_true",
+                   help="run fla's backward on Hopper with Triton < 3.7.1, which it refuses; the gradient "
+                        "gate then decides whether it is timed")
     args = p.parse_args(list(argv) if argv is not None else None)
     if not torch.cuda.is_available():
         print("bench-train: needs a CUDA GPU; notebook 12 shows the shipped results", file=sys.stderr)
         return 2
+    def save(results):
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(results, indent=1) + "\n")
+
     results = run(args.shapes, args.impls, DTYPES[args.dtype], args.warmup, args.rep, args.seed,
-                  log=lambda s: print(s, file=sys.stderr, flush=True))
+                  log=lambda s: print(s, file=sys.stderr, flush=True), on_shape=save,
+                  fla_guard=not args.lift_fla_guard)
     print(format_table(results))
     extras = (("stages", args.stages, backward_stages, "the backward stage by stage, median ms", False),
               ("sweep", args.sweep, backward_sweep, "the fast backward's settings, median ms (fastest first)",
@@ -352,11 +411,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             found = measure(get_shape(name), DTYPES[args.dtype], warmup_ms=args.warmup, rep_ms=args.rep,
                             seed=args.seed, log=lambda s: print(s, file=sys.stderr, flush=True))
             results[key][name] = found
+            save(results)
             rows = sorted(found.items(), key=lambda kv: kv[1]) if fastest_first else found.items()
             print(f"\n{name}: {title}")
             print("\n".join(f"  {k:60s} {v:8.3f}" for k, v in rows))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        save(results)
         print(f"wrote {args.out}")
     return 0
