@@ -96,6 +96,11 @@ def test_heads_per_block():
     assert heads_per_block(80, 1) == 8 and heads_per_block(24, 1) == 8 and heads_per_block(128, 8) == 8
     assert heads_per_block(6, 3) == 2 and heads_per_block(7, 1) == 7 and heads_per_block(11, 1) == 1
     assert heads_per_block(12, 1, cap=5) == 4
+    # a small grid: fewer heads per block, so that the grid makes two waves of 132 SMs × 2 blocks
+    assert heads_per_block(80, 1, blocks_per_head=4 * 8 * 16) == 8          # b8-l4096-h80: 5120 blocks at 8
+    assert heads_per_block(24, 1, blocks_per_head=4 * 4 * 8) == 4           # b4-l2048-h24: 384 blocks at 8
+    assert heads_per_block(24, 1, blocks_per_head=4 * 4 * 8, sms=16) == 8   # a small GPU: 8 is enough
+    assert heads_per_block(24, 1, blocks_per_head=4) == 1                   # never enough: the most blocks
     inp, dt_out, dA_cumsum, init, dy, dfinal, backend = _intermediates(PROBLEMS[0], torch.float32, 0)
     args = (inp["x"], dy, dt_out, dA_cumsum, inp["C"], inp["B"], init, init.float(), None, backend)
     with pytest.raises(ValueError, match=r"hpb \(heads per block\) must divide the group size h / g = 4"):

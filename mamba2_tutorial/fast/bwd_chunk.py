@@ -221,19 +221,37 @@ def chunk_bwd_dc_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CB, chunk_init_sta
 # ----------------------------------------------------------------------------------------------------
 # Host side
 # ----------------------------------------------------------------------------------------------------
-#: most heads one block walks: enough to cut the partial sums of dB and dC by this factor, few enough that
-#: a grid of (Q / T) · b · nchunks · h / HPB blocks still fills the GPU
+#: most heads one block walks: enough to cut the partial sums of dB and dC by this factor. On an H200 at
+#: b8-l4096-h80 (bench-train --sweep, 2026-12-06) 8 and 16 heads per block timed alike, 4 was 6% slower, 1
+#: was 1.7x slower
 MAX_HEADS_PER_BLOCK = 8
 #: blocks per SM the compiler budgets for (a hint): at 2 both kernels fit their tiles in registers on sm_90
-#: (at the compiler's own choice they spill: ``python -m mamba2_tutorial compile`` shows the stack). Not yet
-#: timed against the other hints: ``python -m mamba2_tutorial bench-train --sweep`` does that
+#: (at the compiler's own choice they spill: ``python -m mamba2_tutorial compile`` shows the stack). On an
+#: H200 (bench-train --sweep, 2026-12-06) 2 was 3x faster than 3 and 5x faster than the compiler's choice
 OCCUPANCY = 2
+#: fewest waves of blocks (SMs × OCCUPANCY blocks each) the head-walking grid should make: on a small problem
+#: fewer heads per block keep every SM busy, instead of a few SMs walking many heads
+MIN_WAVES = 2
+#: SMs assumed when no GPU says (the CPU executor): an H100 or H200 SXM, so both tiers pick the same split
+DEFAULT_SMS = 132
 
 
-def heads_per_block(h: int, g: int, cap: int = MAX_HEADS_PER_BLOCK) -> int:
-    """The largest divisor of the group size h / g that is at most ``cap``: a block's heads share a group."""
+def heads_per_block(h: int, g: int, cap: int = MAX_HEADS_PER_BLOCK, *, blocks_per_head: int = 0,
+                    sms: int = DEFAULT_SMS) -> int:
+    """How many heads of one group a block walks: the largest divisor of the group size h / g that is at
+    most ``cap`` and, given ``blocks_per_head`` (the grid's other dimensions, (Q / T) · b · nchunks), still
+    makes :data:`MIN_WAVES` waves of blocks on ``sms`` SMs; where none does, 1 (the most blocks)."""
     per_group = h // g
-    return max(d for d in range(1, min(cap, per_group) + 1) if per_group % d == 0)
+    divisors = [d for d in range(1, min(cap, per_group) + 1) if per_group % d == 0]
+    wave = sms * (OCCUPANCY or 1)
+    enough = [d for d in divisors if not blocks_per_head or blocks_per_head * (h // d) >= MIN_WAVES * wave]
+    return max(enough, default=1)
+
+
+def _sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return DEFAULT_SMS
 
 
 @functools.lru_cache(maxsize=256)
@@ -251,12 +269,14 @@ def launch_chunk_bwd_heads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, ds
     """The fast kernels 3 and 4: ``(dx in x's dtype, dB (b, l, g, n), dC (b, l, g, n), ddt, da, da_last,
     dD)``, float32 except dx: the contract of the taught ``launch_chunk_bwd``, and dD in D's shape (None
     without D) from kernel 3's per-tile sums. ``hpb``: heads per block (a divisor
-    of the group size; default :func:`heads_per_block`); ``occupancy``: the compiler hint of both head-walking
+    of the group size; default :func:`heads_per_block` for this grid and GPU); ``occupancy``: the compiler hint of both head-walking
     kernels."""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    hpb = heads_per_block(h, g) if hpb is None else hpb
+    if hpb is None:
+        T = chunk_bwd_heads_plan(b, l, h, p, g, n, Q, x.dtype, 1).tiles["T"]
+        hpb = heads_per_block(h, g, blocks_per_head=(Q // T) * b * nchunks, sms=_sms(x.device))
     if hpb < 1 or (h // g) % hpb:
         raise ValueError(f"hpb (heads per block) must divide the group size h / g = {h // g}, got {hpb}")
     device = x.device
