@@ -119,7 +119,7 @@ def test_ssd_forward_trains_with_the_fast_backward(config, monkeypatch):
     """Gradients of every input against float64 autograd, through each kind of state stage, and the fast
     backward kernels are the ones that ran."""
     calls = []
-    monkeypatch.setattr(fast_backward, "MIN_FUSED_BLOCKS", 0)      # tiny problems: the fused state stage too
+    monkeypatch.setattr(fast_backward, "MIN_FUSED_BLOCKS_PER_SM", 0)   # tiny problems: the fused stage too
     for name in ("launch_chunk_bwd_heads", "launch_state_grads_fused"):
         real = getattr(fast_backward, name)
         monkeypatch.setattr(fast_backward, name,
@@ -139,11 +139,14 @@ def test_ssd_forward_trains_with_the_fast_backward(config, monkeypatch):
 
 
 def test_few_long_sequences_take_the_taught_state_stage(monkeypatch):
-    """The fused state stage walks every chunk in one block per (state tile, batch, head): with few such
-    blocks the taught kernels 1 and 2 (parallel over the chunks) run instead, and the gradients are the
-    same."""
-    assert fast_backward.uses_fused_state_grads(8, 4096, 80, 64, 128, 256, torch.bfloat16)
-    assert not fast_backward.uses_fused_state_grads(1, 32768, 80, 64, 128, 256, torch.bfloat16)
+    """The fused state stage walks every chunk in one block per (state tile, batch, head): with fewer such
+    blocks than SMs the taught kernels 1 and 2 (parallel over the chunks) run instead, and the gradients are
+    the same."""
+    fused = fast_backward.uses_fused_state_grads
+    assert fused(8, 4096, 80, 64, 128, 256, torch.bfloat16)           # 2 state tiles × 640: 1280 blocks
+    assert fused(1, 32768, 80, 64, 128, 256, torch.bfloat16)          # 160 blocks on 132 SMs
+    assert not fused(1, 32768, 8, 64, 128, 256, torch.bfloat16)       # 16 blocks
+    assert not fused(1, 32768, 80, 64, 128, 256, torch.bfloat16, sms=200)
     b, l, h, p, g, n, Q = PROBLEMS[0]
     inp = make_inputs(SSDShape(b, l, h, p, g, n, Q), seed=11, dtype=torch.float32, D=True,
                       initial_states=True)
@@ -151,7 +154,7 @@ def test_few_long_sequences_take_the_taught_state_stage(monkeypatch):
     dout, dfinal = torch.randn(b, l, h, p, generator=gen), torch.randn(b, h, p, n, generator=gen)
     grads = {}
     for threshold in (0, 10**9):                    # fused, then taught
-        monkeypatch.setattr(fast_backward, "MIN_FUSED_BLOCKS", threshold)
+        monkeypatch.setattr(fast_backward, "MIN_FUSED_BLOCKS_PER_SM", threshold)
         grads[threshold] = ssd_gradients(ssd_forward, inp, Q, dout, dfinal, backend="cpu")
     for name, g_fused in grads[0].items():
         assert relative_error(g_fused, grads[10**9][name]) < 1e-5, name

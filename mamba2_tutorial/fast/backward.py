@@ -7,9 +7,9 @@ Everything else (the gate, the reverse cumsum for dt and A, dt_bias / softplus /
 ``ssd_backward_taught``'s code, called with these two stages. ``ssd_forward`` uses it under autograd.
 
 The fused state stage runs one block per (state tile, batch, head), each walking every chunk in turn: with
-few (batch, head) pairs and many chunks (one long sequence) that is a long sequential walk on a few SMs, while
-the taught kernel 1 is parallel over the chunks. Below :data:`MIN_FUSED_BLOCKS` blocks the taught kernels 1
-and 2 run instead (the forward's tuning makes the same call with its segmented stage).
+fewer such blocks than SMs (one long sequence, few heads) that walk leaves SMs idle, while the taught
+kernel 1 is parallel over the chunks. Below :data:`MIN_FUSED_BLOCKS_PER_SM` blocks per SM the taught kernels
+1 and 2 run instead (the forward's tuning makes the same call with its segmented stage).
 """
 
 from __future__ import annotations
@@ -18,25 +18,29 @@ import torch
 
 from ..kernels.backward import SSDGrads, ssd_backward_taught
 from ..kernels.bwd_states import launch_state_grads
-from .bwd_chunk import launch_chunk_bwd_heads
+from .bwd_chunk import DEFAULT_SMS, launch_chunk_bwd_heads, sm_count
 from .bwd_states import launch_state_grads_fused, state_grads_fused_plan
 
-__all__ = ["MIN_FUSED_BLOCKS", "ssd_backward_fast", "uses_fused_state_grads"]
+__all__ = ["MIN_FUSED_BLOCKS_PER_SM", "ssd_backward_fast", "uses_fused_state_grads"]
 
-#: fewest blocks (state tiles × batch × heads) for the fused state stage: about four per SM of a 132-SM GPU
-MIN_FUSED_BLOCKS = 512
+#: fewest blocks (state tiles × batch × heads) per SM for the fused state stage. On an H200 (bench-train
+#: --stages, 2026-12-06) it beat the taught kernels 1 and 2 at every shape timed, down to 1.2 blocks per SM
+#: (b1-l32768-h80: 0.545 against 1.071 ms, 128 chunks walked; b4-l2048-h24: 0.046 against 0.068 ms)
+MIN_FUSED_BLOCKS_PER_SM = 1
 
 
-def uses_fused_state_grads(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype) -> bool:
-    """Whether the fast backward runs the fused state stage (else the taught kernels 1 and 2)."""
+def uses_fused_state_grads(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
+                           sms: int = DEFAULT_SMS) -> bool:
+    """Whether the fast backward runs the fused state stage on a GPU of ``sms`` SMs (else the taught kernels
+    1 and 2)."""
     grid = state_grads_fused_plan(b, l, h, p, n, Q, dtype).grid
-    return grid[0] * grid[1] * grid[2] >= MIN_FUSED_BLOCKS
+    return grid[0] * grid[1] * grid[2] >= MIN_FUSED_BLOCKS_PER_SM * sms
 
 
 def _state_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison=False):
     b, l, h, p = dy.shape
     n, Q = C.shape[3], dA_cumsum.shape[3]
-    if uses_fused_state_grads(b, l, h, p, n, Q, dy.dtype):
+    if uses_fused_state_grads(b, l, h, p, n, Q, dy.dtype, sm_count(dy.device)):
         return launch_state_grads_fused(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison)
     return launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison)
 

@@ -37,7 +37,7 @@ from ..kernels.chunk_state import LOG2E
 from ..kernels.spec import KernelSpec
 
 __all__ = ["SPECS", "bwd_cb_kernel", "chunk_bwd_dc_heads_kernel", "chunk_bwd_dx_heads_kernel",
-           "chunk_bwd_heads_plan", "heads_per_block", "launch_chunk_bwd_heads"]
+           "chunk_bwd_heads_plan", "heads_per_block", "launch_chunk_bwd_heads", "sm_count"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -248,7 +248,8 @@ def heads_per_block(h: int, g: int, cap: int = MAX_HEADS_PER_BLOCK, *, blocks_pe
     return max(enough, default=1)
 
 
-def _sms(device: torch.device) -> int:
+def sm_count(device: torch.device) -> int:
+    """The SMs of ``device``'s GPU; :data:`DEFAULT_SMS` for the CPU executor."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return DEFAULT_SMS
@@ -268,15 +269,15 @@ def launch_chunk_bwd_heads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, ds
                            poison=False, hpb: int | None = None, occupancy: int | None = OCCUPANCY):
     """The fast kernels 3 and 4: ``(dx in x's dtype, dB (b, l, g, n), dC (b, l, g, n), ddt, da, da_last,
     dD)``, float32 except dx: the contract of the taught ``launch_chunk_bwd``, and dD in D's shape (None
-    without D) from kernel 3's per-tile sums. ``hpb``: heads per block (a divisor
-    of the group size; default :func:`heads_per_block` for this grid and GPU); ``occupancy``: the compiler hint of both head-walking
-    kernels."""
+    without D) from kernel 3's per-tile sums. ``hpb``: heads per block (a divisor of the group size;
+    default :func:`heads_per_block` for this grid and GPU); ``occupancy``: the compiler hint of both
+    head-walking kernels."""
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
     if hpb is None:
         T = chunk_bwd_heads_plan(b, l, h, p, g, n, Q, x.dtype, 1).tiles["T"]
-        hpb = heads_per_block(h, g, blocks_per_head=(Q // T) * b * nchunks, sms=_sms(x.device))
+        hpb = heads_per_block(h, g, blocks_per_head=(Q // T) * b * nchunks, sms=sm_count(x.device))
     if hpb < 1 or (h // g) % hpb:
         raise ValueError(f"hpb (heads per block) must divide the group size h / g = {h // g}, got {hpb}")
     device = x.device
