@@ -21,7 +21,7 @@ from ..kernels.bwd_states import launch_state_grads
 from .bwd_chunk import DEFAULT_SMS, launch_chunk_bwd_heads, sm_count
 from .bwd_states import launch_state_grads_fused, state_grads_fused_plan
 
-__all__ = ["MIN_FUSED_BLOCKS_PER_SM", "ssd_backward_fast", "uses_fused_state_grads"]
+__all__ = ["MIN_FUSED_BLOCKS_PER_SM", "ssd_backward_fast", "state_grads_stage", "uses_fused_state_grads"]
 
 #: fewest blocks (state tiles × batch × heads) per SM for the fused state stage. On an H200 (bench-train
 #: --stages, 2026-12-06) it beat the taught kernels 1 and 2 at every shape timed, down to 1.2 blocks per SM
@@ -37,7 +37,10 @@ def uses_fused_state_grads(b: int, l: int, h: int, p: int, n: int, Q: int, dtype
     return grid[0] * grid[1] * grid[2] >= MIN_FUSED_BLOCKS_PER_SM * sms
 
 
-def _state_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison=False):
+def state_grads_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison=False):
+    """The fast backward's kernels 1-2: the fused stage (dstates in dy's dtype), or the taught kernels
+    (float32 dstates) where :func:`uses_fused_state_grads` says no. The contract of the taught
+    ``launch_state_grads``."""
     b, l, h, p = dy.shape
     n, Q = C.shape[3], dA_cumsum.shape[3]
     if uses_fused_state_grads(b, l, h, p, n, Q, dy.dtype, sm_count(dy.device)):
@@ -49,4 +52,4 @@ def ssd_backward_fast(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states
     """The gradients of ``ssd_forward``: the arguments and results of
     :func:`~mamba2_tutorial.kernels.backward.ssd_backward_taught`, computed by the fast backward kernels."""
     return ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states,
-                               state_stage=_state_stage, chunk_stage=launch_chunk_bwd_heads, **options)
+                               state_stage=state_grads_stage, chunk_stage=launch_chunk_bwd_heads, **options)

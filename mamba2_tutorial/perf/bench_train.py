@@ -236,12 +236,14 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
                     rep_ms: float = 100.0, seed: int = 0, timer=None, log=None) -> dict[str, float]:
     """Where the backward's time goes at one shape: ``{stage: median ms}`` for the training forward's
     kernels, the taught and the fast state-gradient stage (backward kernels 1-2), chunk stage (3-4) and whole
-    backward (with the host steps), each timed alone on the intermediates of one training forward.
+    backward (with the host steps), each timed alone on the intermediates of one training forward. Each chunk
+    stage gets the dstates its own state stage makes (the taught one's float32, the fast one's in x's dtype
+    where it runs the fused stage), as in the backward it belongs to.
     ``timer(fn) -> ms`` replaces ``time_cuda`` (a test runs this on the CPU executor with a trivial timer);
     ``log(line)``, when given, gets each time as it is measured."""
     from ..fast.backward import ssd_backward_fast
+    from ..fast.backward import state_grads_stage as fast_state_stage
     from ..fast.bwd_chunk import launch_chunk_bwd_heads
-    from ..fast.bwd_states import launch_state_grads_fused
     from ..fast.forward import training_stages
     from ..fast.tuning import ssd_config
     from ..kernels.autograd import SSDOptions
@@ -263,16 +265,16 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     dt_out, dA_cs, init, _, _ = forward()
     gen = torch.Generator(device=device).manual_seed(seed + 2)
     dout = torch.randn(x.shape, generator=gen, device=device).to(dtype)
-    dstates = launch_state_grads(dout, C, dA_cs, init, None, backend)[0]
-    chunk_args = (x, dout, dt_out, dA_cs, C, B, init, dstates, None, backend)
     state_args = (dout, C, dA_cs, init, None, backend)
+    dstates = {"taught": launch_state_grads(*state_args)[0], "fast": fast_state_stage(*state_args)[0]}
+    chunk_args = {k: (x, dout, dt_out, dA_cs, C, B, init, d, None, backend) for k, d in dstates.items()}
     saved = (dout, x, dt, A, B, C, dt_out, dA_cs, init)
     stages = {
         "training forward (fast)": forward,
         "state grads, kernels 1-2 (taught)": lambda: launch_state_grads(*state_args),
-        "state grads, kernels 1-2 (fast)": lambda: launch_state_grads_fused(*state_args),
-        "chunk grads, kernels 3-4 (taught)": lambda: launch_chunk_bwd(*chunk_args),
-        "chunk grads, kernels 3-4 (fast)": lambda: launch_chunk_bwd_heads(*chunk_args),
+        "state grads, kernels 1-2 (fast)": lambda: fast_state_stage(*state_args),
+        "chunk grads, kernels 3-4 (taught)": lambda: launch_chunk_bwd(*chunk_args["taught"]),
+        "chunk grads, kernels 3-4 (fast)": lambda: launch_chunk_bwd_heads(*chunk_args["fast"]),
         "backward (taught)": lambda: ssd_backward_taught(*saved, backend=backend),
         "backward (fast)": lambda: ssd_backward_fast(*saved, backend=backend),
     }
