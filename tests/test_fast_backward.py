@@ -160,15 +160,17 @@ def test_few_long_sequences_take_the_taught_state_stage(monkeypatch):
         assert relative_error(g_fused, grads[10**9][name]) < 1e-5, name
 
 
-def test_training_stages_keep_true_dt():
+@pytest.mark.parametrize("problem", range(len(PROBLEMS)))
+def test_training_stages_keep_true_dt_and_states(problem):
     """Under autograd the fused state stage never stores kd in place of dt (the backward needs dt), and the
-    segmented one is replaced by the unfused one (it stores segment-local states)."""
-    dims = PROBLEMS[0]
-    inp, dt_out, dA_cumsum, init, _, _, _ = _intermediates(dims, torch.float32, 3)
+    segmented one's segment-local states become the true state entering every chunk (``entering_states``),
+    the last segment shorter than the others included: the taught stages' dt, cumsum and states."""
+    dims = PROBLEMS[problem]
+    inp, dt_out, dA_cumsum, init, _, _, _ = _intermediates(dims, torch.float32, 3 + problem)
     opts = SSDOptions(dims[-1], False, (0.0, float("inf")), "cpu", taught_stages)
-    for config in TRAINING_CONFIGS.values():
-        if config is None:
-            continue
+    configs = [c for c in TRAINING_CONFIGS.values() if c is not None]
+    configs.append(FastConfig(state=Segmented(segments=3), scan=ChunkScan()))
+    for config in configs:
         got = training_stages(config)(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], None,
                                       inp["initial_states"], opts)
         for name, a, w in zip(("dt_out", "dA_cumsum", "chunk_init_states"), got, (dt_out, dA_cumsum, init)):

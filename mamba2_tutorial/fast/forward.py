@@ -22,10 +22,10 @@ from ..kernels.chunk_state import launch_chunk_state
 from ..kernels.state_passing import launch_state_passing
 from ..validation import validate_kernel_inputs
 from .backward import ssd_backward_fast
-from .config import ChunkScan, Decay, FastConfig, Fused, Segmented, SharedScan, Unfused
+from .config import ChunkScan, Decay, FastConfig, Fused, Segmented, SharedScan
 from .scan_chunk import launch_scan_chunk
 from .scan_shared import launch_scan_shared
-from .segments import launch_chunk_state_segments
+from .segments import entering_states, launch_chunk_state_segments
 from .state_fused import launch_chunk_state_passing
 from .tuning import ssd_config
 
@@ -116,17 +116,20 @@ def training_stages(cfg: FastConfig):
     """The forward under autograd with ``cfg``'s stages: ``stages`` for
     :class:`~mamba2_tutorial.kernels.autograd.SSDOptions`. The backward needs the true dt, its cumsum and the
     state entering every chunk: the fused state stage stores them when it does not store kd in place of dt,
-    so it runs with ``store_kd=False``; the segmented one stores only segment-local states, so its problems
-    run the unfused stage. And y before the gate."""
-    if type(cfg.state) is Fused:                      # Segmented is a Fused too
+    so it runs with ``store_kd=False``; the segmented one stores segment-local states, which
+    :func:`~mamba2_tutorial.fast.segments.entering_states` turns into the true ones in one pass (the scan then
+    needs no carry). And y before the gate."""
+    if isinstance(cfg.state, Fused):                  # Segmented is a Fused too
         state = dataclasses.replace(cfg.state, store_kd=False)
     else:
-        state = Unfused(getattr(cfg.state, "occupancy", None))
+        state = cfg.state
 
     def stages(x, dt, A, B, C, D, dt_bias, initial_states, o: SSDOptions):
-        dt_out, dA_cumsum, init, final, _ = run_state(state, x, dt, A, B, o.chunk_size, dt_bias,
-                                                      o.dt_softplus, o.dt_limit, initial_states, o.backend,
-                                                      o.poison)
+        dt_out, dA_cumsum, init, final, carry = run_state(state, x, dt, A, B, o.chunk_size, dt_bias,
+                                                          o.dt_softplus, o.dt_limit, initial_states,
+                                                          o.backend, o.poison)
+        if carry is not None:
+            init = entering_states(init, carry)
         y = run_scan(cfg.scan, x, dt_out, dA_cumsum, C, B, init, D, None, o.backend, o.poison,
                      uses_key_log2(cfg, o.dt_limit))
         return dt_out, dA_cumsum, init, final, y

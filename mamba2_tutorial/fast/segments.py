@@ -35,8 +35,8 @@ from ..kernels._host import LaunchPlan, allocate, cdiv, launch
 from ..kernels.state_passing import launch_state_passing
 from .state_fused import chunk_local_state, chunk_state_passing_tiles, head_scalars, state_args
 
-__all__ = ["SegmentCarry", "chunk_state_segments_kernel", "launch_chunk_state_segments", "segment_layout",
-           "segments_plan"]
+__all__ = ["SegmentCarry", "chunk_state_segments_kernel", "entering_states", "launch_chunk_state_segments",
+           "segment_layout", "segments_plan"]
 
 
 @ct.kernel
@@ -84,6 +84,29 @@ class SegmentCarry(NamedTuple):
     carry: torch.Tensor        #: (b, nseg, h, p, n): the state entering each segment
     seg_prefix: torch.Tensor   #: (b, h, nchunks) float32: log of the decay from the segment start to chunk c
     chunks_per_segment: int    #: cps: chunk c is in segment c // cps
+
+
+def entering_states(chunk_init_states: torch.Tensor, carry: SegmentCarry) -> torch.Tensor:
+    """The true state entering every chunk, S_c = L_c + exp(seg_prefix[c]) · carry[c // cps], written over the
+    segment-local L_c of ``chunk_init_states`` (b, nchunks, h, p, n) and returned. What training needs from a
+    segmented state stage: the backward reads the state entering each chunk, which the forward's scan only
+    forms on chip. One elementwise pass (a host step, no kernel of its own), in float32, rounded once to
+    chunk_init_states' dtype."""
+    b, nchunks, h, p, n = chunk_init_states.shape
+    cps = carry.chunks_per_segment
+    decay = carry.seg_prefix.exp().transpose(1, 2)                        # (b, nchunks, h)
+
+    def add(c0: int, segs: int, per: int):                               # chunks c0 .. c0 + segs·per
+        local = chunk_init_states[:, c0:c0 + segs * per].view(b, segs, per, h, p, n)
+        entering = carry.carry[:, c0 // cps:c0 // cps + segs].unsqueeze(2)  # (b, segs, 1, h, p, n)
+        local.addcmul_(entering, decay[:, c0:c0 + segs * per].reshape(b, segs, per, h, 1, 1))
+
+    full = nchunks // cps
+    if full:
+        add(0, full, cps)
+    if nchunks > full * cps:                                               # the last, shorter segment
+        add(full * cps, 1, nchunks - full * cps)
+    return chunk_init_states
 
 
 def segment_layout(nchunks: int, segments: int) -> tuple[int, int]:
