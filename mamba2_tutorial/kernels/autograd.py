@@ -12,8 +12,8 @@ backward needs:
 so the forward applies the gate out = y · silu(z) after the scan instead of inside it.
 
 The forward's kernels come from ``SSDOptions.stages``: the taught kernels 1-3 (``forward.taught_stages``), or
-the config's state stage (unfused, fused or segmented) and scan stage (``fast/forward.training_stages``). The backward
-comes from ``SSDOptions.backward``: the taught four kernels (``backward.py``), or the fast path's
+the config's state stage (unfused, fused or segmented) and scan stage (``fast/forward.training_stages``). The
+backward comes from ``SSDOptions.backward``: the taught four kernels (``backward.py``), or the fast path's
 (``fast/backward.py``: the same host steps around fused and head-summing kernels).
 """
 

@@ -13,7 +13,9 @@ shape, in one process:
    timed in its own variables (the gradients of q, k, v, g), the change of variables left out;
 3. timings, median device time per call after warm-up with a cold L2 (``timing.time_cuda``), of the forward
    as training runs it (what the backward needs is kept) and of forward plus backward,
-   ``torch.autograd.grad(out, inputs, dout)``: the gradients of every input, none accumulated.
+   ``torch.autograd.grad(out, inputs, dout)``: the gradients of every input, none accumulated; and the
+   host's time to issue one such step (``timing.time_host``): where it is close to the step's time, the
+   step is host-bound (Python and launch overhead), not GPU-bound.
 
 Then a table, and with ``--out`` the JSON shipped as ``data/benchmarks/h200_train.json``. ``--stages`` adds
 where the backward's time goes (:func:`backward_stages`): the taught and the fast stages side by side.
@@ -39,7 +41,7 @@ import torch
 from ..checks import relative_error, ssd_gradients
 from ..inputs import BENCHMARK_SHAPES, get_shape, make_inputs
 from .bench import DTYPES, fla_inputs, import_mamba_chunk_scan_combined, versions
-from .timing import time_cuda
+from .timing import time_cuda, time_host
 
 TRAIN_IMPLS = ("cutile", "taught", "mamba_ssm", "fla")
 GRADS = ("x", "dt", "A", "B", "C")
@@ -48,6 +50,8 @@ GRADS = ("x", "dt", "A", "B", "C")
 GRAD_GATE = {torch.bfloat16: 2e-2, torch.float16: 1e-2, torch.float32: 1e-3}
 SUMMED_GATE = 3.0
 CHECK_LEN = 2048
+#: back-to-back training steps timed on the host (``host_ms``: the host's time to issue one)
+HOST_STEPS = 20
 SCHEMA = 1
 
 
@@ -204,6 +208,8 @@ def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms,
 
                 entry["fwd_ms"] = time_cuda(forward, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
                 entry["fwd_bwd_ms"] = time_cuda(step, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
+                # the host's time to issue one step: near fwd_bwd_ms, the step waits on Python, not the GPU
+                entry["host_ms"] = time_host(step, n=HOST_STEPS, warmup=3).host_us / 1e3
             except Exception as exc:            # out of memory at the full shape, say
                 entry = {"rel_err": entry["rel_err"], "error": _reason(name, exc)}
                 rec["impls"][name] = entry
@@ -211,7 +217,8 @@ def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms,
                 continue
             rec["impls"][name] = entry
             log(f"{sname} {name}: forward {entry['fwd_ms']:.3f} ms, "
-                f"forward+backward {entry['fwd_bwd_ms']:.3f} ms (wall clock: check "
+                f"forward+backward {entry['fwd_bwd_ms']:.3f} ms, host {entry['host_ms']:.3f} ms per step "
+                f"(wall clock: check "
                 f"{checked - started:.1f} s, timing {time.perf_counter() - checked:.1f} s)")
             del forward, leaves, params, step
             torch.cuda.empty_cache()
