@@ -251,8 +251,13 @@ def heads_per_block(h: int, g: int, cap: int = MAX_HEADS_PER_BLOCK, *, blocks_pe
 def sm_count(device: torch.device) -> int:
     """The SMs of ``device``'s GPU; :data:`DEFAULT_SMS` for the CPU executor."""
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
     return DEFAULT_SMS
+
+
+@functools.lru_cache(maxsize=16)
+def _cuda_sms(index: int) -> int:              # asked once per GPU: launches are on the host's hot path
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 @functools.lru_cache(maxsize=256)
