@@ -76,6 +76,11 @@ def test_speedups_and_table():
     assert bench_train.speedups(r, "fla") == {"b8-l4096-h80": None}   # not timed: no speedup claimed
     table = bench_train.format_table(r)
     assert "2.00x" in table and "6.000" in table and "NVIDIA H200" in table
+    report = bench_train.target_report(r).splitlines()
+    assert report == ["vs mamba_ssm b8-l4096-h80       2.00x, meets the 1.5x target",
+                      "vs fla       b8-l4096-h80       not timed"]
+    r["shapes"][0]["impls"]["cutile"]["fwd_bwd_ms"] = 4.5             # 6.0 / 4.5: 1.33x, below 1.5x
+    assert "1.33x, below the 1.5x target" in bench_train.target_report(r)
 
 
 def test_the_command_needs_a_gpu(capsys):

@@ -101,6 +101,9 @@ def test_heads_per_block():
     assert heads_per_block(24, 1, blocks_per_head=4 * 4 * 8) == 4           # b4-l2048-h24: 384 blocks at 8
     assert heads_per_block(24, 1, blocks_per_head=4 * 4 * 8, sms=16) == 8   # a small GPU: 8 is enough
     assert heads_per_block(24, 1, blocks_per_head=4) == 1                   # never enough: the most blocks
+    # the wave is SMs × the occupancy hint: 64 · 24 / d blocks against 2 × 264, or 2 × 132 without a hint
+    assert heads_per_block(24, 1, blocks_per_head=64) == 2
+    assert heads_per_block(24, 1, blocks_per_head=64, occupancy=None) == 4
     inp, dt_out, dA_cumsum, init, dy, dfinal, backend = _intermediates(PROBLEMS[0], torch.float32, 0)
     args = (inp["x"], dy, dt_out, dA_cumsum, inp["C"], inp["B"], init, init.float(), None, backend)
     with pytest.raises(ValueError, match=r"hpb \(heads per block\) must divide the group size h / g = 4"):

@@ -237,13 +237,14 @@ DEFAULT_SMS = 132
 
 
 def heads_per_block(h: int, g: int, cap: int = MAX_HEADS_PER_BLOCK, *, blocks_per_head: int = 0,
-                    sms: int = DEFAULT_SMS) -> int:
+                    sms: int = DEFAULT_SMS, occupancy: int | None = OCCUPANCY) -> int:
     """How many heads of one group a block walks: the largest divisor of the group size h / g that is at
     most ``cap`` and, given ``blocks_per_head`` (the grid's other dimensions, (Q / T) · b · nchunks), still
-    makes :data:`MIN_WAVES` waves of blocks on ``sms`` SMs; where none does, 1 (the most blocks)."""
+    makes :data:`MIN_WAVES` waves of blocks (``occupancy`` per SM) on ``sms`` SMs; where none does, 1 (the
+    most blocks)."""
     per_group = h // g
     divisors = [d for d in range(1, min(cap, per_group) + 1) if per_group % d == 0]
-    wave = sms * (OCCUPANCY or 1)
+    wave = sms * (occupancy or 1)
     enough = [d for d in divisors if not blocks_per_head or blocks_per_head * (h // d) >= MIN_WAVES * wave]
     return max(enough, default=1)
 
@@ -282,7 +283,8 @@ def launch_chunk_bwd_heads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, ds
     nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
     if hpb is None:
         T = chunk_bwd_heads_plan(b, l, h, p, g, n, Q, x.dtype, 1).tiles["T"]
-        hpb = heads_per_block(h, g, blocks_per_head=(Q // T) * b * nchunks, sms=sm_count(x.device))
+        hpb = heads_per_block(h, g, blocks_per_head=(Q // T) * b * nchunks, sms=sm_count(x.device),
+                              occupancy=occupancy)
     if hpb < 1 or (h // g) % hpb:
         raise ValueError(f"hpb (heads per block) must divide the group size h / g = {h // g}, got {hpb}")
     device = x.device

@@ -90,8 +90,8 @@ def entering_states(chunk_init_states: torch.Tensor, carry: SegmentCarry) -> tor
     """The true state entering every chunk, S_c = L_c + exp(seg_prefix[c]) · carry[c // cps], written over the
     segment-local L_c of ``chunk_init_states`` (b, nchunks, h, p, n) and returned. What training needs from a
     segmented state stage: the backward reads the state entering each chunk, which the forward's scan only
-    forms on chip. One elementwise pass (a host step, no kernel of its own), in float32, rounded once to
-    chunk_init_states' dtype."""
+    forms on chip. One elementwise pass (a host step, no kernel of its own), computed in float32 (float64 on
+    the executor's float64 tier) and rounded once to chunk_init_states' dtype."""
     b, nchunks, h, p, n = chunk_init_states.shape
     cps = carry.chunks_per_segment
     decay = carry.seg_prefix.exp().transpose(1, 2)                        # (b, nchunks, h)

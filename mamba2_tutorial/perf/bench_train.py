@@ -350,6 +350,24 @@ def speedups(results: Mapping, over: str, metric: str = "fwd_bwd_ms") -> dict[st
     return out
 
 
+#: the training step's speed targets: how many times faster than each baseline ours should be
+TARGETS = {"mamba_ssm": 1.5, "fla": 1.3}
+
+
+def target_report(results: Mapping) -> str:
+    """One line per baseline and shape: ours' speedup over that baseline (forward plus backward) and whether
+    it meets :data:`TARGETS`; "not timed" where either was not timed."""
+    lines = []
+    for over, target in TARGETS.items():
+        for shape, ratio in speedups(results, over).items():
+            if ratio is None:
+                verdict = "not timed"
+            else:
+                verdict = f"{ratio:.2f}x, {'meets' if ratio >= target else 'below'} the {target}x target"
+            lines.append(f"vs {over:9s} {shape:18s} {verdict}")
+    return "\n".join(lines)
+
+
 def format_table(results: Mapping) -> str:
     names = [n for n in TRAIN_IMPLS if any(n in r["impls"] for r in results["shapes"])]
     head = (f"{'shape':22s}" + "".join(f"{n + ' fwd+bwd':>20s}" for n in names)
