@@ -117,8 +117,8 @@ def training_stages(cfg: FastConfig):
     :class:`~mamba2_tutorial.kernels.autograd.SSDOptions`. The backward needs the true dt, its cumsum and the
     state entering every chunk: the fused state stage stores them when it does not store kd in place of dt,
     so it runs with ``store_kd=False``; the segmented one stores segment-local states, which
-    :func:`~mamba2_tutorial.fast.segments.entering_states` turns into the true ones in one pass (the scan then
-    needs no carry). And y before the gate."""
+    :func:`~mamba2_tutorial.fast.segments.entering_states` turns into the true ones in one launch (the scan
+    then needs no carry). And y before the gate."""
     if isinstance(cfg.state, Fused):                  # Segmented is a Fused too
         state = dataclasses.replace(cfg.state, store_kd=False)
     else:
@@ -129,7 +129,7 @@ def training_stages(cfg: FastConfig):
                                                           o.dt_softplus, o.dt_limit, initial_states,
                                                           o.backend, o.poison)
         if carry is not None:
-            init = entering_states(init, carry)
+            init = entering_states(init, carry, o.backend)
         y = run_scan(cfg.scan, x, dt_out, dA_cumsum, C, B, init, D, None, o.backend, o.poison,
                      uses_key_log2(cfg, o.dt_limit))
         return dt_out, dA_cumsum, init, final, y

@@ -31,12 +31,16 @@ from typing import NamedTuple
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, launch
+from ..kernels._host import LaunchPlan, allocate, cdiv, launch, tile_size
+from ..kernels.chunk_state import LOG2E
+from ..kernels.spec import KernelSpec
 from ..kernels.state_passing import launch_state_passing
 from .state_fused import chunk_local_state, chunk_state_passing_tiles, head_scalars, state_args
 
-__all__ = ["SegmentCarry", "chunk_state_segments_kernel", "entering_states", "launch_chunk_state_segments",
-           "segment_layout", "segments_plan"]
+__all__ = ["ENTERING_TILES", "SPECS", "SegmentCarry", "chunk_state_segments_kernel", "entering_states",
+           "entering_states_kernel", "launch_chunk_state_segments", "segment_layout", "segments_plan"]
+
+ZERO = ct.PaddingMode.ZERO
 
 
 @ct.kernel
@@ -86,26 +90,43 @@ class SegmentCarry(NamedTuple):
     chunks_per_segment: int    #: cps: chunk c is in segment c // cps
 
 
-def entering_states(chunk_init_states: torch.Tensor, carry: SegmentCarry) -> torch.Tensor:
+@ct.kernel
+def entering_states_kernel(chunk_init_states, carry, seg_prefix, chunks_per_segment: int,
+                           TP: ct.Constant[int], TN: ct.Constant[int]):
+    """chunk_init_states (b, nchunks, h, p, n), segment-local, overwritten in place with the true entering
+    states S_c = L_c + exp(seg_prefix[c]) · carry[c // cps]; carry (b, nseg, h, p, n); seg_prefix
+    (b, h, nchunks) float32. Computed in float32, rounded once. Grid (state tiles, b · nchunks, h)."""
+    pid_pn = ct.bid(0)
+    pid_bc = ct.bid(1)
+    h = ct.bid(2)
+    nchunks = chunk_init_states.shape[1]
+    b, c = pid_bc // nchunks, pid_bc % nchunks
+    n_tiles = ct.cdiv(chunk_init_states.shape[4], TN)
+    i_p, i_n = pid_pn // n_tiles, pid_pn % n_tiles
+    L_c = ct.load(chunk_init_states, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+    K_s = ct.load(carry, (b, c // chunks_per_segment, h, i_p, i_n), shape=(1, 1, 1, TP, TN),
+                  padding_mode=ZERO)
+    decay = ct.exp2(ct.load(seg_prefix, (b, h, c), shape=()) * LOG2E, flush_to_zero=True)
+    S_c = L_c.astype(ct.float32) + decay * K_s.astype(ct.float32)
+    ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_c.astype(chunk_init_states.dtype))
+
+
+#: (TP, TN) of :data:`entering_states_kernel`: a whole state of a head at p = 64, n = 128 (a pure copy with
+#: a multiply-add: the largest tile that keeps the grid at b · nchunks · h blocks)
+ENTERING_TILES = (64, 128)
+
+
+def entering_states(chunk_init_states: torch.Tensor, carry: SegmentCarry, backend: str) -> torch.Tensor:
     """The true state entering every chunk, S_c = L_c + exp(seg_prefix[c]) · carry[c // cps], written over the
     segment-local L_c of ``chunk_init_states`` (b, nchunks, h, p, n) and returned. What training needs from a
     segmented state stage: the backward reads the state entering each chunk, which the forward's scan only
-    forms on chip. One elementwise pass (a host step, no kernel of its own), computed in float32 (float64 on
-    the executor's float64 tier) and rounded once to chunk_init_states' dtype."""
+    forms on chip. One launch of :data:`entering_states_kernel` (a read and a write of the states), computed
+    in float32 (float64 on the executor's float64 tier) and rounded once to chunk_init_states' dtype."""
     b, nchunks, h, p, n = chunk_init_states.shape
-    cps = carry.chunks_per_segment
-    decay = carry.seg_prefix.exp().transpose(1, 2)                        # (b, nchunks, h)
-
-    def add(c0: int, segs: int, per: int):                               # chunks c0 .. c0 + segs·per
-        local = chunk_init_states[:, c0:c0 + segs * per].view(b, segs, per, h, p, n)
-        entering = carry.carry[:, c0 // cps:c0 // cps + segs].unsqueeze(2)  # (b, segs, 1, h, p, n)
-        local.addcmul_(entering, decay[:, c0:c0 + segs * per].reshape(b, segs, per, h, 1, 1))
-
-    full = nchunks // cps
-    if full:
-        add(0, full, cps)
-    if nchunks > full * cps:                                               # the last, shorter segment
-        add(full * cps, 1, nchunks - full * cps)
+    TP, TN = tile_size(p, ENTERING_TILES[0]), tile_size(n, ENTERING_TILES[1])
+    grid = (cdiv(p, TP) * cdiv(n, TN), b * nchunks, h)
+    launch(entering_states_kernel, grid, (chunk_init_states, carry.carry, carry.seg_prefix,
+                                          carry.chunks_per_segment, TP, TN), backend)
     return chunk_init_states
 
 
@@ -159,3 +180,22 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
     carry, final_states = launch_state_passing(seg_states, seg_decay, initial_states, backend, poison,
                                                out_dtype=chunk_init_states.dtype)
     return dt_out, dA_cumsum, chunk_init_states, final_states, SegmentCarry(carry, seg_prefix, t["cps"])
+
+
+def _entering_example(dtype, b=2, nchunks=5, h=3, p=48, n=80, cps=2):
+    def make():
+        gen = torch.Generator().manual_seed(0)
+        TP, TN = tile_size(p, ENTERING_TILES[0]), tile_size(n, ENTERING_TILES[1])
+        args = (torch.randn(b, nchunks, h, p, n, generator=gen).to(dtype),
+                torch.randn(b, cdiv(nchunks, cps), h, p, n, generator=gen).to(dtype),
+                -torch.rand(b, h, nchunks, generator=gen), cps, TP, TN)
+        return (cdiv(p, TP) * cdiv(n, TN), b * nchunks, h), args
+
+    return make
+
+
+SPECS: list[KernelSpec] = [
+    KernelSpec("fast.entering_states_bf16", entering_states_kernel,
+               _entering_example(torch.bfloat16, p=64, n=128)),
+    KernelSpec("fast.entering_states_f32", entering_states_kernel, _entering_example(torch.float32)),
+]
