@@ -93,13 +93,13 @@ def test_chunk_bwd_heads_equals_taught(problem, dtype, device="cpu"):
 
 
 def test_heads_per_block():
-    assert heads_per_block(80, 1) == 8 and heads_per_block(24, 1) == 8 and heads_per_block(128, 8) == 8
-    assert heads_per_block(6, 3) == 2 and heads_per_block(7, 1) == 7 and heads_per_block(11, 1) == 1
+    assert heads_per_block(80, 1) == 16 and heads_per_block(24, 1) == 12 and heads_per_block(128, 8) == 16
+    assert heads_per_block(6, 3) == 2 and heads_per_block(7, 1) == 7 and heads_per_block(17, 1) == 1
     assert heads_per_block(12, 1, cap=5) == 4
     # a small grid: fewer heads per block, so that the grid makes two waves of 132 SMs × 2 blocks
-    assert heads_per_block(80, 1, blocks_per_head=4 * 8 * 16) == 8          # b8-l4096-h80: 5120 blocks at 8
-    assert heads_per_block(24, 1, blocks_per_head=4 * 4 * 8) == 4           # b4-l2048-h24: 384 blocks at 8
-    assert heads_per_block(24, 1, blocks_per_head=4 * 4 * 8, sms=16) == 8   # a small GPU: 8 is enough
+    assert heads_per_block(80, 1, blocks_per_head=4 * 8 * 16) == 16         # b8-l4096-h80: 2560 blocks at 16
+    assert heads_per_block(24, 1, blocks_per_head=4 * 4 * 8) == 4           # b4-l2048-h24: 256 blocks at 12
+    assert heads_per_block(24, 1, blocks_per_head=4 * 4 * 8, sms=16) == 12  # a small GPU: 12 is enough
     assert heads_per_block(24, 1, blocks_per_head=4) == 1                   # never enough: the most blocks
     # the wave is SMs × the occupancy hint: 64 · 24 / d blocks against 2 × 264, or 2 × 132 without a hint
     assert heads_per_block(24, 1, blocks_per_head=64) == 2
@@ -166,7 +166,7 @@ def test_few_long_sequences_take_the_taught_state_stage(monkeypatch):
 @pytest.mark.parametrize("problem", range(len(PROBLEMS)))
 def test_training_stages_keep_true_dt_and_states(problem):
     """Under autograd the fused state stage never stores kd in place of dt (the backward needs dt), and the
-    segmented one's segment-local states become the true state entering every chunk (``entering_states``),
+    segmented one's segment-local states become the true state entering every chunk (its scan stores them),
     the last segment shorter than the others included: the taught stages' dt, cumsum and states."""
     dims = PROBLEMS[problem]
     inp, dt_out, dA_cumsum, init, _, _, _ = _intermediates(dims, torch.float32, 3 + problem)

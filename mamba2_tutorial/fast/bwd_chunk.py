@@ -223,8 +223,9 @@ def chunk_bwd_dc_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CB, chunk_init_sta
 # ----------------------------------------------------------------------------------------------------
 #: most heads one block walks: enough to cut the partial sums of dB and dC by this factor. On an H200 at
 #: b8-l4096-h80 (bench-train --sweep, 2026-12-06) 8 and 16 heads per block timed alike, 4 was 6% slower, 1
-#: was 1.7x slower
-MAX_HEADS_PER_BLOCK = 8
+#: was 1.7x slower; on an H100 (2026-12-06) at b2-l8192-h128-g8 (16 heads a group) 16 heads took the chunk
+#: stage from 1.79 to 1.62 ms, and at b1-l32768-h80 and b8-l4096-h80 8, 10 and 16 were within 1%
+MAX_HEADS_PER_BLOCK = 16
 #: blocks per SM the compiler budgets for (a hint): at 2 both kernels fit their tiles in registers on sm_90
 #: (at the compiler's own choice they spill: ``python -m mamba2_tutorial compile`` shows the stack). On an
 #: H200 (bench-train --sweep, 2026-12-06) 2 was 3x faster than 3 and 5x faster than the compiler's choice

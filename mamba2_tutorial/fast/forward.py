@@ -25,7 +25,7 @@ from .backward import ssd_backward_fast
 from .config import ChunkScan, Decay, FastConfig, Fused, Segmented, SharedScan
 from .scan_chunk import launch_scan_chunk
 from .scan_shared import launch_scan_shared
-from .segments import entering_states, launch_chunk_state_segments
+from .segments import launch_chunk_state_segments
 from .state_fused import launch_chunk_state_passing
 from .tuning import ssd_config
 
@@ -59,13 +59,16 @@ def run_state(state, x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, in
 
 
 def run_scan(scan, x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=False,
-             key_log2=False, kd_ready=False, carry=None):
-    """The scan stage ``scan`` (PlainScan, SharedScan or ChunkScan): the output (b, l, h, p) in x's dtype."""
+             key_log2=False, kd_ready=False, carry=None, store_states=False):
+    """The scan stage ``scan`` (PlainScan, SharedScan or ChunkScan): the output (b, l, h, p) in x's dtype.
+    ``store_states`` (with a segmented stage's ``carry``): the scan also turns chunk_init_states'
+    segment-local states into the true ones, in place."""
     if isinstance(scan, ChunkScan):
         bf16 = scan.cb_dtype == "bfloat16" and x.dtype != torch.float32  # float32 inputs keep a float32 C Bᵀ
         cb_dtype = torch.bfloat16 if bf16 else torch.float32
         return launch_scan_chunk(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison,
-                                 scan.occupancy, cb_dtype, key_log2, kd_ready, scan.unroll, carry)
+                                 scan.occupancy, cb_dtype, key_log2, kd_ready, scan.unroll, carry,
+                                 store_states)
     if carry is not None:
         raise ValueError(f"a segmented state stage needs ChunkScan, got {scan!r}")
     if isinstance(scan, SharedScan):
@@ -116,9 +119,8 @@ def training_stages(cfg: FastConfig):
     """The forward under autograd with ``cfg``'s stages: ``stages`` for
     :class:`~mamba2_tutorial.kernels.autograd.SSDOptions`. The backward needs the true dt, its cumsum and the
     state entering every chunk: the fused state stage stores them when it does not store kd in place of dt,
-    so it runs with ``store_kd=False``; the segmented one stores segment-local states, which
-    :func:`~mamba2_tutorial.fast.segments.entering_states` turns into the true ones in one launch (the scan
-    then needs no carry). And y before the gate."""
+    so it runs with ``store_kd=False``; the segmented one stores segment-local states, which the scan,
+    given the carry, turns into the true ones as it reads them (``store_states``). And y before the gate."""
     if isinstance(cfg.state, Fused):                  # Segmented is a Fused too
         state = dataclasses.replace(cfg.state, store_kd=False)
     else:
@@ -128,10 +130,8 @@ def training_stages(cfg: FastConfig):
         dt_out, dA_cumsum, init, final, carry = run_state(state, x, dt, A, B, o.chunk_size, dt_bias,
                                                           o.dt_softplus, o.dt_limit, initial_states,
                                                           o.backend, o.poison)
-        if carry is not None:
-            init = entering_states(init, carry, o.backend)
         y = run_scan(cfg.scan, x, dt_out, dA_cumsum, C, B, init, D, None, o.backend, o.poison,
-                     uses_key_log2(cfg, o.dt_limit))
+                     uses_key_log2(cfg, o.dt_limit), carry=carry, store_states=carry is not None)
         return dt_out, dA_cumsum, init, final, y
 
     return stages

@@ -12,7 +12,10 @@ kd_k = dA_cs_k·log2(e) − log2(dt_k), and P = C Bᵀ ∘ exp2(a_m − kd_k): o
 element, no dt multiply, no clamp (a masked entry's exponential may overflow; the mask's select discards it).
 ``UNROLL``: a chunk wholly inside the sequence runs its row and key tiles as one unrolled body (no loops);
 the ragged last chunk keeps the loops. ``HAS_CARRY``: the state stage ran by segments (``fast/segments.py``),
-and the inter-chunk part adds exp(seg_prefix[c]) · (C_m @ carry[s]ᵀ).
+and the inter-chunk part adds exp(seg_prefix[c]) · (C_m @ carry[s]ᵀ). ``STORE_STATES`` (training, with
+``HAS_CARRY``): the backward needs the true state entering every chunk, so each block forms its tile of it,
+S_c = L_c + exp(seg_prefix[c]) · K_s in float32 rounded once, stores it over the segment-local L_c (the block
+is that tile's only reader) and multiplies C by it in one mma.
 """
 
 from __future__ import annotations
@@ -99,6 +102,17 @@ def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g
         store_output(accs[j], x, z, D, out, b, m_tile, hb * HB + j, i_p, TM, TP, D_MODE, HAS_Z)
 
 
+def true_entering_state_T(x, chunk_init_states, carry, seg_prefix, b, c, h, i_p, TP, NS, cps):
+    """S_cᵀ (NS, TP) in x's dtype, with S_c = L_c + exp(seg_prefix[c]) · K_s computed in float32, rounded
+    once to chunk_init_states' dtype and stored over the segment-local L_c (tile i_p of head h, chunk c)."""
+    L_c = ct.load(chunk_init_states, (b, c, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
+    K_s = ct.load(carry, (b, c // cps, h, i_p, 0), shape=(1, 1, 1, TP, NS), padding_mode=ZERO)
+    decay = ct.exp2(ct.load(seg_prefix, (b, h, c), shape=()) * LOG2E, flush_to_zero=True)
+    S_c = (L_c.astype(ct.float32) + decay * K_s.astype(ct.float32)).astype(chunk_init_states.dtype)
+    ct.store(chunk_init_states, (b, c, h, i_p, 0), S_c)
+    return ct.transpose(S_c.reshape((TP, NS)).astype(x.dtype))
+
+
 def segment_carry_T(x, carry, seg_prefix, b, c, h, i_p, TP, NS, cps):
     """(K_sᵀ (NS, TP) in x's dtype, exp(seg_prefix[c]) (1, 1)) for the segmented state stage: the state
     entering chunk c's segment and its decay to chunk c, so that S_c = L_c + exp(seg_prefix[c]) · K_s."""
@@ -115,10 +129,12 @@ def chunk_scan_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D
                             Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                             TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                             D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], KEY_LOG2: ct.Constant[bool],
-                            HAS_CARRY: ct.Constant[bool], UNROLL: ct.Constant[bool]):
+                            HAS_CARRY: ct.Constant[bool], UNROLL: ct.Constant[bool],
+                            STORE_STATES: ct.Constant[bool]):
     """The taught scan's results, with CB (b, nchunks, g, Q, Q) from chunk_cb_kernel in place of B. Grid
     (h / HB, cdiv(p, TP), b · nchunks). Without HAS_CARRY, ``carry``, ``seg_prefix`` and
-    ``chunks_per_segment`` are unused placeholders."""
+    ``chunks_per_segment`` are unused placeholders. STORE_STATES (with HAS_CARRY): chunk_init_states holds
+    the segment-local states and leaves with the true ones."""
     hb = ct.bid(0)
     i_p = ct.bid(1)
     pid_bc = ct.bid(2)
@@ -127,11 +143,16 @@ def chunk_scan_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D
     g = (hb * HB) // heads_per_group
     seqlen = x.shape[1]
     S_cTs = ()
-    carries = () if HAS_CARRY else None
+    carries = () if HAS_CARRY and not STORE_STATES else None
     for j in ct.static_iter(range(HB)):
-        S_cTs = S_cTs + (entering_state_T(x, chunk_init_states, b, c, hb * HB + j, i_p, TP, NS),)
-        if HAS_CARRY:
-            carries = carries + (segment_carry_T(x, carry, seg_prefix, b, c, hb * HB + j, i_p, TP, NS,
+        h = hb * HB + j
+        if HAS_CARRY and STORE_STATES:
+            S_cTs = S_cTs + (true_entering_state_T(x, chunk_init_states, carry, seg_prefix, b, c, h, i_p, TP,
+                                                   NS, chunks_per_segment),)
+        else:
+            S_cTs = S_cTs + (entering_state_T(x, chunk_init_states, b, c, h, i_p, TP, NS),)
+        if carries is not None:
+            carries = carries + (segment_carry_T(x, carry, seg_prefix, b, c, h, i_p, TP, NS,
                                                  chunks_per_segment),)
     if UNROLL and (c + 1) * Q <= seqlen:
         for i_m in ct.static_iter(range(Q // TM)):
@@ -157,10 +178,14 @@ def scan_chunk_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtyp
 
 def launch_scan_chunk(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, poison=False,
                       occupancy=None, cb_dtype=torch.float32, key_log2=False, kd_ready=False, unroll=False,
-                      carry=None):
+                      carry=None, store_states=False):
     """C Bᵀ (:data:`~mamba2_tutorial.fast.chunk_cb.chunk_cb_kernel`), kd if ``key_log2`` and not
     ``kd_ready`` (the state stage stored it), then :data:`chunk_scan_chunk_kernel`; no argument checks.
-    ``carry``: the :class:`~mamba2_tutorial.fast.segments.SegmentCarry` of a segmented state stage."""
+    ``carry``: the :class:`~mamba2_tutorial.fast.segments.SegmentCarry` of a segmented state stage;
+    ``store_states`` (with a carry): chunk_init_states' segment-local states are overwritten with the true
+    ones (what training keeps for the backward)."""
+    if store_states and carry is None:
+        raise ValueError("store_states needs the carry of a segmented state stage")
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
     Q = dA_cumsum.shape[3]
@@ -178,6 +203,6 @@ def launch_scan_chunk(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backe
     args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, CB,
             chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), *segmented, out,
             h // g, cps, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode(D), z is not None,
-            bool(key_log2), carry is not None, bool(unroll))
+            bool(key_log2), carry is not None, bool(unroll), bool(store_states))
     launch(chunk_scan_chunk_kernel, plan.grid, args, backend, occupancy)
     return out

@@ -17,7 +17,9 @@ parallel-scan trick applies. Cut the chunks into segments of ``cps`` chunks each
 
        C_m @ S_cᵀ = C_m @ L_cᵀ + exp(seg_prefix[c]) · (C_m @ carry[s]ᵀ)
 
-   one more (TM, n) @ (n, TP) mma per row tile, on tiles it loads as they are.
+   one more (TM, n) @ (n, TP) mma per row tile, on tiles it loads as they are. Training keeps the true
+   states for the backward: there the scan forms S_c = L_c + exp(seg_prefix[c]) · carry[s] once per block,
+   stores it over L_c and multiplies by it (``STORE_STATES``).
 
 The sequential work per block shrinks from nchunks to cps chunks, and the grid grows from b · h to
 b · h · nseg blocks, for the carry's reads and one more launch.
@@ -31,16 +33,12 @@ from typing import NamedTuple
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, launch, tile_size
-from ..kernels.chunk_state import LOG2E
-from ..kernels.spec import KernelSpec
+from ..kernels._host import LaunchPlan, allocate, cdiv, launch
 from ..kernels.state_passing import launch_state_passing
 from .state_fused import chunk_local_state, chunk_state_passing_tiles, head_scalars, state_args
 
-__all__ = ["ENTERING_TILES", "SPECS", "SegmentCarry", "chunk_state_segments_kernel", "entering_states",
-           "entering_states_kernel", "launch_chunk_state_segments", "segment_layout", "segments_plan"]
-
-ZERO = ct.PaddingMode.ZERO
+__all__ = ["SegmentCarry", "chunk_state_segments_kernel", "launch_chunk_state_segments", "segment_layout",
+           "segments_plan"]
 
 
 @ct.kernel
@@ -88,46 +86,6 @@ class SegmentCarry(NamedTuple):
     carry: torch.Tensor        #: (b, nseg, h, p, n): the state entering each segment
     seg_prefix: torch.Tensor   #: (b, h, nchunks) float32: log of the decay from the segment start to chunk c
     chunks_per_segment: int    #: cps: chunk c is in segment c // cps
-
-
-@ct.kernel
-def entering_states_kernel(chunk_init_states, carry, seg_prefix, chunks_per_segment: int,
-                           TP: ct.Constant[int], TN: ct.Constant[int]):
-    """chunk_init_states (b, nchunks, h, p, n), segment-local, overwritten in place with the true entering
-    states S_c = L_c + exp(seg_prefix[c]) · carry[c // cps]; carry (b, nseg, h, p, n); seg_prefix
-    (b, h, nchunks) float32. Computed in float32, rounded once. Grid (state tiles, b · nchunks, h)."""
-    pid_pn = ct.bid(0)
-    pid_bc = ct.bid(1)
-    h = ct.bid(2)
-    nchunks = chunk_init_states.shape[1]
-    b, c = pid_bc // nchunks, pid_bc % nchunks
-    n_tiles = ct.cdiv(chunk_init_states.shape[4], TN)
-    i_p, i_n = pid_pn // n_tiles, pid_pn % n_tiles
-    L_c = ct.load(chunk_init_states, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
-    K_s = ct.load(carry, (b, c // chunks_per_segment, h, i_p, i_n), shape=(1, 1, 1, TP, TN),
-                  padding_mode=ZERO)
-    decay = ct.exp2(ct.load(seg_prefix, (b, h, c), shape=()) * LOG2E, flush_to_zero=True)
-    S_c = L_c.astype(ct.float32) + decay * K_s.astype(ct.float32)
-    ct.store(chunk_init_states, (b, c, h, i_p, i_n), S_c.astype(chunk_init_states.dtype))
-
-
-#: (TP, TN) of :data:`entering_states_kernel`: a whole state of a head at p = 64, n = 128 (a pure copy with
-#: a multiply-add: the largest tile that keeps the grid at b · nchunks · h blocks)
-ENTERING_TILES = (64, 128)
-
-
-def entering_states(chunk_init_states: torch.Tensor, carry: SegmentCarry, backend: str) -> torch.Tensor:
-    """The true state entering every chunk, S_c = L_c + exp(seg_prefix[c]) · carry[c // cps], written over the
-    segment-local L_c of ``chunk_init_states`` (b, nchunks, h, p, n) and returned. What training needs from a
-    segmented state stage: the backward reads the state entering each chunk, which the forward's scan only
-    forms on chip. One launch of :data:`entering_states_kernel` (a read and a write of the states), computed
-    in float32 (float64 on the executor's float64 tier) and rounded once to chunk_init_states' dtype."""
-    b, nchunks, h, p, n = chunk_init_states.shape
-    TP, TN = tile_size(p, ENTERING_TILES[0]), tile_size(n, ENTERING_TILES[1])
-    grid = (cdiv(p, TP) * cdiv(n, TN), b * nchunks, h)
-    launch(entering_states_kernel, grid, (chunk_init_states, carry.carry, carry.seg_prefix,
-                                          carry.chunks_per_segment, TP, TN), backend)
-    return chunk_init_states
 
 
 def segment_layout(nchunks: int, segments: int) -> tuple[int, int]:
@@ -180,22 +138,3 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
     carry, final_states = launch_state_passing(seg_states, seg_decay, initial_states, backend, poison,
                                                out_dtype=chunk_init_states.dtype)
     return dt_out, dA_cumsum, chunk_init_states, final_states, SegmentCarry(carry, seg_prefix, t["cps"])
-
-
-def _entering_example(dtype, b=2, nchunks=5, h=3, p=48, n=80, cps=2):
-    def make():
-        gen = torch.Generator().manual_seed(0)
-        TP, TN = tile_size(p, ENTERING_TILES[0]), tile_size(n, ENTERING_TILES[1])
-        args = (torch.randn(b, nchunks, h, p, n, generator=gen).to(dtype),
-                torch.randn(b, cdiv(nchunks, cps), h, p, n, generator=gen).to(dtype),
-                -torch.rand(b, h, nchunks, generator=gen), cps, TP, TN)
-        return (cdiv(p, TP) * cdiv(n, TN), b * nchunks, h), args
-
-    return make
-
-
-SPECS: list[KernelSpec] = [
-    KernelSpec("fast.entering_states_bf16", entering_states_kernel,
-               _entering_example(torch.bfloat16, p=64, n=128)),
-    KernelSpec("fast.entering_states_f32", entering_states_kernel, _entering_example(torch.float32)),
-]

@@ -1,7 +1,8 @@
 """The fast path's kernels as compile specs: exactly what the shipped configs launch.
 
 For every problem class of every shipped tuning table, a small problem of that class (its dtype and chunk
-size, the layout's p, n and length) runs ``ssd_forward`` with the class's config through the launch recorder
+size, the layout's p, n and length) runs ``ssd_forward`` with the class's config, and the forward as training
+runs it (``training_stages``; specs named ``...train...``), through the launch recorder
 (``kernels._host._RECORDER``): nothing executes, and each launch's kernel, compiler hint, grid and arguments
 are kept. Distinct (kernel, hint, argument signature) launches become :class:`KernelSpec` entries, so that
 ``python -m mamba2_tutorial compile`` compiles what a user can launch, and nothing no config runs.
@@ -53,6 +54,17 @@ def _variant(kernel, args) -> tuple:
         for name, a in zip(names, args))
 
 
+def _training_forward(inp: dict, cfg) -> None:
+    """The forward's kernels as training launches them (``training_stages``: the fused state stage keeps dt,
+    the segmented one's scan stores the true entering states)."""
+    from ..kernels.autograd import SSDOptions
+    from .forward import training_stages
+
+    stages = training_stages(cfg)
+    opts = SSDOptions(inp["chunk_size"], inp["dt_softplus"], (0.0, float("inf")), "cpu", stages)
+    stages(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], inp["dt_bias"], None, opts)
+
+
 @functools.lru_cache(maxsize=1)
 def shipped_specs() -> tuple[KernelSpec, ...]:
     """One spec per distinct launch of the shipped configs (see the module docstring), in a stable order."""
@@ -68,21 +80,24 @@ def shipped_specs() -> tuple[KernelSpec, ...]:
                 b, l, h = inp["x"].shape[:3]
                 segments = segments_for(b, h, -(-l // inp["chunk_size"]), table)
                 cfg = dataclasses.replace(cfg, state=dataclasses.replace(cfg.state, segments=segments))
-            launches: list = []
-            previous = _host._RECORDER
-            _host._RECORDER = lambda kernel, grid, args, seen=launches: seen.append((kernel, grid, args))
-            try:
-                ssd_forward(**inp, backend="cpu", config=cfg)
-            finally:
-                _host._RECORDER = previous
-            for kernel, grid, args in launches:
-                base = kernel._pyfunc.__name__
-                ident = _variant(kernel, args)
-                if ident in specs:
-                    continue
-                where = key.replace("/", ".").replace("<=", "le").replace(">=", "ge")
-                name = f"fast.{table_name}.{where}.{base}"
-                specs[ident] = KernelSpec(name, kernel, lambda grid=grid, args=args: (grid, args))
+            runs = (("", lambda inp=inp, cfg=cfg: ssd_forward(**inp, backend="cpu", config=cfg)),
+                    (".train", lambda inp=inp, cfg=cfg: _training_forward(inp, cfg)))
+            for suffix, run in runs:
+                launches: list = []
+                previous = _host._RECORDER
+                _host._RECORDER = lambda kernel, grid, args, seen=launches: seen.append((kernel, grid, args))
+                try:
+                    run()
+                finally:
+                    _host._RECORDER = previous
+                for kernel, grid, args in launches:
+                    base = kernel._pyfunc.__name__
+                    ident = _variant(kernel, args)
+                    if ident in specs:
+                        continue
+                    where = key.replace("/", ".").replace("<=", "le").replace(">=", "ge")
+                    name = f"fast.{table_name}.{where}{suffix}.{base}"
+                    specs[ident] = KernelSpec(name, kernel, lambda grid=grid, args=args: (grid, args))
     return tuple(specs.values())
 
 

@@ -20,8 +20,7 @@ __all__ = ["KERNEL_MODULES", "KernelSpec", "all_kernel_specs", "kernel_spec"]
 # Modules of mamba2_tutorial.kernels whose SPECS the compile check covers. A listed module that is missing
 # or defines no SPECS is an error, never a silent skip.
 KERNEL_MODULES: tuple[str, ...] = ("primer", "chunk_state", "state_passing", "chunk_scan", "bwd_states",
-                                   "bwd_chunk", "..fast.specs", "..fast.segments", "..fast.bwd_states",
-                                   "..fast.bwd_chunk")
+                                   "bwd_chunk", "..fast.specs", "..fast.bwd_states", "..fast.bwd_chunk")
 
 
 def all_kernel_specs(modules: tuple[str, ...] | None = None) -> list[KernelSpec]:
