@@ -2,6 +2,7 @@
 
     1-2. the state gradient carried backwards: one launch, dS_out kept on chip   (``bwd_states.py``)
     3-4. every gradient inside the chunks: C Bᵀ once per group, heads summed     (``bwd_chunk.py``)
+         (C Bᵀ and kernel 4 on a second stream, beside 1-2: they need no state gradient)
 
 Everything else (the gate, the reverse cumsum for dt and A, dt_bias / softplus / dt_limit) is the taught
 ``ssd_backward_taught``'s code, called with these two stages. ``ssd_forward`` uses it under autograd.
@@ -14,14 +15,17 @@ kernel 1 is parallel over the chunks. Below :data:`MIN_FUSED_BLOCKS_PER_SM` bloc
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..kernels.backward import SSDGrads, ssd_backward_taught
 from ..kernels.bwd_states import launch_state_grads
-from .bwd_chunk import DEFAULT_SMS, launch_chunk_bwd_heads, sm_count
+from .bwd_chunk import DEFAULT_SMS, ChunkBwdHeads, sm_count
 from .bwd_states import launch_state_grads_fused, state_grads_fused_plan
 
-__all__ = ["MIN_FUSED_BLOCKS_PER_SM", "ssd_backward_fast", "state_grads_stage", "uses_fused_state_grads"]
+__all__ = ["MIN_FUSED_BLOCKS_PER_SM", "OVERLAP", "kernel_stages", "ssd_backward_fast", "state_grads_stage",
+           "uses_fused_state_grads"]
 
 #: fewest blocks (state tiles × batch × heads) per SM for the fused state stage. On an H200 (bench-train
 #: --stages, 2026-12-06) it beat the taught kernels 1 and 2 at every shape timed, down to 1.2 blocks per SM
@@ -48,8 +52,44 @@ def state_grads_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backen
     return launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison)
 
 
+def kernel_stages(dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_states, D, backend, poison=False,
+                  overlap: bool | None = None):
+    """Backward kernels 1-4: ``(state stage results, chunk stage results)``, the contracts of
+    :func:`state_grads_stage` and :func:`~mamba2_tutorial.fast.bwd_chunk.launch_chunk_bwd_heads`.
+
+    Kernel 4 (dC) and the C Bᵀ tiles need no state gradient, so on a GPU they run on a second stream beside
+    the state stage, whose walk over the chunks leaves SMs idle where it has few blocks; kernel 3 (dx, dB)
+    waits for both. ``overlap``: None for :data:`OVERLAP` on a GPU (the CPU executor runs the launches in
+    order, as it runs everything)."""
+    work = ChunkBwdHeads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, D, poison)   # buffers, here
+    overlap = OVERLAP if overlap is None else overlap
+    if backend == "gpu" and overlap:
+        main = torch.cuda.current_stream(x.device)
+        side = _side_stream(x.device)
+        side.wait_stream(main)                    # the inputs and buffers are ready before kernel 4 starts
+        with torch.cuda.stream(side):
+            work.launch_dc(backend)
+        states = state_grads_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison)
+        main.wait_stream(side)                    # kernel 3 reads the C Bᵀ tiles; the results follow it
+    else:
+        work.launch_dc(backend)
+        states = state_grads_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison)
+    work.launch_dx(states[0], backend)
+    return states, work.results()
+
+
+#: whether the fast backward runs kernel 4 beside the state stage on a GPU (:func:`kernel_stages`)
+OVERLAP = True
+
+
+@functools.lru_cache(maxsize=8)
+def _side_stream(device: torch.device) -> torch.cuda.Stream:
+    """One second stream per GPU, made once (streams are the host's hot path too)."""
+    return torch.cuda.Stream(device=device)
+
+
 def ssd_backward_fast(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, **options) -> SSDGrads:
     """The gradients of ``ssd_forward``: the arguments and results of
     :func:`~mamba2_tutorial.kernels.backward.ssd_backward_taught`, computed by the fast backward kernels."""
     return ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states,
-                               state_stage=state_grads_stage, chunk_stage=launch_chunk_bwd_heads, **options)
+                               kernel_stages=kernel_stages, **options)

@@ -36,8 +36,9 @@ from ..kernels.chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, d_mode
 from ..kernels.chunk_state import LOG2E
 from ..kernels.spec import KernelSpec
 
-__all__ = ["SPECS", "bwd_cb_kernel", "chunk_bwd_dc_heads_kernel", "chunk_bwd_dx_heads_kernel",
-           "chunk_bwd_heads_plan", "heads_per_block", "launch_chunk_bwd_heads", "sm_count"]
+__all__ = ["SPECS", "ChunkBwdHeads", "bwd_cb_kernel", "chunk_bwd_dc_heads_kernel",
+           "chunk_bwd_dx_heads_kernel", "chunk_bwd_heads_plan", "heads_per_block", "launch_chunk_bwd_heads",
+           "sm_count"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -272,6 +273,79 @@ def chunk_bwd_heads_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int,
                       {"Q": Q, "T": T, "PP": next_power_of_two(p), "NS": next_power_of_two(n), "HPB": hpb})
 
 
+class ChunkBwdHeads:
+    """The fast kernels 3 and 4 of one backward, launched in two steps: :meth:`launch_dc` (C Bᵀ and kernel 4,
+    which need no state gradient) and :meth:`launch_dx` (kernel 3, which reads dstates). The fast backward
+    runs the first beside the state stage, on a second stream; every buffer is allocated here, on the
+    caller's stream, before either. Arguments as :func:`launch_chunk_bwd_heads`'s."""
+
+    def __init__(self, x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, D, poison=False,
+                 hpb: int | None = None, occupancy: int | None = OCCUPANCY):
+        b, l, h, p = x.shape
+        g, n = C.shape[2], C.shape[3]
+        nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
+        if hpb is None:
+            T = chunk_bwd_heads_plan(b, l, h, p, g, n, Q, x.dtype, 1).tiles["T"]
+            hpb = heads_per_block(h, g, blocks_per_head=(Q // T) * b * nchunks, sms=sm_count(x.device),
+                                  occupancy=occupancy)
+        if hpb < 1 or (h // g) % hpb:
+            raise ValueError(f"hpb (heads per block) must divide the group size h / g = {h // g}, got {hpb}")
+        device = x.device
+        self.inputs = (x, dy, dt_out, dA_cumsum, C, B)
+        self.chunk_init_states, self.D, self.hpb, self.occupancy = chunk_init_states, D, hpb, occupancy
+        self.plan = chunk_bwd_heads_plan(b, l, h, p, g, n, Q, x.dtype, hpb)
+        self.CB = allocate((b, nchunks, g, Q, Q), torch.float32, device, poison)
+        self.CBt = allocate((b, nchunks, g, Q, Q), torch.float32, device, poison)
+        splits = h // hpb
+        self.dx = allocate((b, l, h, p), x.dtype, device, poison)
+        self.dB = allocate((b, l, splits, n), torch.float32, device, poison)
+        self.dC = allocate((b, l, splits, n), torch.float32, device, poison)
+        self.ddt, self.da_key, self.da_row, self.da_last = (
+            allocate((b, h, nchunks, Q), torch.float32, device, poison) for _ in range(4))
+        self.D_arg = D if D is not None else placeholder(device, torch.float32, 1)
+        PP = self.plan.tiles["PP"]
+        self.dD_tiles = (allocate((b, nchunks * (Q // self.plan.tiles["T"]), h, PP), torch.float32, device,
+                                  poison) if D is not None else placeholder(device, torch.float32, 4))
+
+    def launch_dc(self, backend: str) -> None:
+        """C Bᵀ in both orientations, then kernel 4: dC's partial sums and da of the rows."""
+        x, dy, dt_out, dA_cumsum, C, B = self.inputs
+        h, g, t = x.shape[2], C.shape[2], self.plan.tiles
+        Q, T = t["Q"], t["T"]
+        launch(bwd_cb_kernel, (Q // T, self.plan.grid[1], g), (C, B, self.CB, self.CBt, Q, T, t["NS"]),
+               backend)
+        launch(chunk_bwd_dc_heads_kernel, self.plan.grid,
+               (x, dy, dt_out, dA_cumsum, C, B, self.CB, self.chunk_init_states, self.dC, self.da_row,
+                h // g, self.hpb, Q, T, t["PP"], t["NS"]), backend, self.occupancy)
+
+    def launch_dx(self, dstates, backend: str) -> None:
+        """Kernel 3 (after :meth:`launch_dc`, whose C Bᵀ it reads): dx, dB's partial sums, ddt, da of the
+        keys, da_last and dD's tile sums."""
+        x, dy, dt_out, dA_cumsum, C, B = self.inputs
+        h, g, t = x.shape[2], C.shape[2], self.plan.tiles
+        launch(chunk_bwd_dx_heads_kernel, self.plan.grid,
+               (x, dy, dt_out, dA_cumsum, C, B, self.CBt, dstates, self.D_arg, self.dx, self.dB, self.ddt,
+                self.da_key, self.da_last, self.dD_tiles, h // g, self.hpb, t["Q"], t["T"], t["PP"],
+                t["NS"], d_mode(self.D)), backend, self.occupancy)
+
+    def results(self):
+        """``(dx, dB, dC, ddt, da, da_last, dD)`` once both launches ran: the partial sums of each group's
+        heads added, dD in D's shape."""
+        x, C, D = self.inputs[0], self.inputs[4], self.D
+        b, l, h, p = x.shape
+        g, n = C.shape[2], C.shape[3]
+        dB, dC = self.dB, self.dC
+        splits = h // self.hpb
+        if splits != g:                      # partial sums of each group's heads
+            dB = dB.view(b, l, g, splits // g, n).sum(3)
+            dC = dC.view(b, l, g, splits // g, n).sum(3)
+        dD = None
+        if D is not None:
+            dD = self.dD_tiles[..., :p].sum((0, 1))                 # (h, p)
+            dD = dD.sum(-1) if D.ndim == 1 else dD
+        return self.dx, dB, dC, self.ddt, self.da_key + self.da_row, self.da_last, dD
+
+
 def launch_chunk_bwd_heads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates, D, backend,
                            poison=False, hpb: int | None = None, occupancy: int | None = OCCUPANCY):
     """The fast kernels 3 and 4: ``(dx in x's dtype, dB (b, l, g, n), dC (b, l, g, n), ddt, da, da_last,
@@ -279,46 +353,10 @@ def launch_chunk_bwd_heads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, ds
     without D) from kernel 3's per-tile sums. ``hpb``: heads per block (a divisor of the group size;
     default :func:`heads_per_block` for this grid and GPU); ``occupancy``: the compiler hint of both
     head-walking kernels."""
-    b, l, h, p = x.shape
-    g, n = C.shape[2], C.shape[3]
-    nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
-    if hpb is None:
-        T = chunk_bwd_heads_plan(b, l, h, p, g, n, Q, x.dtype, 1).tiles["T"]
-        hpb = heads_per_block(h, g, blocks_per_head=(Q // T) * b * nchunks, sms=sm_count(x.device),
-                              occupancy=occupancy)
-    if hpb < 1 or (h // g) % hpb:
-        raise ValueError(f"hpb (heads per block) must divide the group size h / g = {h // g}, got {hpb}")
-    device = x.device
-    plan = chunk_bwd_heads_plan(b, l, h, p, g, n, Q, x.dtype, hpb)
-    t = plan.tiles
-    T = t["T"]
-    CB = allocate((b, nchunks, g, Q, Q), torch.float32, device, poison)
-    CBt = allocate((b, nchunks, g, Q, Q), torch.float32, device, poison)
-    launch(bwd_cb_kernel, (Q // T, b * nchunks, g), (C, B, CB, CBt, Q, T, t["NS"]), backend)
-
-    splits = h // hpb
-    dx = allocate((b, l, h, p), x.dtype, device, poison)
-    dB = allocate((b, l, splits, n), torch.float32, device, poison)
-    dC = allocate((b, l, splits, n), torch.float32, device, poison)
-    ddt, da_key, da_row, da_last = (allocate((b, h, nchunks, Q), torch.float32, device, poison)
-                                    for _ in range(4))
-    D_arg = D if D is not None else placeholder(device, torch.float32, 1)
-    dD_tiles = (allocate((b, nchunks * (Q // T), h, t["PP"]), torch.float32, device, poison) if D is not None
-                else placeholder(device, torch.float32, 4))
-    launch(chunk_bwd_dx_heads_kernel, plan.grid,
-           (x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D_arg, dx, dB, ddt, da_key, da_last, dD_tiles,
-            h // g, hpb, Q, T, t["PP"], t["NS"], d_mode(D)), backend, occupancy)
-    launch(chunk_bwd_dc_heads_kernel, plan.grid,
-           (x, dy, dt_out, dA_cumsum, C, B, CB, chunk_init_states, dC, da_row,
-            h // g, hpb, Q, T, t["PP"], t["NS"]), backend, occupancy)
-    if splits != g:                      # partial sums of each group's heads
-        dB = dB.view(b, l, g, splits // g, n).sum(3)
-        dC = dC.view(b, l, g, splits // g, n).sum(3)
-    dD = None
-    if D is not None:
-        dD = dD_tiles[..., :p].sum((0, 1))                      # (h, p)
-        dD = dD.sum(-1) if D.ndim == 1 else dD
-    return dx, dB, dC, ddt, da_key + da_row, da_last, dD
+    work = ChunkBwdHeads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, D, poison, hpb, occupancy)
+    work.launch_dc(backend)
+    work.launch_dx(dstates, backend)
+    return work.results()
 
 
 def _example_args(kernel_name, dtype, Q, D_MODE=D_PER_HEAD, b=2, l=300, h=4, p=48, g=2, n=80, hpb=2):

@@ -248,6 +248,7 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     where it runs the fused stage), as in the backward it belongs to.
     ``timer(fn) -> ms`` replaces ``time_cuda`` (a test runs this on the CPU executor with a trivial timer);
     ``log(line)``, when given, gets each time as it is measured."""
+    from ..fast.backward import kernel_stages as fast_kernel_stages
     from ..fast.backward import ssd_backward_fast
     from ..fast.backward import state_grads_stage as fast_state_stage
     from ..fast.bwd_chunk import launch_chunk_bwd_heads
@@ -276,12 +277,15 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     dstates = {"taught": launch_state_grads(*state_args)[0], "fast": fast_state_stage(*state_args)[0]}
     chunk_args = {k: (x, dout, dt_out, dA_cs, C, B, init, d, None, backend) for k, d in dstates.items()}
     saved = (dout, x, dt, A, B, C, dt_out, dA_cs, init)
+    kernel_args = (dout, x, dt_out, dA_cs, C, B, init, None, None, backend)
     stages = {
         "training forward (fast)": forward,
         "state grads, kernels 1-2 (taught)": lambda: launch_state_grads(*state_args),
         "state grads, kernels 1-2 (fast)": lambda: fast_state_stage(*state_args),
         "chunk grads, kernels 3-4 (taught)": lambda: launch_chunk_bwd(*chunk_args["taught"]),
         "chunk grads, kernels 3-4 (fast)": lambda: launch_chunk_bwd_heads(*chunk_args["fast"]),
+        "kernels 1-4 in order (fast)": lambda: fast_kernel_stages(*kernel_args, overlap=False),
+        "kernels 1-4, kernel 4 beside 1-2 (fast)": lambda: fast_kernel_stages(*kernel_args, overlap=True),
         "backward (taught)": lambda: ssd_backward_taught(*saved, backend=backend),
         "backward (fast)": lambda: ssd_backward_fast(*saved, backend=backend),
     }
