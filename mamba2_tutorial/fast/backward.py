@@ -67,13 +67,15 @@ def kernel_stages(dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_stat
         main = torch.cuda.current_stream(x.device)
         side = _side_stream(x.device)
         side.wait_stream(main)                    # the inputs and buffers are ready before kernel 4 starts
+        # the state stage first, so that its few long-walking blocks take their SMs before kernel 4's many
+        # short ones fill the rest
+        states = state_grads_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison)
         with torch.cuda.stream(side):
             work.launch_dc(backend)
-        states = state_grads_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison)
         main.wait_stream(side)                    # kernel 3 reads the C Bᵀ tiles; the results follow it
     else:
-        work.launch_dc(backend)
         states = state_grads_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison)
+        work.launch_dc(backend)
     work.launch_dx(states[0], backend)
     return states, work.results()
 
