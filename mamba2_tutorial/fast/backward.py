@@ -2,7 +2,7 @@
 
     1-2. the state gradient carried backwards: one launch, dS_out kept on chip   (``bwd_states.py``)
     3-4. every gradient inside the chunks: C Bᵀ once per group, heads summed     (``bwd_chunk.py``)
-         (C Bᵀ and kernel 4 on a second stream, beside 1-2: they need no state gradient)
+         (C Bᵀ and kernel 4 can run on a second stream beside 1-2: they need no state gradient)
 
 Everything else (the gate, the reverse cumsum for dt and A, dt_bias / softplus / dt_limit) is the taught
 ``ssd_backward_taught``'s code, called with these two stages. ``ssd_forward`` uses it under autograd.
@@ -80,8 +80,10 @@ def kernel_stages(dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_stat
     return states, work.results()
 
 
-#: whether the fast backward runs kernel 4 beside the state stage on a GPU (:func:`kernel_stages`)
-OVERLAP = True
+#: whether the fast backward runs kernel 4 beside the state stage on a GPU (:func:`kernel_stages`). Off until
+#: it is timed against the launches in order (``bench-train --stages`` times kernels 1-4 both ways; a GPU test
+#: checks that both give the same bits): the default stays what the published runs measured
+OVERLAP = False
 
 
 @functools.lru_cache(maxsize=8)
