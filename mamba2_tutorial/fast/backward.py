@@ -57,10 +57,11 @@ def kernel_stages(dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_stat
     """Backward kernels 1-4: ``(state stage results, chunk stage results)``, the contracts of
     :func:`state_grads_stage` and :func:`~mamba2_tutorial.fast.bwd_chunk.launch_chunk_bwd_heads`.
 
-    Kernel 4 (dC) and the C Bᵀ tiles need no state gradient, so on a GPU they run on a second stream beside
-    the state stage, whose walk over the chunks leaves SMs idle where it has few blocks; kernel 3 (dx, dB)
-    waits for both. ``overlap``: None for :data:`OVERLAP` on a GPU (the CPU executor runs the launches in
-    order, as it runs everything)."""
+    Kernel 4 (dC) and the C Bᵀ tiles need no state gradient, so with ``overlap`` on a GPU they run on a
+    second stream beside the state stage, whose walk over the chunks leaves SMs idle where it has few blocks;
+    kernel 3 (dx, dB) waits for both. Otherwise the state stage, kernel 4 and kernel 3 run in that order on
+    one stream. ``overlap``: None for :data:`OVERLAP` (the CPU executor always runs the launches in order,
+    as it runs everything)."""
     work = ChunkBwdHeads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, D, poison)   # buffers, here
     overlap = OVERLAP if overlap is None else overlap
     if backend == "gpu" and overlap:
