@@ -149,3 +149,26 @@ def test_training_figures():
         plots_train.plot_backward_stages(r, "b1")
     with pytest.raises(ValueError, match="--stages"):
         plots_train.plot_backward_stages(_results())
+
+
+def test_shipped_training_runs_are_whole_and_gated():
+    """Every shipped training run: a bf16 training run on the GPU its name says, oldest first, at every
+    benchmark shape, with every implementation timed after passing the gradient gate (A's wider), or reported
+    with why it was not."""
+    from mamba2_tutorial.inputs import BENCHMARK_SHAPES
+
+    runs = bench_train.shipped_training_runs()
+    assert [r["device"].split()[1] for r in runs] == ["H200", "H100"]   # the order of SHIPPED_TRAINING
+    assert [r["date"] for r in runs] == sorted(r["date"] for r in runs)
+    gate = bench_train.GRAD_GATE[torch.bfloat16]
+    for r in runs:
+        assert r["kind"] == "training" and r["schema_version"] == bench_train.SCHEMA and r["dtype"] == "bfloat16"
+        assert sorted(rec["name"] for rec in r["shapes"]) == sorted(BENCHMARK_SHAPES)
+        for rec in r["shapes"]:
+            for name in bench_train.TRAIN_IMPLS:
+                entry = rec["impls"][name]
+                if "error" in entry:
+                    continue
+                for grad, err in entry["rel_err"].items():
+                    assert err <= gate * (bench_train.SUMMED_GATE if grad == "A" else 1), (r["date"], name, grad)
+                assert entry["fwd_bwd_ms"] > entry["fwd_ms"] > 0

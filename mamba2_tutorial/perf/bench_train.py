@@ -17,7 +17,8 @@ shape, in one process:
    host's time to issue one such step (``timing.time_host``): where it is close to the step's time, the
    step is host-bound (Python and launch overhead), not GPU-bound.
 
-Then a table, and with ``--out`` the JSON shipped as ``data/benchmarks/h200_train.json``. ``--stages`` adds
+Then a table, and with ``--out`` the JSON shipped as ``data/benchmarks/h200_train.json`` (an H200's run) or
+``h100_train.json`` (an H100's; :data:`SHIPPED_TRAINING`). ``--stages`` adds
 where the backward's time goes (:func:`backward_stages`): the taught and the fast stages side by side.
 
 fla refuses its gated backward on Hopper GPUs with Triton 3.4 to 3.7.0 (a Triton miscompile of one of its
@@ -390,12 +391,24 @@ def format_table(results: Mapping) -> str:
     return "\n".join(lines)
 
 
+#: the shipped training runs (``data/benchmarks/<name>.json``), oldest first: an NVIDIA H200 run, and a later
+#: NVIDIA H100 run of the current kernels. Each records its device, date and versions;
+#: ``benchmarks/README.md`` says which commit each measured.
+SHIPPED_TRAINING = ("h200_train", "h100_train")
+
+
 def load_shipped_training(name: str = "h200_train") -> dict | None:
     """The shipped training results (``data/benchmarks/<name>.json``), or None where none were shipped."""
     from importlib import resources
 
     path = resources.files("mamba2_tutorial") / "data" / "benchmarks" / f"{name}.json"
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def shipped_training_runs() -> list[dict]:
+    """Every shipped training run of :data:`SHIPPED_TRAINING` that is present, oldest first."""
+    runs = (load_shipped_training(name) for name in SHIPPED_TRAINING)
+    return [r for r in runs if r is not None]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
