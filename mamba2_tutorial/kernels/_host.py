@@ -120,7 +120,9 @@ def resolve_backend(backend: str, x: torch.Tensor) -> str:
     """
     from mamba2_tutorial.backends import select_backend
 
-    name = select_backend(backend).name
+    # an explicit backend is itself (select_backend would also describe the GPU, on every call); "auto" and
+    # anything else go through select_backend, which checks the name
+    name = backend if backend in ("gpu", "cpu") else select_backend(backend).name
     if name == "gpu" and x.device.type != "cuda":
         if backend == "auto":  # a usable GPU, but the inputs are on the host: run where the data is
             return "cpu"
@@ -165,7 +167,10 @@ def launch(kernel, grid, args, backend: str, occupancy: int | None = None) -> No
     if backend == "gpu":
         import cuda.tile as ct
 
-        ct.launch(torch.cuda.current_stream(), grid, hinted(kernel, occupancy), args)
+        # the current stream of the current device, the device named by index: current_stream() without
+        # one asks torch whether CUDA is available on every call, a host cost of every launch
+        stream = torch.cuda.current_stream(torch.cuda.current_device())
+        ct.launch(stream, grid, hinted(kernel, occupancy), args)
     else:
         from mamba2_tutorial.backends import launch as launch_anywhere
 
