@@ -391,10 +391,12 @@ def format_table(results: Mapping) -> str:
     return "\n".join(lines)
 
 
-#: the shipped training runs (``data/benchmarks/<name>.json``), oldest first: an NVIDIA H100 run, and a later
-#: NVIDIA H200 run of the current kernels. Each records its device, date and versions;
-#: ``docs/perf-history.md`` says which commit each measured (the H100's bd0d653, the H200's 8e8c188).
-SHIPPED_TRAINING = ("h100_train", "h200_train")
+#: the shipped training runs (``data/benchmarks/<name>.json``), oldest first: an NVIDIA H200 run and an NVIDIA
+#: H100 run, both of the current kernels, the H100's with the backward's stages timed (``--stages``). Each
+#: records its device, date and versions; ``docs/perf-history.md`` says which commit each measured (8e8c188).
+SHIPPED_TRAINING = ("h200_train", "h100_train")
+#: the GPU the training targets (:data:`TARGETS`) are set for
+TARGET_GPU = "H200"
 
 
 def load_shipped_training(name: str = "h200_train") -> dict | None:
@@ -409,6 +411,13 @@ def shipped_training_runs() -> list[dict]:
     """Every shipped training run of :data:`SHIPPED_TRAINING` that is present, oldest first."""
     runs = (load_shipped_training(name) for name in SHIPPED_TRAINING)
     return [r for r in runs if r is not None]
+
+
+def target_run(runs: Sequence[Mapping]) -> Mapping | None:
+    """Of ``runs`` (oldest first), the one the targets are judged on and the notebooks draw: the newest on the
+    :data:`TARGET_GPU`, else the newest; None for no runs."""
+    on_target = [r for r in runs if TARGET_GPU in r["device"]]
+    return (on_target or list(runs) or [None])[-1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
