@@ -59,8 +59,7 @@ class SSDGrads(dict):
 
 def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, *, D=None, z=None, y=None,
                         dt_bias=None, initial_states=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
-                        dfinal_states=None, backend="auto", _poison=False, state_stage=None,
-                        chunk_stage=None, kernel_stages=None) -> SSDGrads:
+                        dfinal_states=None, backend="auto", _poison=False, kernel_stages=None) -> SSDGrads:
     """The gradients of ``ssd_forward`` with respect to all its inputs, given dL/d out (``dout``, b l h p) and
     optionally dL/d final_states (``dfinal_states``, b h p n).
 
@@ -69,14 +68,11 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     ``chunk_init_states`` (b, nchunks, h, p, n), the state entering each chunk. With the gate z, ``y`` is the
     output before the gate (b, l, h, p). :class:`mamba2_tutorial.autograd` calls this from ``backward``.
 
-    ``state_stage`` and ``chunk_stage`` replace kernels 1-2 (``launch_state_grads``) and 3-4
-    (``launch_chunk_bwd``) with launchers of the same contract: the fast path passes its own
-    (``fast/backward.py``). The host steps around them are the same. ``kernel_stages`` replaces both at once:
-    ``(dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_states, D, where, poison) -> (the state
-    stage's results, the chunk stage's results)``, for a backward that orders its kernels its own way.
+    ``kernel_stages`` replaces kernels 1-4 (``launch_state_grads``, then ``launch_chunk_bwd``) with a
+    function ``(dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_states, D, where, poison) ->
+    (launch_state_grads' results, launch_chunk_bwd's results)``: the fast path passes its own
+    (``fast/backward.py``), which orders its kernels its own way. The host steps around them are the same.
     """
-    state_stage = launch_state_grads if state_stage is None else state_stage
-    chunk_stage = launch_chunk_bwd if chunk_stage is None else chunk_stage
     where = resolve_backend(backend, x)
     b, l, h, p = x.shape
     nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -94,11 +90,11 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
 
     if kernel_stages is None:
         # 1-2. the state gradient, carried backwards across chunks
-        dstates, ddA_last, dinit = state_stage(dy, C, dA_cumsum, chunk_init_states, dfinal_states, where,
-                                               _poison)
+        dstates, ddA_last, dinit = launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states,
+                                                      where, _poison)
         # 3-4. every gradient inside the chunks (dB and dC summed over the heads of each group)
-        dx, dB, dC, ddt_proc, da, da_last, dD = chunk_stage(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states,
-                                                            dstates, D, where, _poison)
+        dx, dB, dC, ddt_proc, da, da_last, dD = launch_chunk_bwd(
+            x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates, D, where, _poison)
     else:
         (dstates, ddA_last, dinit), (dx, dB, dC, ddt_proc, da, da_last, dD) = kernel_stages(
             dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_states, D, where, _poison)

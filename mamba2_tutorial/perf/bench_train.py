@@ -373,6 +373,13 @@ def target_report(results: Mapping) -> str:
     return "\n".join(lines)
 
 
+def meets_targets(results: Mapping) -> bool:
+    """Whether ours is at least :data:`TARGETS` faster than each baseline at every shape of ``results`` (a
+    baseline or shape not timed is a miss)."""
+    return all(ratio is not None and ratio >= target
+               for over, target in TARGETS.items() for ratio in speedups(results, over).values())
+
+
 def format_table(results: Mapping) -> str:
     names = [n for n in TRAIN_IMPLS if any(n in r["impls"] for r in results["shapes"])]
     head = (f"{'shape':22s}" + "".join(f"{n + ' fwd+bwd':>20s}" for n in names)
