@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import sys
 import textwrap
 
@@ -35,7 +36,10 @@ from mamba2_tutorial.inputs import SHAPES, make_inputs
 from mamba2_tutorial.perf import bench, roofline
 from mamba2_tutorial.perf import results as res
 from mamba2_tutorial.perf.results import IMPLS, ResultsError, validate_results
+from mamba2_tutorial.perf.sources import kernels_sha256
 from mamba2_tutorial.reference import ssd_chunked
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 @pytest.fixture(scope="module")
@@ -217,6 +221,9 @@ def _mutate(results, path, value):
     "path, value, message",
     [
         (("schema_version",), 2, "schema_version"),
+        (("kernels_sha256",), "f271671", "results.kernels_sha256"),
+        (("kernels_sha256",), "A" * 64, "results.kernels_sha256"),
+        (("kernels_commit",), "", "results.kernels_commit"),
         (("device",), "", "results.device"),
         (("versions", "fla"), KeyError, "missing key 'fla'"),
         (("versions", "torch"), 2.11, "versions.torch"),
@@ -300,8 +307,9 @@ def test_the_shipped_results():
     what the tuning table picks now; its ceilings measured, below the datasheet's; its staged steps (where
     the run has them) end at the shipped config of their shape."""
     path = res.shipped_results_path()
-    assert path.parts[-3:] == ("data", "benchmarks", "h200.json")
+    assert path.parts[-3:-1] == ("data", "benchmarks") and path.stem in res.SHIPPED_FORWARD
     r = res.load_shipped_results()
+    assert HEX64.fullmatch(r["kernels_sha256"])  # which kernels it measured (perf.sources)
     assert "H200" in r["device"] and "FIXTURE" not in r["device"].upper()
     assert [s["name"] for s in r["shapes"]] == list(bench.DEFAULT_SHAPES)
     for s in r["shapes"]:
@@ -317,6 +325,42 @@ def test_the_shipped_results():
         shipped = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], dtype)
         assert config_from_json(rec["steps"][-1]["config"]) == shipped, rec["name"]
         assert rec["steps"][0]["config"] == config_to_json(FastConfig()), rec["name"]
+
+
+def test_the_shipped_forward_runs_are_oldest_first_and_the_newest_is_read():
+    paths = res.shipped_forward_paths()
+    assert [p.stem for p in paths] == list(res.SHIPPED_FORWARD)  # every listed run is shipped
+    dates = [json.loads(p.read_text())["date"] for p in paths]
+    assert dates == sorted(dates)
+    assert res.shipped_results_path() == paths[-1]
+
+
+def test_the_newest_shipped_run_is_picked_by_date(tmp_path, monkeypatch, fixture_results):
+    monkeypatch.setattr(res, "shipped_dir", lambda: tmp_path)
+    monkeypatch.setattr(res, "SHIPPED_FORWARD", ("a", "b", "c"))
+    with pytest.raises(FileNotFoundError, match="a.json, b.json, c.json"):
+        res.shipped_results_path()
+    dates = {"a": "2026-12-04 19:46 UTC", "c": "2026-12-09 08:00 UTC", "b": "2026-12-10 01:00 UTC"}
+    for name, date in dates.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(fixture_results, date=date)))
+    assert res.shipped_results_path().name == "b.json"   # the latest date, not the last name
+    assert res.load_shipped_results()["date"] == "2026-12-10 01:00 UTC"
+    (tmp_path / "c.json").write_text("{oops")
+    with pytest.raises(ResultsError, match="c.json: not a results object"):
+        res.shipped_results_path()
+
+
+def test_a_missing_section_is_an_error_not_an_empty_figure(fixture_results):
+    assert res.require_section(fixture_results, "steps", "notebook 10") == fixture_results["steps"]
+    with pytest.raises(ResultsError, match="no 'steps': notebook 10 needs them.*bench --steps"):
+        res.require_section(_mutate(fixture_results, ("steps",), KeyError), "steps", "notebook 10")
+    with pytest.raises(ResultsError, match="no 'sweep'"):
+        res.require_section(_mutate(fixture_results, ("sweep",), []), "sweep", "the sweep figure")
+    res.require_impl(fixture_results, "taught")
+    old = copy.deepcopy(fixture_results)
+    del old["shapes"][1]["ms"]["taught"], old["shapes"][1]["rel_err"]["taught"]
+    with pytest.raises(ResultsError, match="did not run 'taught' at \\['tiny-g3'\\]"):
+        res.require_impl(old, "taught")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -877,6 +921,7 @@ def test_run_benchmark_writes_the_steps_section(monkeypatch):
     results = bench.run_benchmark(specs, steps=[_spec("tiny")], checkpoint=checkpoints.append, **common)
     validate_results(results)
     assert [r["name"] for r in results["steps"]] == ["tiny"] and seen == [("tiny", "cpu")]
+    assert results["kernels_sha256"] == kernels_sha256()  # the run records which kernels it measured
     assert "steps" in checkpoints[-1] and all(c["complete"] is False for c in checkpoints)
     assert "steps" not in bench.run_benchmark(specs, **common)
 

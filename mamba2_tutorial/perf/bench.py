@@ -50,6 +50,7 @@ import torch
 
 from . import roofline
 from .results import IMPLS, SCHEMA_VERSION, format_overhead, format_steps, format_table, stages_of
+from .sources import kernels_sha256
 
 DEFAULT_SHAPES = ("b8-l4096-h80", "b1-l32768-h80", "b4-l2048-h24", "b2-l8192-h128-g8")
 #: shapes of the staged steps from the taught kernels to the shipped config (notebook 10)
@@ -586,6 +587,7 @@ def run_benchmark(
     header = {
         "schema_version": SCHEMA_VERSION,
         "device": device_name,
+        "kernels_sha256": kernels_sha256(),  # which kernels this run measured (perf.sources)
         "versions": versions(),
         "ceilings": ceilings.as_dict(),
         "settings": dict(settings or {}) | {"dtype": str(dtype).replace("torch.", ""), "seed": seed},

@@ -42,6 +42,7 @@ import torch
 from ..checks import relative_error, ssd_gradients
 from ..inputs import BENCHMARK_SHAPES, get_shape, make_inputs
 from .bench import DTYPES, fla_inputs, import_mamba_chunk_scan_combined, versions
+from .sources import kernels_sha256
 from .timing import time_cuda, time_host
 
 TRAIN_IMPLS = ("cutile", "taught", "mamba_ssm", "fla")
@@ -174,6 +175,7 @@ def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms,
     records = []
     results = {"schema_version": SCHEMA, "kind": "training", "device": torch.cuda.get_device_name(),
                "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               "kernels_sha256": kernels_sha256(),  # which kernels this run measured (perf.sources)
                "dtype": str(dtype).replace("torch.", ""), "versions": versions(), "missing": missing,
                "settings": {"warmup_ms": warmup_ms, "rep_ms": rep_ms, "check_len": CHECK_LEN,
                             "timer": "CUDA events, median, L2 flushed before each call",

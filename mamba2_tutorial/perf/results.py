@@ -1,12 +1,15 @@
-"""Benchmark results: the JSON schema, its validator, the shipped H200 results, the printed tables.
+"""Benchmark results: the JSON schema, its validator, the shipped runs, the printed tables.
 
-This module is pure Python (no torch, no GPU): notebooks 09 and 10 use it on a CPU to show the H200 results
-shipped in the package (``mamba2_tutorial/data/benchmarks/h200.json``, written only by a real GPU run of
-``python -m mamba2_tutorial bench --out ...``).
+This module is pure Python (no torch, no GPU): notebooks 09 and 10 use it on a CPU to show the forward runs
+shipped in the package (``mamba2_tutorial/data/benchmarks/<name>.json`` for each name of
+:data:`SHIPPED_FORWARD`, each written only by a real GPU run of ``python -m mamba2_tutorial bench --out
+...``). :func:`load_shipped_results` returns the newest of them.
 
 Schema (``SCHEMA_VERSION`` 1)::
 
     {"schema_version": 1, "device": str, "date": "YYYY-MM-DD...",
+     "kernels_sha256": str,   # the kernel sources the run measured (perf.sources); absent in old runs
+     "kernels_commit": str,   # optional: the commit whose sources those were, where known
      "versions": {"torch", "cuda_tile", "triton", "mamba_ssm", "fla": str or null},
      "ceilings": {"mma_tflops": float, "copy_tbps": float, "source": str},   # the run measures them
      "settings": {...free-form: dtype, warmup_ms, rep_ms, timer, command...},
@@ -74,7 +77,10 @@ IMPL_LABELS = {
 STAGE_ORDER = ("chunk_state", "state_passing", "chunk_state_passing", "chunk_scan")  # launch order
 DIM_KEYS = ("b", "l", "h", "p", "g", "n", "Q")
 VERSION_KEYS = ("torch", "cuda_tile", "triton", "mamba_ssm", "fla")
-SHIPPED_RESOURCE = ("data", "benchmarks", "h200.json")
+#: the shipped forward runs (``data/benchmarks/<name>.json``), oldest first; :func:`load_shipped_results`
+#: reads the newest. A new run is shipped by adding its file and its name here.
+SHIPPED_FORWARD = ("h200",)
+SHIPPED_DIR = ("data", "benchmarks")
 #: end-to-end time over the sum of the kernels' device times above which a shape is host-bound
 HOST_BOUND_RATIO = 1.5
 #: the kinds of a FastConfig's two stages as JSON (``fast.config.config_to_json``)
@@ -245,6 +251,13 @@ def validate_results(results) -> None:
         _require(
             isinstance(results.get(key), str) and results[key], f"results.{key}", "must be a non-empty string"
         )
+    sha = results.get("kernels_sha256")
+    _require(sha is None or (isinstance(sha, str) and len(sha) == 64
+                             and all(ch in "0123456789abcdef" for ch in sha)),
+             "results.kernels_sha256", f"must be a sha256 in lowercase hex (perf.sources), got {sha!r}")
+    commit = results.get("kernels_commit")
+    _require(commit is None or (isinstance(commit, str) and commit), "results.kernels_commit",
+             "must be a non-empty string where present")
     versions = results.get("versions")
     _require(isinstance(versions, Mapping), "results.versions", "must be an object")
     for k in VERSION_KEYS:
@@ -321,24 +334,75 @@ def load_results(path, *, allow_partial: bool = False) -> dict:
     return results
 
 
+def shipped_dir() -> Path:
+    """Where the package keeps its shipped results (``mamba2_tutorial/data/benchmarks``)."""
+    return Path(__file__).resolve().parents[1].joinpath(*SHIPPED_DIR)  # the package, not perf/
+
+
+def shipped_forward_paths() -> list[Path]:
+    """The files of :data:`SHIPPED_FORWARD` that the package has, oldest first."""
+    return [p for p in (shipped_dir() / f"{name}.json" for name in SHIPPED_FORWARD) if p.is_file()]
+
+
+def _date_of(path: Path) -> str:
+    try:
+        date = json.loads(path.read_text()).get("date")
+    except (json.JSONDecodeError, AttributeError) as exc:
+        raise ResultsError(f"{path}: not a results object ({exc})") from exc
+    if not isinstance(date, str):
+        raise ResultsError(f"{path}: results.date must be a string, got {date!r}")
+    return date
+
+
 def shipped_results_path() -> Path:
-    """Where the package keeps the measured H200 results."""
-    return Path(__file__).resolve().parents[1].joinpath(*SHIPPED_RESOURCE)  # the package, not perf/
+    """The newest shipped forward run: of the files of :data:`SHIPPED_FORWARD`, the one with the latest
+    ``date`` (the later name on a tie). FileNotFoundError where the package has none."""
+    paths = shipped_forward_paths()
+    if not paths:
+        names = ", ".join(f"{n}.json" for n in SHIPPED_FORWARD)
+        raise FileNotFoundError(
+            f"no shipped benchmark results ({names} under mamba2_tutorial/{'/'.join(SHIPPED_DIR)}): they are "
+            "written by a GPU run of `python -m mamba2_tutorial bench --out FILE.json`"
+        )
+    return max(enumerate(paths), key=lambda ip: (_date_of(ip[1]), ip[0]))[1]
 
 
 def load_shipped_results(*, allow_partial: bool = False) -> dict:
-    """The H200 results shipped with the package (a run of ``python -m mamba2_tutorial bench``), validated.
+    """The newest forward run shipped with the package (:func:`shipped_results_path`), validated.
 
-    Raises FileNotFoundError if the package has none yet, ResultsError if the file breaks the schema or is
-    the checkpoint of an unfinished run (unless ``allow_partial``).
+    Raises FileNotFoundError if the package has none, ResultsError if the file breaks the schema or is the
+    checkpoint of an unfinished run (unless ``allow_partial``). The run's ``device`` says which GPU measured
+    it, and :func:`~mamba2_tutorial.perf.sources.staleness_note` whether the kernels have changed since.
     """
     path = shipped_results_path()
-    if not path.exists():
-        raise FileNotFoundError(
-            f"no shipped benchmark results at {path}: they are written by a GPU run of "
-            "`python -m mamba2_tutorial bench --out mamba2_tutorial/data/benchmarks/h200.json`"
-        )
+    if not path.is_file():
+        raise FileNotFoundError(f"no shipped benchmark results at {path}: they are written by a GPU run of "
+                                "`python -m mamba2_tutorial bench --out FILE.json`")
     return load_results(path, allow_partial=allow_partial)
+
+
+def require_section(results: Mapping, key: str, what: str) -> list:
+    """``results[key]``, non-empty, or ResultsError saying what is missing and how to measure it: a notebook
+    that teaches a section of the results fails without it rather than drawing an empty figure."""
+    section = results.get(key)
+    if not section:
+        flag = {"steps": " --steps", "sweep": " --sweep"}.get(key, "")
+        raise ResultsError(
+            f"the results of {results.get('device', '?')} ({results.get('date', '?')}) have no {key!r}: "
+            f"{what} needs them; ship a run of `python -m mamba2_tutorial bench{flag}` that measured them "
+            f"(perf.results.SHIPPED_FORWARD)")
+    return section
+
+
+def require_impl(results: Mapping, impl: str, records: str = "shapes") -> None:
+    """ResultsError unless every record of ``results[records]`` timed ``impl`` (or says why not)."""
+    recs = results.get(records) or []
+    missing = [r["name"] for r in recs if impl not in r["ms"]]
+    if not recs or missing:
+        raise ResultsError(
+            f"the results of {results.get('device', '?')} ({results.get('date', '?')}) did not run {impl!r} "
+            f"at {missing or 'any shape'}: ship a run of `python -m mamba2_tutorial bench` that measured it "
+            f"(perf.results.SHIPPED_FORWARD)")
 
 
 # ----------------------------------------------------------------------------------------------------
