@@ -26,9 +26,15 @@ install: $(STAMP)
 env: $(STAMP)
 	$(BIN)/python -m mamba2_tutorial env
 
+# As root (a container, a cloud notebook VM, many classroom images) JupyterLab refuses to start unless told
+# --allow-root: say so in one line and pass it. LAB_ARGS adds options (e.g. LAB_ARGS="--no-browser --port 8890").
+ROOT_USER := $(filter 0,$(shell id -u 2>/dev/null))
+LAB_ARGS ?=
+
 lab: $(STAMP)
 	$(BIN)/python -m mamba2_tutorial env
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+	@$(if $(ROOT_USER),echo "make lab: running as root: JupyterLab starts with --allow-root.")
+	$(BIN)/jupyter lab $(if $(ROOT_USER),--allow-root) $(LAB_ARGS) notebooks/00_start_here.ipynb
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not platforms.cutile_available():
         if opts.skip_unsupported and not platforms.has_cutile_wheels():
             print(f"compile check skipped: {platforms.cutile_unavailable_reason()}. The kernel notebooks, "
-                  "exercises 4-6 and the tests that need cuTile are skipped here too.")
+                  "the cuTile exercises and the tests that need cuTile are skipped here too.")
             return 0
         print(f"error: {platforms.cutile_unavailable_message()}", file=sys.stderr)
         return 1

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from .platforms import (
     HOW_TO_CONTINUE,
+    course_map,
     cutile_import_error,
     has_cutile_wheels,
     platform_label,
@@ -76,10 +77,10 @@ class Problem:
 
 @dataclass
 class EnvironmentReport:
-    """Facts about this machine and the tier the kernel notebooks (04-08) will use.
+    """Facts about this machine and the tier the kernel notebooks will use.
 
     ``tier`` is ``"gpu"`` (cuTile kernels run on the GPU), ``"cpu"`` (they run on the package's CPU tile
-    executor) or ``"none"`` (cuTile is not available: only notebooks 00-03 and 09 and exercises 1-3 run);
+    executor) or ``"none"`` (cuTile is not available: only the plain PyTorch notebooks and exercises run);
     ``tier_reason`` says why. ``problems`` lists actionable messages; empty means nothing to fix.
     ``verdict`` says which notebooks run here and, where the kernels cannot, how to continue.
     """
@@ -109,14 +110,17 @@ class EnvironmentReport:
 
     @property
     def verdict(self) -> str:
-        """Which notebooks and exercises run here, and how to continue where the kernel notebooks cannot."""
+        """Which notebooks and exercises run here, and how to continue where the kernel notebooks cannot.
+
+        The lists come from the notebooks themselves (:func:`mamba2_tutorial.platforms.course_map`)."""
+        course = course_map()
         if self.tier in ("gpu", "cpu"):
             where = f"on the {self.tier.upper()} tier"
             if self.tier == "gpu" and self.gpu_name:
                 where += f" ({self.gpu_name})"
-            return f"READY: every notebook (00-09) and exercise (1-6) runs here, the cuTile kernels {where}."
-        head = ("NOT READY FOR THE KERNELS: notebooks 00-03 and 09 and exercises 1-3 run here; the kernel "
-                "notebooks 04-08 and exercises 4-6 need cuTile, which is not available here.")
+            return f"READY: {course.all_phrase} runs here, the cuTile kernels {where}."
+        head = (f"NOT READY FOR THE KERNELS: {course.plain_phrase} run here; the kernel "
+                f"{course.kernel_phrase} need cuTile, which is not available here.")
         if has_cutile_wheels(self.system, self.machine):
             return head + ' Install it: `make install`, or `pip install -e ".[dev]"` in the repository.'
         return f"{head}\n{HOW_TO_CONTINUE}"

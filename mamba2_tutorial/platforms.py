@@ -2,8 +2,8 @@
 
 cuda-tile 1.7 ships wheels for Linux and Windows, on x86-64 and on ARM64, and nothing else (no macOS wheel, no
 source distribution). The project installs everywhere (``pyproject.toml`` asks for cuda-tile only where its
-wheels exist, with :data:`CUTILE_MARKER`), and ``import mamba2_tutorial`` never needs cuTile: notebooks 00-03
-and 09 and exercises 1-3 are plain PyTorch. The kernel notebooks (04-08) and exercises 4-6 start with
+wheels exist, with :data:`CUTILE_MARKER`), and ``import mamba2_tutorial`` never needs cuTile: the notebooks
+and exercises before the kernels are plain PyTorch. The kernel notebooks and the cuTile exercises start with
 
     import mamba2_tutorial as m2
     m2.require_cutile()
@@ -11,6 +11,10 @@ and 09 and exercises 1-3 are plain PyTorch. The kernel notebooks (04-08) and exe
 which does nothing where cuTile imports, and elsewhere stops the notebook at that cell with
 :class:`CuTileUnavailable`: cuTile is not available on this platform, and how to continue (the dev container
 in ``.devcontainer/``, or a Linux or Windows machine).
+
+Which notebooks are which is read from the notebooks themselves (:func:`course_map`): a notebook is a kernel
+notebook when its first code cell calls ``require_cutile()``, so every message that lists them stays true as
+notebooks are added.
 """
 
 from __future__ import annotations
@@ -19,21 +23,25 @@ import functools
 import json
 import platform
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "CUTILE_MARKER",
     "CUTILE_PLATFORMS",
+    "CourseMap",
     "CuTileUnavailable",
     "HOW_TO_CONTINUE",
     "cutile_available",
     "cutile_import_error",
     "cutile_unavailable_message",
     "cutile_unavailable_reason",
+    "course_map",
     "has_cutile_wheels",
     "is_cutile_import_error",
     "notebook_requires_cutile",
     "platform_label",
+    "span",
     "require_cutile",
     "this_platform",
 ]
@@ -150,8 +158,8 @@ def cutile_unavailable_message(error: BaseException | str | None = None, system:
     lines = [cutile_unavailable_reason(error, system, machine) + "."]
     if not has_cutile_wheels(system, machine):
         lines.append("cuda-tile is published for Linux and Windows (x86-64 and ARM64) only, so the cuTile "
-                     "kernels (notebooks 04-08, exercises 4-6) cannot run on this machine. Notebooks 00-03 "
-                     "and 09 and exercises 1-3 need only PyTorch and run here.")
+                     f"kernels ({course_map().kernel_phrase}) cannot run on this machine. "
+                     f"{course_map().plain_phrase.capitalize()} need only PyTorch and run here.")
         lines.append(HOW_TO_CONTINUE)
     else:
         lines.append("This platform has cuda-tile wheels: install the project with its dependencies "
@@ -179,3 +187,100 @@ def require_cutile() -> None:
     error = cutile_import_error()
     if error is not None:
         raise CuTileUnavailable(cutile_unavailable_message(error)) from error
+
+
+# -- which notebooks need cuTile, read from the notebooks ----------------------------------------------------
+#: the repository's notebooks folder (the project is installed in editable mode from a clone)
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def span(numbers, width: int = 1) -> str:
+    """Numbers as ranges, zero-padded to ``width``: ``[0, 1, 2, 3, 9, 10]`` -> ``"00-03 and 09-10"``."""
+    nums = sorted(set(numbers))
+    runs: list[tuple[int, int]] = []
+    for n in nums:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], n)
+        else:
+            runs.append((n, n))
+    parts = [f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}" for a, b in runs]
+    if len(parts) <= 1:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+@dataclass(frozen=True)
+class CourseMap:
+    """The notebooks and exercises of the course, split by whether they need cuTile.
+
+    ``plain`` and ``kernel`` hold notebook numbers (0 for ``00_start_here``), ``plain_exercises`` and
+    ``kernel_exercises`` exercise numbers (5 for ``ex05_...``; the tiers of one exercise count once)."""
+
+    plain: tuple[int, ...]
+    kernel: tuple[int, ...]
+    plain_exercises: tuple[int, ...]
+    kernel_exercises: tuple[int, ...]
+
+    @property
+    def notebooks(self) -> tuple[int, ...]:
+        return tuple(sorted(self.plain + self.kernel))
+
+    @property
+    def exercises(self) -> tuple[int, ...]:
+        return tuple(sorted(self.plain_exercises + self.kernel_exercises))
+
+    @staticmethod
+    def _phrase(notebooks, exercises) -> str:
+        parts = []
+        if notebooks:
+            parts.append(f"notebook{'s' if len(notebooks) > 1 else ''} {span(notebooks, 2)}")
+        if exercises:
+            parts.append(f"exercise{'s' if len(exercises) > 1 else ''} {span(exercises)}")
+        return " and ".join(parts) if parts else "no notebook"
+
+    @property
+    def plain_phrase(self) -> str:
+        """e.g. "notebooks 00-03 and 09 and exercises 1-3": what runs without cuTile."""
+        return self._phrase(self.plain, self.plain_exercises)
+
+    @property
+    def kernel_phrase(self) -> str:
+        """e.g. "notebooks 04-08 and 10-12 and exercises 4-8": what needs cuTile."""
+        return self._phrase(self.kernel, self.kernel_exercises)
+
+    @property
+    def all_phrase(self) -> str:
+        """e.g. "every notebook (00-12) and exercise (1-8)"."""
+        return f"every notebook ({span(self.notebooks, 2)}) and exercise ({span(self.exercises)})"
+
+
+_NUMBERED = re.compile(r"^(?:ex)?(\d+)_")
+
+
+def course_map(root: str | Path | None = None) -> CourseMap:
+    """Read the course from ``root`` (default: the repository's ``notebooks/``): every ``NN_*.ipynb`` there
+    and every ``exNN_*.ipynb`` in ``exercises/``, each classified by :func:`notebook_requires_cutile`.
+
+    Raises FileNotFoundError, saying where it looked, when there are no notebooks (the package was installed
+    without its repository)."""
+    folder = Path(root) if root is not None else NOTEBOOKS_DIR
+    return _course_map(str(folder.resolve()))
+
+
+@functools.lru_cache(maxsize=8)
+def _course_map(folder: str) -> CourseMap:
+    root = Path(folder)
+    groups: dict[str, set[int]] = {"plain": set(), "kernel": set(), "plain_ex": set(), "kernel_ex": set()}
+    for sub, suffix in ((root, ""), (root / "exercises", "_ex")):
+        for path in sorted(sub.glob("*.ipynb")):
+            m = _NUMBERED.match(path.name)
+            if not m or (suffix == "_ex") != path.name.startswith("ex"):
+                continue
+            kind = "kernel" if notebook_requires_cutile(path) else "plain"
+            groups[kind + suffix].add(int(m.group(1)))
+    if not groups["plain"] and not groups["kernel"]:
+        raise FileNotFoundError(f"no course notebooks (NN_*.ipynb) in {root}: the course map is read from "
+                                "the repository's notebooks/ folder (install the project from a clone)")
+    # an exercise whose tiers disagree counts as a kernel exercise
+    groups["plain_ex"] -= groups["kernel_ex"]
+    return CourseMap(*(tuple(sorted(groups[k])) for k in ("plain", "kernel", "plain_ex", "kernel_ex")))

@@ -122,7 +122,8 @@ def test_where_the_wheels_exist_cutile_imports():
 def test_the_message_on_a_mac_says_what_runs_and_how_to_continue():
     msg = cutile_unavailable_message(ModuleNotFoundError("No module named 'cuda'", name="cuda"), *MAC)
     assert msg.startswith("cuTile is not available on this platform, macOS arm64 (Apple Silicon)")
-    for needed in ("Notebooks 00-03 and 09 and exercises 1-3", "notebooks 04-08", ".devcontainer/",
+    for needed in ("Notebooks 00-03 and 09 and exercises 1-3", "notebooks 04-08 and 10-12 and exercises 4-8",
+                   ".devcontainer/",
                    "Reopen in Container", "Codespace", "Linux or Windows machine", "NVIDIA GPU"):
         assert needed in msg, (needed, msg)
     intel = cutile_unavailable_message(None, "Darwin", "x86_64")
@@ -169,7 +170,8 @@ def _report(tier, system, machine, **kw):
 
 def test_the_verdict_of_each_kind_of_machine():
     mac = _report("none", *MAC, cutile_error="No module named 'cuda'")
-    assert mac.verdict.startswith("NOT READY FOR THE KERNELS: notebooks 00-03 and 09 and exercises 1-3 run")
+    assert mac.verdict.startswith("NOT READY FOR THE KERNELS: notebooks 00-03 and 09 and exercises 1-3 run "
+                                  "here; the kernel notebooks 04-08 and 10-12 and exercises 4-8 need cuTile")
     assert platforms.HOW_TO_CONTINUE in mac.verdict
     text = str(mac)
     assert "macOS arm64 (Apple Silicon): no cuda-tile wheels" in text and "Nothing to fix" not in text
@@ -180,7 +182,7 @@ def test_the_verdict_of_each_kind_of_machine():
     assert 'Install it: `make install`, or `pip install -e ".[dev]"`' in linux.verdict
     assert "`import cuda.tile` fails: boom" in str(linux)
     cpu = _report("cpu", "Linux", "aarch64", cuda_tile="1.7.0")
-    assert cpu.verdict == ("READY: every notebook (00-09) and exercise (1-6) runs here, the cuTile kernels "
+    assert cpu.verdict == ("READY: every notebook (00-12) and exercise (1-8) runs here, the cuTile kernels "
                            "on the CPU tier.")
     gpu = _report("gpu", "Linux", "x86_64", cuda_tile="1.7.0", gpu_name="NVIDIA H200")
     assert gpu.verdict.endswith("the cuTile kernels on the GPU tier (NVIDIA H200).")
@@ -440,3 +442,48 @@ def test_readme_and_instructors_guide_share_the_platform_table_and_the_pre_class
         for quoted in re.findall(r"`Verdict: ([^`]+?)(?:,? \.\.\.| …)?`", text):
             quoted = " ".join(quoted.split()).rstrip(" .…;")  # inline code may wrap across lines
             assert any(v.startswith(quoted) for v in (mac.verdict, ready.verdict)), quoted
+
+
+# ----------------------------------------------------------------------- the course map, read from notebooks
+
+
+def _notebook(path: Path, first_cell: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# title"]},
+             {"cell_type": "code", "metadata": {}, "source": [first_cell], "outputs": [],
+              "execution_count": None}]
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+
+
+def test_the_course_map_is_read_from_the_notebooks(tmp_path):
+    """Adding a notebook or an exercise changes every list the learner reads; nothing is hard-coded."""
+    plain, kernel = "import mamba2_tutorial as m2", "import mamba2_tutorial as m2\nm2.require_cutile()"
+    for name, cell in [("00_start.ipynb", plain), ("01_a.ipynb", plain), ("02_b.ipynb", kernel),
+                       ("03_c.ipynb", kernel), ("05_e.ipynb", plain), ("07_g.ipynb", kernel),
+                       ("exercises/ex01_a.ipynb", plain), ("exercises/ex02_b.ipynb", kernel),
+                       ("exercises/ex02_b_open.ipynb", kernel), ("exercises/ex03_c.ipynb", kernel),
+                       ("exercises/notes.ipynb", plain), ("scratch.ipynb", kernel)]:
+        _notebook(tmp_path / name, cell)
+    course = platforms.course_map(tmp_path)
+    assert course.plain == (0, 1, 5) and course.kernel == (2, 3, 7)
+    # the two tiers of ex02 count once
+    assert course.plain_exercises == (1,) and course.kernel_exercises == (2, 3)
+    assert course.plain_phrase == "notebooks 00-01 and 05 and exercise 1"
+    assert course.kernel_phrase == "notebooks 02-03 and 07 and exercises 2-3"
+    assert course.all_phrase == "every notebook (00-03, 05 and 07) and exercise (1-3)"
+    with pytest.raises(FileNotFoundError, match="no course notebooks"):
+        platforms.course_map(tmp_path / "exercises" / "nothing-here")
+
+
+def test_the_verdict_lists_the_notebooks_that_exist():
+    """The report's lists are this repository's notebooks: every ladder notebook and every exercise."""
+    ladder = sorted(int(p.name[:2]) for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    exercises = sorted({int(p.name[2:4]) for p in (NOTEBOOKS / "exercises").glob("ex[0-9][0-9]_*.ipynb")})
+    ready = _report("cpu", "Linux", "x86_64", cuda_tile="1.7.0")
+    assert ready.verdict.startswith(f"READY: every notebook ({ladder[0]:02d}-{ladder[-1]:02d}) and exercise "
+                                    f"({exercises[0]}-{exercises[-1]}) runs here")
+    course = platforms.course_map()
+    assert course.notebooks == tuple(ladder) and course.exercises == tuple(exercises)
+    kernel = {int(p.name[:2]) for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb") if notebook_requires_cutile(p)}
+    assert set(course.kernel) == kernel and 4 in kernel and 1 not in kernel
+    assert platforms.span([0, 1, 2, 3, 9, 10, 11], 2) == "00-03 and 09-11" and platforms.span([4]) == "4"
