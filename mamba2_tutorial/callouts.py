@@ -6,17 +6,24 @@ is a piece of text that must occur on exactly one line of the source, so a callo
 wrong line: when the kernel changes, the notebook fails here and names the callout to fix. Several keys may
 share a number, to mark a region of a few lines. The numbers must be 1, 2, ..., N, and each number first
 appears below the previous one, so the explanations read top to bottom.
+
+``show_diff(before, after, before_lines=(first, last), after_lines=(first, last))`` shows what changed from
+one kernel (or a region of it) to another as a unified diff, computed with :mod:`difflib` from the functions'
+own sources: never pasted text, so it follows the kernels as they change. A region runs from the line holding
+``first`` to the line holding ``last``, each a piece of text on exactly one line, like a callout's key.
 """
 
 from __future__ import annotations
 
+import difflib
 import html
 import inspect
+import textwrap
 from collections.abc import Mapping
 
 from .compile import IRListing
 
-__all__ = ["MARKERS", "CalloutListing", "marker", "show_callouts"]
+__all__ = ["MARKERS", "CalloutListing", "DiffListing", "marker", "show_callouts", "show_diff"]
 
 #: markers align at this column at most (a listing stays readable in a notebook's width)
 ALIGN = 100
@@ -119,3 +126,72 @@ def show_callouts(obj, callouts: Mapping[str, int]) -> CalloutListing:
     docstring. Also reachable as ``show_source(obj, callouts=...)``."""
     text, title = _source_of(obj)
     return CalloutListing(text, place_callouts(text, callouts, name=title), title=title)
+
+
+def _one_line(lines: list[str], key: str, what: str, name: str) -> int:
+    if not isinstance(key, str) or not key.strip():
+        raise ValueError(f"the {what} of a region must be non-empty text on one line, got {key!r}")
+    found = [i for i, line in enumerate(lines) if key in line]
+    if len(found) != 1:
+        where = "no line" if not found else "lines " + ", ".join(str(i + 1) for i in found)
+        raise ValueError(f"the region's {what} {key!r} is on {where} of {name}; it must name exactly one "
+                         "line")
+    return found[0]
+
+
+def source_region(obj, lines: tuple[str, str] | None = None) -> tuple[str, str]:
+    """``(text, title)``: the source of ``obj`` (a ``@ct.kernel`` or a function), or only the lines from the
+    one holding ``lines[0]`` to the one holding ``lines[1]``, dedented. ValueError naming an anchor that is on
+    no line or on several, or a region that ends before it starts."""
+    text, title = _source_of(obj)
+    if lines is None:
+        return text, title
+    if not (isinstance(lines, tuple) and len(lines) == 2):
+        raise ValueError(f"a region is (first line's text, last line's text), got {lines!r}")
+    all_lines = text.splitlines()
+    first = _one_line(all_lines, lines[0], "first line", title)
+    last = _one_line(all_lines, lines[1], "last line", title)
+    if last < first:
+        raise ValueError(f"the region of {title} ends (line {last + 1}) before it starts (line {first + 1})")
+    region = textwrap.dedent("\n".join(all_lines[first:last + 1])) + "\n"
+    return region, f"{title}, lines {first + 1}-{last + 1}"
+
+
+class DiffListing(CalloutListing):
+    """A unified diff of two sources (``-`` lines only in ``before``, ``+`` lines only in ``after``).
+    ``removed`` and ``added`` hold those lines' text (stripped), so a notebook can assert what a change is."""
+
+    def __init__(self, text: str, *, title: str, removed: list[str], added: list[str]):
+        super().__init__(text, {}, title=title)
+        self.removed, self.added = removed, added
+
+    def _shown(self) -> str:
+        return self.text.rstrip("\n")
+
+    def _repr_html_(self) -> str:
+        colors = {"+": "#d4f7d4", "-": "#ffd7d5", "@": "#e8eefc"}
+        out = []
+        for line in self.text.rstrip("\n").splitlines():
+            esc = html.escape(line)
+            bg = colors.get(line[:1])
+            out.append(f'<span style="background:{bg}">{esc}</span>' if bg else esc)
+        head = f"<b>{html.escape(self.title)}</b>" if self.title else ""
+        return f'{head}<pre style="font-size:11px;line-height:1.3">{chr(10).join(out)}</pre>'
+
+
+def show_diff(before, after, *, before_lines: tuple[str, str] | None = None,
+              after_lines: tuple[str, str] | None = None, context: int = 2) -> DiffListing:
+    """What changed from ``before`` to ``after`` (kernels or functions, or regions of them: see
+    :func:`source_region`), as a unified diff with ``context`` unchanged lines around each change. ValueError
+    where the two are the same (a diff that shows nothing teaches nothing)."""
+    a, a_title = source_region(before, before_lines)
+    b, b_title = source_region(after, after_lines)
+    a_lines, b_lines = a.splitlines(), b.splitlines()
+    diff = list(difflib.unified_diff(a_lines, b_lines, a_title, b_title, n=context, lineterm=""))
+    if not diff:
+        raise ValueError(f"{a_title} and {b_title} are the same: there is no change to show")
+    body = diff[2:]  # the two file headers are the title
+    removed = [line[1:].strip() for line in body if line.startswith("-")]
+    added = [line[1:].strip() for line in body if line.startswith("+")]
+    return DiffListing("\n".join(body) + "\n", title=f"- {a_title}\n+ {b_title}", removed=removed,
+                       added=added)

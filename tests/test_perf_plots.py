@@ -180,3 +180,106 @@ def test_the_steps_on_the_roofline(fixture_results):
         st |= {"ms": None, "error": "not run"}
     with pytest.raises(ValueError, match="no step at b8-l4096-h80 was timed"):
         plots.plot_steps_roofline(r)
+
+
+# ----------------------------------------------------------------------------------------------------
+# notebook 10's lesson: steps merged where they bought nothing, each step's report, the source diffs
+
+
+def _with_times(rec, times):
+    r = copy.deepcopy(rec)
+    for st, ms in zip(r["steps"], times):
+        st["ms"] = ms
+    return r
+
+
+def test_steps_that_bought_nothing_are_merged_into_the_next(fixture_results):
+    rec = res.steps_record(fixture_results, "b8-l4096-h80")
+    names = [s["name"] for s in rec["steps"]]
+    # steps 2 and 5 within 1% of the step before: each merged into the step after it
+    r = _with_times(rec, [1.5, 1.0, 0.995, 0.8, 0.7, 0.699, 0.6])
+    shown = res.presented_steps(r)
+    assert [s["merged"] for s in shown] == [[names[0]], [names[1]], names[2:4], [names[4]], names[5:7]]
+    assert shown[2]["name"] == f"{names[2]} + {names[3]}" and shown[2]["ms"] == 0.8
+    assert shown[2]["config"] == r["steps"][3]["config"]  # the later step's numbers and config
+    # the last step bought nothing: merged into the one before
+    shown = res.presented_steps(_with_times(rec, [1.5, 1.0, 0.9, 0.8, 0.7, 0.6, 0.599]))
+    assert shown[-1]["merged"] == names[5:7] and shown[-1]["ms"] == 0.599 and len(shown) == 6
+    # the step right after the taught one bought nothing: merged forward; the taught step stays alone
+    shown = res.presented_steps(_with_times(rec, [1.0, 0.999, 0.9, 0.8, 0.7, 0.6, 0.5]))
+    assert [s["merged"] for s in shown][:2] == [[names[0]], names[1:3]] and len(shown) == 6
+    # every step bought something: nothing merged
+    assert len(res.presented_steps(_with_times(rec, [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4]))) == 7
+    fig = plots.plot_steps_waterfall({**fixture_results, "steps": [r]}, "b8-l4096-h80", min_gain=0.02)
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert len(labels) == 5 and any(names[3].split(",")[0] in lab for lab in labels)
+
+
+def test_a_waterfall_with_no_timed_step_is_an_error(fixture_results):
+    rec = res.steps_record(fixture_results, "b8-l4096-h80")
+    r = _with_times(rec, [None] * len(rec["steps"]))
+    for st in r["steps"]:
+        st["error"] = "not run"
+    with pytest.raises(ValueError, match="no step at b8-l4096-h80 was timed"):
+        plots.plot_steps_waterfall({**fixture_results, "steps": [r]}, "b8-l4096-h80")
+
+
+def test_config_changes_and_the_step_report(fixture_results):
+    rec = res.steps_record(fixture_results, "b8-l4096-h80")
+    cfg = [s["config"] for s in rec["steps"]]
+    assert res.config_changes(cfg[1], cfg[2]) == ["scan: plain -> shared", "scan.occupancy: - -> 3"]
+    assert res.config_changes(cfg[4], cfg[5]) == ["scan.decay: exact -> key_log2"]
+    assert res.config_changes(cfg[3], cfg[3]) == []
+    report = res.step_report(fixture_results, rec, 2)
+    st, before = rec["steps"][2], rec["steps"][1]
+    assert f"{st['ms']:.3f} ms, {before['ms'] / st['ms']:.2f}x the step before" in report
+    intensity, tflops = res.step_point(rec, st, res.ceilings_of(fixture_results))
+    assert f"{intensity:.0f} FLOP/byte, {tflops:.0f} TFLOP/s" in report
+    assert "chunk_scan" in report and "its floor" in report
+    failed = dict(st, ms=None, error="failed the check")
+    assert "not timed (failed the check)" in res.step_report(
+        fixture_results, dict(rec, steps=rec["steps"][:2] + [failed]), 2)
+    with pytest.raises(ValueError, match="was not timed"):
+        res.step_point(rec, failed, res.ceilings_of(fixture_results))
+
+
+def _before(a, b):
+    """Sample function for the diffs: the old way."""
+    total = a + b
+    return total * 2
+
+
+def _after(a, b):
+    """Sample function for the diffs: the new way."""
+    total = a + b
+    scaled = total << 1
+    return scaled
+
+
+def test_the_datasheet_is_the_runs_gpus():
+    assert roofline.datasheet_for("NVIDIA H200") is roofline.H200_DATASHEET
+    assert roofline.datasheet_for("NVIDIA H100 80GB HBM3") is roofline.H100_DATASHEET
+    assert roofline.datasheet_for("NVIDIA A100-SXM4-80GB") is None
+
+
+def test_show_diff_is_computed_from_the_sources():
+    from mamba2_tutorial.callouts import show_diff, source_region
+
+    d = show_diff(_before, _after)
+    assert d.removed == ["def _before(a, b):", '"""Sample function for the diffs: the old way."""',
+                         "return total * 2"]
+    assert "scaled = total << 1" in d.added and "def _after(a, b):" in d.added
+    assert " total = a + b" not in d.added  # unchanged lines are context, not changes
+    assert "-    return total * 2" in str(d) and "<span" in d._repr_html_()
+    d = show_diff(_before, _after, before_lines=("total = a + b", "return total * 2"),
+                  after_lines=("total = a + b", "return scaled"))
+    assert d.removed == ["return total * 2"] and d.added == ["scaled = total << 1", "return scaled"]
+    assert source_region(_after, ("scaled =", "return scaled"))[0] == "scaled = total << 1\nreturn scaled\n"
+    with pytest.raises(ValueError, match="is on no line"):
+        show_diff(_before, _after, before_lines=("no such text", "return"))
+    with pytest.raises(ValueError, match="lines .* it must name exactly one line"):
+        show_diff(_before, _after, before_lines=("total", "return"))
+    with pytest.raises(ValueError, match="ends .* before it starts"):
+        show_diff(_before, _after, before_lines=("return total", "total = a + b"))
+    with pytest.raises(ValueError, match="the same: there is no change"):
+        show_diff(_before, _before)

@@ -25,6 +25,7 @@ from .results import (
     ceilings_of,
     device_ms,
     host_bound,
+    presented_steps,
     speedup,
     stages_of,
     step_costs,
@@ -247,14 +248,18 @@ def _step_label(i: int, name: str) -> str:
     return f"{i}. " + "\n".join(textwrap.wrap(name, 14))
 
 
-def plot_steps_waterfall(results: Mapping, name: str | None = None, *, ax=None) -> Figure:
+def plot_steps_waterfall(results: Mapping, name: str | None = None, *, ax=None,
+                         min_gain: float | None = None) -> Figure:
     """The staged steps at one shape (default: the first measured) as a waterfall: each step's time as a
     stack of its stages, each timed alone (the taught kernels' three, then the fused state stage and the
     scan), a black tick at its end-to-end time, a dashed step from the time before with the change it bought
     written above, and the floor of the step's design (short dashes) over the whole forward's floor
-    (dotted)."""
+    (dotted). With ``min_gain``, a step that bought less than that fraction is merged into the next
+    (``results.presented_steps``). ValueError where no step was timed."""
     rec = steps_record(results, name)
-    steps = rec["steps"]
+    steps = presented_steps(rec, min_gain) if min_gain is not None else rec["steps"]
+    if all(st["ms"] is None for st in steps):
+        raise ValueError(f"no step at {rec['name']} was timed: nothing to draw")
     ceilings = ceilings_of(results)
     fig, ax = _new_axes(ax, figsize=(max(6.4, 1.15 * len(steps) + 1.5), 4.8))
     w = 0.6
@@ -301,20 +306,23 @@ def plot_steps_waterfall(results: Mapping, name: str | None = None, *, ax=None) 
     return fig
 
 
-def plot_steps_roofline(results: Mapping, name: str | None = None, *, ax=None) -> Figure:
+def plot_steps_roofline(results: Mapping, name: str | None = None, *, ax=None,
+                        min_gain: float | None = None) -> Figure:
     """The staged steps at one shape on the roofline: achieved TFLOP/s (the forward's counted FLOPs over the
     step's end-to-end time) against the arithmetic intensity of the step's design (counted FLOPs over the
     bytes its stages move, ``roofline.kernel_costs``: fusing state passing moves the point right, since the
     chunk states no longer cross memory; the other steps move it up). The dotted line is the intensity of
-    the whole forward (inputs read once, output written once), the best any design can reach."""
+    the whole forward (inputs read once, output written once), the best any design can reach. ``min_gain``
+    merges steps as :func:`plot_steps_waterfall` does."""
     rec = steps_record(results, name)
+    steps = presented_steps(rec, min_gain) if min_gain is not None else rec["steps"]
     ceilings = ceilings_of(results)
     peak, bw = ceilings.mma_flops_per_s / 1e12, ceilings.copy_bytes_per_s / 1e12
     nbytes = DTYPE_BYTES.get(rec["dtype"], 2)
     whole = roofline.forward_cost(rec["dims"], io_bytes=nbytes, dt_bytes=nbytes)
     fig, ax = _new_axes(ax)
     pts = []
-    for i, st in enumerate(rec["steps"]):
+    for i, st in enumerate(steps):
         if st["ms"] is None:
             continue
         costs = step_costs(rec, st).values()

@@ -649,3 +649,93 @@ def format_steps(results: Mapping) -> str:
         parts += [f"  {i} {st['name']}: {st['idea']}" for i, st in enumerate(steps)]
         parts += [f"  not timed: {st['name']}: {st['error']}" for st in steps if st.get("error")]
     return "\n".join(parts)
+
+
+# ----------------------------------------------------------------------------------------------------
+# the staged steps as notebook 10 presents them
+
+#: a step that bought less than this fraction over the step before changed nothing measurable: notebook 10's
+#: waterfall merges it into the step after it (the full table keeps every step)
+MIN_STEP_GAIN = 0.02
+
+
+def _fmt_field(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, list):
+        return "(" + ", ".join(map(str, v)) + ")" if v else "()"
+    return str(v)
+
+
+def config_changes(before: Mapping, after: Mapping) -> list[str]:
+    """What one config (as JSON, ``fast.config.config_to_json``) changes from another, one line per field:
+    ``"scan: plain -> shared"``, ``"scan.occupancy: - -> 3"``."""
+    out = []
+    for stage in CONFIG_KINDS:
+        a, b = before[stage], after[stage]
+        if a.get("kind") != b.get("kind"):
+            out.append(f"{stage}: {a.get('kind')} -> {b.get('kind')}")
+        for key in [k for k in b if k != "kind"] + [k for k in a if k != "kind" and k not in b]:
+            va, vb = a.get(key), b.get(key)
+            if va != vb:
+                out.append(f"{stage}.{key}: {_fmt_field(va)} -> {_fmt_field(vb)}")
+    return out
+
+
+def presented_steps(rec: Mapping, min_gain: float = MIN_STEP_GAIN) -> list[dict]:
+    """The staged steps of one record as the waterfall shows them: a step whose time is within ``min_gain``
+    of the step before's (it changed nothing measurable) is merged into the step after it (or, as the last
+    step, into the one before), the merged entry named ``"a + b"`` with the later step's time, stages and
+    config, and ``merged`` listing the steps it holds. The taught step (the first) and untimed steps are
+    never merged."""
+    steps = rec["steps"]
+    out: list[dict] = []
+    pending: list[str] = []
+    prev_ms = None
+    for i, st in enumerate(steps):
+        ms = st["ms"]
+        small = (i > 0 and ms is not None and prev_ms is not None and prev_ms / ms - 1 < min_gain)
+        if small and i < len(steps) - 1:
+            pending.append(st["name"])
+        else:
+            names = pending + [st["name"]]
+            if small and len(out) > 1:  # the last step bought nothing: merge it into the one before
+                names = out.pop()["merged"] + names
+            out.append(dict(st, name=" + ".join(names), merged=names))
+            pending = []
+        if ms is not None:
+            prev_ms = ms
+    return out
+
+
+def step_point(rec: Mapping, step: Mapping, ceilings: roofline.Ceilings) -> tuple[float, float]:
+    """A step's point on the roofline: the arithmetic intensity of its design (the forward's FLOPs over the
+    bytes its stages move) and its achieved rate in TFLOP/s (those FLOPs over its end-to-end time)."""
+    if step["ms"] is None:
+        raise ValueError(f"step {step['name']!r} was not timed: {step.get('error')}")
+    costs = step_costs(rec, step).values()
+    flops, nbytes = sum(c.flops for c in costs), sum(c.bytes for c in costs)
+    return flops / nbytes, flops / (step["ms"] * 1e-3) / 1e12
+
+
+def step_report(results: Mapping, rec: Mapping, index: int) -> str:
+    """One step's measurement in a line or three: its time and what it bought over the step before, each
+    stage timed alone against its floor, and its point on the roofline."""
+    ceilings = ceilings_of(results)
+    steps = rec["steps"]
+    st = steps[index]
+    if st["ms"] is None:
+        return f"{rec['name']}, step {index} {st['name']}: not timed ({st.get('error')})"
+    before = next((s for s in reversed(steps[:index]) if s["ms"] is not None), None)
+    bought = "" if before is None else (f", {before['ms'] / st['ms']:.2f}x the step before "
+                                        f"({st['ms'] - before['ms']:+.3f} ms)")
+    floors = {k: c.floor_ms(ceilings) for k, c in step_costs(rec, st).items()}
+    km = st.get("kernels_ms") or {}
+    stages = ", ".join(f"{k} {_fmt_ms(km[k])} ms ({km[k] / floors[k]:.1f}x its floor)"
+                       for k in stages_of(km))
+    intensity, tflops = step_point(rec, st, ceilings)
+    return (f"{rec['name']}, step {index} {st['name']}: {_fmt_ms(st['ms'])} ms{bought}; "
+            f"{steps[0]['ms'] / st['ms']:.2f}x the taught kernels\n"
+            f"  stages, each timed alone: {stages or 'not timed'}\n"
+            f"  on the roofline: {intensity:.0f} FLOP/byte, {tflops:.0f} TFLOP/s "
+            f"({tflops * 1e12 / ceilings.mma_flops_per_s:.0%} of the measured matrix rate)")

@@ -349,6 +349,19 @@ H200_CEILINGS = Ceilings(
 #: the H200 SXM datasheet's dense bf16 tensor-core rate and HBM3e bandwidth: peaks at the boost clock that no
 #: real kernel sustains (the measured ceilings are what a kernel can reach)
 H200_DATASHEET = Ceilings(989e12, 4.8e12, "NVIDIA H200 SXM datasheet: 989 TFLOP/s dense bf16, 4.8 TB/s HBM3e")
+#: the H100 SXM datasheet's: the same tensor cores, HBM3 at 3.35 TB/s
+H100_DATASHEET = Ceilings(989e12, 3.35e12,
+                          "NVIDIA H100 SXM datasheet: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3")
+
+
+def datasheet_for(device: str) -> Ceilings | None:
+    """The datasheet's peaks for a GPU named as ``torch.cuda.get_device_name`` names it (an H200, or an H100
+    in its SXM form, "H100 80GB HBM3"); None for a GPU this module has no datasheet for."""
+    if "H200" in device:
+        return H200_DATASHEET
+    if "H100" in device and "HBM3" in device:
+        return H100_DATASHEET
+    return None
 
 
 def floor_ms(dims, ceilings: Ceilings | None = None, **cost_kwargs) -> float:
