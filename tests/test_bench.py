@@ -310,6 +310,9 @@ def test_the_shipped_results():
     assert path.parts[-3:-1] == ("data", "benchmarks") and path.stem in res.SHIPPED_FORWARD
     r = res.load_shipped_results()
     assert HEX64.fullmatch(r["kernels_sha256"])  # which kernels it measured (perf.sources)
+    # what notebooks 09 and 10 teach from it: the taught forward beside ours, the staged steps
+    res.require_impl(r, "taught")
+    res.require_section(r, "steps", "notebook 10")
     assert "H200" in r["device"] and "FIXTURE" not in r["device"].upper()
     assert [s["name"] for s in r["shapes"]] == list(bench.DEFAULT_SHAPES)
     for s in r["shapes"]:
