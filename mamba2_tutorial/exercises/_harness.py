@@ -218,14 +218,16 @@ def compare(
     axes: Sequence[str] | None = None,
     dtype_hint: str | None = None,
     extra: Callable[[torch.Tensor, torch.Tensor], tuple[str, str] | None] | None = None,
+    diagnose: Callable[[], tuple[str, str | None] | None] | None = None,
 ) -> None:
     """Raise ExerciseFailed unless ``actual`` matches ``expected`` (via ``checks.assert_close``).
 
     Order of diagnosis: type, shape, dtype, an exercise-specific structural test ``extra(actual, expected)``
     returning (what, hint) or None, non-finite values, then the numeric comparison. On a wrong value the hint
     is, in this order: the mistake detector the learner's output matches, the probe that confirms its cause,
-    or (no cause confirmed) the exercise's nudge ``hint``, after where the wrong elements are (``axes`` names
-    the output's dimensions).
+    the finding of ``diagnose()`` (the kernel exercises' experiments, :mod:`._experiments`), or (no cause
+    confirmed) the exercise's nudge ``hint``, after where the wrong elements are (``axes`` names the output's
+    dimensions).
     """
     __tracebackhide__ = True
     from mamba2_tutorial.checks import assert_close
@@ -265,6 +267,9 @@ def compare(
         probe = _probe(probes)
         if probe is not None:
             return f"{probe.label}.\n      {probe.hint}", probe.recipe
+        found = diagnose() if diagnose is not None else None
+        if found is not None:
+            return found
         where = locate(wrong.cpu(), axes)
         return (f"{where}\n      {hint}" if where else hint), None
 
@@ -411,16 +416,38 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
         ) from None
     except Exception as exc:  # noqa: BLE001 - re-raised with the case and a hint
         kind = type(exc).__name__
-        extra = ""
-        if _is_tile_error(exc):
-            extra = (
-                " cuTile type-checks the kernel before running it: read the line number in the message. "
-                "Tile shapes must be compile-time powers of two (pass sizes as ct.Constant[int]), loads "
-                "take the index in TILE units, and mma operands must share one dtype."
-            )
+        if _is_tile_error(exc):  # cuTile's own message first, then what its rules say about it
+            raise fail(check, case, f"cuTile rejected your kernel on the {backend} backend ({kind}):\n{exc}",
+                       tile_error_hint(str(exc))) from exc
+        if isinstance(exc, IndexError):  # the executor names the offsets a load or store reached
+            hint = ("a load or store reached outside its array, so an index is off. Loads and stores take "
+                    "the index in TILE units: along an axis tiled by Q, tile c starts at element c*Q, so the "
+                    "index is c, not c*Q; the message gives the element offsets your index reached.")
         raise fail(
-            check, case, f"launching your kernel on the {backend} backend raised {kind}: {exc}", hint + extra
+            check, case, f"launching your kernel on the {backend} backend raised {kind}: {exc}", hint
         ) from exc
+
+
+def tile_error_hint(message: str) -> str:
+    """The hint for a cuTile compile error: the rule its message points at, then where to look."""
+    low = message.lower()
+    rules = []
+    if "power of two" in low or "power of 2" in low:
+        rules.append("tile shapes must be compile-time powers of two: build them from ct.Constant[int] "
+                     "parameters (Q, TP, TN), never from an array's size")
+    if "depends on path" in low or "loop" in low:
+        rules.append("a tile carried through a loop keeps one shape and dtype: start it with the dtype and "
+                     "shape it has inside the loop (e.g. ct.zeros((TP, TN), dtype=ct.float32))")
+    if "mma" in low or "dtype" in low or "float" in low and "bfloat16" in low:
+        rules.append("ct.mma's two operands must share one dtype (cast with .astype(x.dtype)); the "
+                     "accumulator is float32")
+    if "shape" in low and not rules:
+        rules.append("the shapes of the operands do not fit: print each tile's shape (in the CPU executor, "
+                     "print(tile.shape) works inside the kernel) and check the mma's inner sizes and the "
+                     "reshapes before each store")
+    rule = "; ".join(rules) if rules else "read the message above: it names the rule and the line"
+    return (f"cuTile type-checks the kernel before running it, and the message above gives the line. "
+            f"{rule[0].upper() + rule[1:]}. Loads and stores take the index in TILE units.")
 
 
 # ------------------------------------------------------------------------------------------ tiered help

@@ -16,9 +16,9 @@ import math
 
 import torch
 
+from ._experiments import Diagnosis, Experiment, Lab, Linearity, Reading, once, positions, replace
 from ._harness import (
     Case,
-    Mistake,
     Probe,
     check_kernel_on_backends,
     compare,
@@ -67,56 +67,121 @@ def _cases(device: str) -> list[Case]:
     return cases
 
 
-def _variant(case: Case, *, with_A=True, reverse=False, pad_zero=True, exclusive=False):
-    dt, A, Q = case.inputs["dt"].double().cpu(), case.inputs["A"].double().cpu(), case.inputs["Q"]
-    b, l, h = dt.shape
-    nc = math.ceil(l / Q)
-    fill = 0.0 if pad_zero else float("nan")
-    d = torch.full((b, nc * Q, h), fill, dtype=torch.float64)
-    d[:, :l] = dt
-    d = d.reshape(b, nc, Q, h).permute(0, 3, 1, 2)  # (b, h, nc, Q)
-    dA = d * A[None, :, None, None] if with_A else d
-    cs = dA.flip(-1).cumsum(-1).flip(-1) if reverse else dA.cumsum(-1)
-    if exclusive:
-        cs = cs - dA
-    return d, cs
+def _run(kernel, backend: str, device: str, case: Case):
+    """Launch the learner's kernel on any inputs {dt, A, Q}: {dt_out, dA_cumsum} (prefilled buffers)."""
+
+    def run(inputs):
+        dt, A, Q = inputs["dt"], inputs["A"], inputs["Q"]
+        b, l, h = dt.shape
+        nc = math.ceil(l / Q)
+        outs = [prefilled((b, h, nc, Q), device=device) for _ in range(2)]
+        args = (dt.float().to(device), A.float().to(device), *outs, Q)
+        run_kernel(CHECK, kernel, (b, nc, h), args, case, _NUDGE, backend)
+        return {"dt_out": outs[0], "dA_cumsum": outs[1]}
+
+    return run
 
 
-def _mistakes(which: int) -> list[Mistake]:
-    return [
-        Mistake("the ragged tail left unpadded", lambda c: _variant(c, pad_zero=False)[which], _PAD_HINT),
-        Mistake(
-            "a cumsum of dt (without A)",
-            lambda c: _variant(c, with_A=False)[which],
-            "dA_cumsum is the cumsum of dt * A[h] (the log-decay), not of dt alone.",
-        ),
-        Mistake(
-            "an exclusive cumsum (position s left out of its own sum)",
-            lambda c: _variant(c, exclusive=True)[which],
-            "the cumsum is inclusive: dA_cumsum[s] includes dt_s * A itself, as ct.cumsum(v, axis=0) "
-            "computes it; do not subtract v afterwards or shift it by one position.",
-        ),
-        Mistake(
-            "a reverse cumsum",
-            lambda c: _variant(c, reverse=True)[which],
-            "the cumsum runs forward in time: ct.cumsum(v, axis=0) with the default reverse=False.",
-        ),
-    ]
+def _reference(inputs):
+    from mamba2_tutorial.reference import chunk_cumsum
+
+    dt_out, dA = chunk_cumsum(inputs["dt"].double().cpu(), inputs["A"].double().cpu(), inputs["Q"])
+    return {"dt_out": dt_out, "dA_cumsum": dA}
 
 
-def _tail(actual: torch.Tensor, l: int, Q: int, name: str):
-    """(what, hint) if positions past the sequence end are not 0, else None."""
-    b, h, nc, _ = actual.shape
-    pos = torch.arange(nc * Q, device=actual.device).reshape(nc, Q)
-    past = (pos >= l)[None, None].expand_as(actual)
-    if past.any() and not bool((actual[past] == 0).all()):
-        idx = tuple(int(i) for i in (past & (actual != 0)).nonzero()[0])
-        return (
-            f"{name}{list(idx)} is {actual[idx].item()}, but position {idx[2] * Q + idx[3]} is past the end "
-            f"of the sequence (l={l}) and must be 0.",
-            _PAD_HINT,
-        )
+def _impulse(base):
+    """dt 1 at a single position (batch 0, the last head, chunk 1, position Q // 2), 0 elsewhere; A = -1."""
+    Q, h = base["Q"], base["dt"].shape[2]
+    dt = torch.zeros(1, 3 * Q, h)
+    dt[0, Q + Q // 2, h - 1] = 1.0
+    return replace(base, dt=dt, A=-torch.ones(h))
+
+
+def _read_impulse(lab, inputs, got):
+    """Where the kernel puts a single step of size 1 (see :func:`_impulse`)."""
+    Q, h = inputs["Q"], inputs["dt"].shape[2]
+    q0, hh = Q // 2, h - 1
+    where = f"dt = 1 at one position (position {Q + q0}: chunk 1, position {q0}; head {hh}) and 0 elsewhere"
+    dt_out, dA = got["dt_out"][0], got["dA_cumsum"][0]  # (h, nc, Q)
+    if not bool(torch.isfinite(dt_out).all() and torch.isfinite(dA).all()):
+        return None
+    hits = (dt_out.abs() > 0.5).nonzero().tolist()
+    if hits != [[hh, 1, q0]]:
+        found = ", ".join(f"head {a}, chunk {c}, position {q}" for a, c, q in hits[:4]) or "nowhere"
+        return (f"With {where}, your dt_out holds it at {found}: the chunk's step sizes do not reach "
+                f"dt_out[bi, hi, c, :] from dt[bi, c*Q : (c+1)*Q, hi], so a load or store index is off.\n"
+                f"      Loads and stores take the index in TILE units: the chunk is tile (bi, c, hi) of dt in"
+                f" tiles of shape (1, Q, 1), and it is stored at (bi, hi, c, 0) of dt_out.", None)
+    outside = dA.clone()
+    outside[hh, 1] = 0
+    if bool((outside.abs() > 1e-6).any()):
+        if bool((dA[hh, 2:].abs() > 1e-6).any()):
+            return (f"With {where}, your dA_cumsum is nonzero in chunk 2 as well: the running sum carries "
+                    f"over from one chunk into the next.\n      Each block sums its own chunk only: the "
+                    f"cumsum restarts at 0 at every chunk's first position.", None)
+        return None
+    step = dA[hh, 1].abs() > 1e-6
+    pos = torch.arange(Q)
+    if bool((step == (pos >= q0)).all()):
+        return None
+    said = (f"With {where}, your dA_cumsum in that chunk is nonzero at positions {positions(step)}, not "
+            f"{q0}..{Q - 1}")
+    if bool((step == (pos > q0)).all()):
+        return (f"{said}: it starts one position late, so position s is left out of its own sum.\n      The "
+                f"cumsum is inclusive: dA_cumsum[s] = dt_0*A + ... + dt_s*A, as ct.cumsum(v, axis=0) "
+                f"computes it; do not subtract v or shift by one.", None)
+    if bool((step == (pos <= q0)).all()) or bool((step == (pos < q0)).all()):
+        return (f"{said}: the sum runs backwards, toward the chunk's start.\n      The cumsum runs forward "
+                f"in time: ct.cumsum(v, axis=0), with the default reverse=False.", None)
+    if bool((step == (pos == q0)).all()):
+        return (f"{said}: the value stays at its own position, so no running sum is taken along the "
+                f"chunk's positions (the sum runs over another axis, of size 1).\n      Reshape the "
+                f"(1, Q, 1) tile to (Q,) and take ct.cumsum(..., axis=0): the sum over the chunk's Q "
+                f"positions.", None)
     return None
+
+
+def _tame(base):
+    """The same case with every dt*A scaled into [-4, 0] (None when it already is mild)."""
+    top = float((base["dt"] * base["A"].abs()).max())
+    return replace(base, dt=base["dt"] * (4.0 / top)) if top > 20 else None
+
+
+def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
+    """The experiments of exercise 4, in the order they run (see :mod:`._experiments`)."""
+    lab = Lab(_run(kernel, backend, device, case), _reference)
+    h = case.inputs["dt"].shape[2]
+    steps = [
+        Experiment("With A the same number for every head", lambda b: replace(b, A=torch.full((h,), -0.7)),
+                   "so A is read at the wrong index",
+                   "A has one entry per head: load A[hi] with this block's head index hi (the grid's axis "
+                   "2), ct.load(A, (hi,), shape=())."),
+        Experiment("With A = 1 for every head", lambda b: replace(b, A=torch.ones(h)),
+                   "so the factor A[hi] is where your kernel goes wrong (missing, or in the wrong output)",
+                   "dA_cumsum is the cumsum of dt * A[hi]: multiply the chunk's step sizes by A[hi] "
+                   "(ct.load(A, (hi,), shape=()), a 0-d tile) before ct.cumsum; dt_out holds the step sizes "
+                   "themselves."),
+        Experiment("With A's sign flipped", lambda b: replace(b, A=-b["A"]), "your kernel flips A's sign",
+                   "A is already negative (it is the decay rate itself): multiply by A[hi] as it is.",
+                   undo=True),
+        Linearity(["dt"], ["dt_out", "dA_cumsum"], "dt",
+                  "your kernel applies a nonlinearity to dt (softplus, exp, a bias, a square, ...)",
+                  "dt arrives already processed (positive: no bias or softplus here): store it as it is and "
+                  "take the cumsum of dt * A[hi]."),
+        Linearity(["A"], ["dA_cumsum"], "A",
+                  "your kernel applies a nonlinearity to A (exp? -exp?)",
+                  "A arrives as the (negative) decay rate itself: dA_cumsum is the cumsum of dt * A[hi]."),
+        Reading(_impulse, _read_impulse),
+    ]
+    prelude = [(_tame, "With the same case at milder decay (every dt*A scaled into [-4, 0]) your output is "
+                "right: your kernel breaks only where dt*A is large",
+                "look for a step that overflows or loses precision for large |dt*A| (an exp, a division): "
+                "the cumsum itself needs neither.")]
+    return Diagnosis(lab, steps, prelude)
+
+
+def _diagnose(kernel, backend: str, device: str, case: Case):
+    return _diagnosis(kernel, backend, device, case)(dict(case.inputs))
 
 
 def _padding_probe(kernel, case: Case, backend: str, device: str, expected, which: int, tol: float) -> Probe:
@@ -155,6 +220,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         run_kernel(CHECK, kernel, (b, nc, h), args, case, _NUDGE, backend)
         dt_out, dA_cs = dt_out.cpu(), dA_cs.cpu()
         tol = 1e-5 * max(1.0, float(dA_exp.abs().max()))
+        diagnose = once(_diagnose, kernel, backend, device, case)
         for name, act, exp, which in (("dt_out", dt_out, dt_exp, 0), ("dA_cumsum", dA_cs, dA_exp, 1)):
             compare(
                 CHECK,
@@ -165,12 +231,10 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
                 rtol=1e-5,
                 atol=tol,
                 hint=_NUDGE,
-                mistakes=_mistakes(which),
                 probes=[_padding_probe(kernel, case, backend, device, (dt_exp, dA_exp)[which], which, tol)],
+                diagnose=diagnose,
                 axes=("batch entry", "head", "chunk", "position"),
-                extra=lambda a, e, name=name, l=l, Q=Q: (
-                    unwritten(a, e) or (_tail(a, l, Q, name) if name == "dt_out" else None)
-                ),
+                extra=unwritten,
             )
     return cases
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import torch
 
 from ..kernels._host import next_power_of_two
+from ._experiments import Diagnosis, Experiment, Lab, Linearity, as_float32, once, replace, tame_decay
 from ._harness import (
     Case,
-    Mistake,
     Probe,
     check_kernel_on_backends,
     compare,
@@ -95,97 +95,179 @@ def _cases(device: str) -> list[Case]:
     return cases
 
 
-def _variant(case: Case, *, mask=True, decay="right", dt_in=True, state_term="right", cb="CB",
-             mapping="interleave"):
-    """A (possibly wrong) chunk scan in float64, written independently of the reference, for the detectors."""
-    i = {k: v.detach().cpu().double() for k, v in case.inputs.items()}
-    x, dt, dA, C, B, S = i["x"], i["dt_out"], i["dA_cumsum"], i["C"], i["B"], i["chunk_init_states"]
-    b, l, h, p = x.shape
-    g, n = B.shape[2], B.shape[3]
-    nc, Q = dt.shape[2], dt.shape[3]
-    heads = torch.arange(h) // (h // g) if mapping == "interleave" else torch.arange(h) % g
+LOG2E = 1.4426950408889634
 
-    def chunks(t, width):  # (b, l, groups or heads, width) -> (b, nc, Q, groups or heads, width), zero-padded
-        out = torch.zeros(b, nc * Q, t.shape[2], width, dtype=t.dtype)
-        out[:, :l] = t
-        return out.reshape(b, nc, Q, t.shape[2], width)
-
-    xc = chunks(x, p)
-    Cc, Bc = chunks(C, n)[:, :, :, heads], chunks(B, n)[:, :, :, heads]   # (b, nc, Q, h, n)
-    dAc = dA.permute(0, 2, 3, 1)                                             # (b, nc, Q, h)
-    dtc = dt.permute(0, 2, 3, 1)
-    CB = torch.einsum("bcshn,bckhn->bchsk", Cc, Bc)
-    if cb == "BC":
-        CB = CB.transpose(-1, -2)
-    seg = dAc.permute(0, 1, 3, 2)[..., :, None] - dAc.permute(0, 1, 3, 2)[..., None, :]   # (b, nc, h, s, k)
-    causal = torch.ones(Q, Q, dtype=torch.bool).tril()
-    E = {
-        "right": lambda: torch.exp(seg.clamp(max=0)),
-        "unclamped": lambda: torch.exp(seg),          # no mask and no ct.minimum: exp(positive) above
-        "flipped": lambda: torch.exp(-seg),
-        "exp2": lambda: torch.exp2(seg.clamp(max=0)),
-        "none": lambda: torch.ones_like(seg),
-    }[decay]()
-    W = CB * E if not mask else (CB * E).masked_fill(~causal, 0.0)
-    if dt_in:
-        W = W * dtc.permute(0, 1, 3, 2)[..., None, :]
-    y = torch.einsum("bchsk,bckhp->bcshp", W, xc)
-    if state_term != "none":
-        read = torch.einsum("bcshn,bchpn->bcshp", Cc, S)
-        if state_term == "right":
-            read = read * torch.exp(dAc)[..., None]
-        y = y + read
-    return y.reshape(b, nc * Q, h, p)[:, :l]
+_KEYS = ("x", "dt_out", "dA_cumsum", "C", "B", "chunk_init_states")
 
 
-def _mistakes() -> list[Mistake]:
-    def m(**kw):
-        return lambda case: _variant(case, **kw)
+def _run(kernel, backend: str, device: str, case: Case):
+    """Launch the learner's kernel on any inputs {x, dt_out, dA_cumsum, C, B, chunk_init_states}: {y}.
 
-    return [
-        Mistake("no causal mask: W is not zero above the diagonal", m(mask=False), _DECAY_HINT),
-        Mistake("no causal mask: W is not zero above the diagonal", m(mask=False, decay="unclamped"),
-                _DECAY_HINT),
-        Mistake("the decay exponent flipped, exp(dA_cs[k] - dA_cs[s])", m(decay="flipped"), _DECAY_HINT),
-        Mistake(
-            "no decay inside the chunk (what a flipped difference under ct.minimum(..., 0.0) gives too)",
-            m(decay="none"),
-            _DECAY_HINT,
-        ),
-        Mistake(
-            "exp2 without the factor LOG2E",
-            m(decay="exp2"),
-            "ct.exp2(v) is 2**v: to get exp(v) write ct.exp2(v * LOG2E) with LOG2E = 1.4426950408889634 "
-            "(= 1 / ln 2), or use ct.exp.",
-        ),
-        Mistake(
-            "the input term without dt",
-            m(dt_in=False),
-            "each source position k enters as dt_k * x_k: scale the columns of W by dt (dt[None, :]).",
-        ),
-        Mistake(
-            "the state term left out",
-            m(state_term="none"),
-            "the chunk also sees the state entering it: add exp(dA_cs[s]) * (C_s . state), one more "
-            "ct.mma of C with the transposed state tile.",
-        ),
-        Mistake(
-            "the entering state without its decay exp(dA_cs[s])",
-            m(state_term="undecayed"),
-            "the entering state has decayed by exp(dA_cs[s]) when it reaches position s of the chunk: "
-            "multiply row s of C @ stateᵀ by ct.exp(dA_cs)[:, None].",
-        ),
-        Mistake(
-            "B Cᵀ instead of C Bᵀ",
-            m(cb="BC"),
-            "C reads (the query, row s), B writes (the key, column k): CB = ct.mma(C, ct.transpose(B), ...).",
-        ),
-        Mistake(
-            "the wrong group mapping (h % g)",
-            m(mapping="modulo"),
-            "head hi uses group hi // HEADS_PER_GROUP (consecutive heads share a group), not hi % g.",
-        ),
+    p and n are read from x and B, so chunk_init_states may be given transposed, (..., n, p)."""
+
+    def run(inputs):
+        x, dt_out, dA, C, B, S = (inputs[k].to(device) for k in _KEYS)
+        b, l, h, p = x.shape
+        g, n = B.shape[2], B.shape[3]
+        nc, Q = dt_out.shape[2], dt_out.shape[3]
+        y = prefilled((b, l, h, p), dtype=x.dtype, device=device)
+        args = (x, dt_out.float(), dA.float(), C, B, S.float(), y, Q, next_power_of_two(p),
+                next_power_of_two(n), h // g)
+        run_kernel(CHECK, kernel, (b, nc, h), args, case, _NUDGE, backend)
+        return {"y": y}
+
+    return run
+
+
+def _reference(inputs):
+    from mamba2_tutorial.reference import chunk_scan
+
+    return {"y": chunk_scan(*(inputs[k].double().cpu() for k in _KEYS))}
+
+
+def _no_state(b):
+    return replace(b, chunk_init_states=torch.zeros_like(b["chunk_init_states"]))
+
+
+def _no_input(b):
+    return replace(b, x=torch.zeros_like(b["x"]))
+
+
+def _transposed_state(b):
+    """The entering state stored transposed, (..., n, p): None unless the tiles are square."""
+    S = b["chunk_init_states"]
+    if next_power_of_two(S.shape[-1]) != next_power_of_two(S.shape[-2]):
+        return None
+    return replace(b, chunk_init_states=S.transpose(-1, -2).contiguous())
+
+
+def _first_position_only(b):
+    """x zero except at each chunk's first position: no output may see a later position."""
+    x = torch.zeros_like(b["x"])
+    Q = b["dt_out"].shape[-1]
+    x[:, ::Q] = b["x"][:, ::Q]
+    return replace(b, x=x)
+
+
+def _parity(b, same: bool):
+    """C and B with C_s . B_k = 0 whenever s - k is even (``same``: ... whenever s - k is odd): C_s and B_k
+    use unit vectors chosen by the parity of the position."""
+    C, B = torch.zeros_like(b["C"]), torch.zeros_like(b["B"])
+    if C.shape[-1] < 2:
+        return None
+    l = C.shape[1]
+    even = torch.arange(l) % 2 == 0
+    C[:, even, :, 0], C[:, ~even, :, 1] = 1.0, 1.0
+    if same:
+        B[:, even, :, 0], B[:, ~even, :, 1] = 1.0, 1.0
+    else:
+        B[:, even, :, 1], B[:, ~even, :, 0] = 1.0, 1.0
+    return replace(b, C=C, B=B)
+
+
+def _only_diagonal(b):
+    """Every position forgets all before it (a step of -60 in dA_cumsum per position): W is its diagonal."""
+    Q = b["dt_out"].shape[-1]
+    dA = (-60.0 * torch.arange(1, Q + 1, dtype=torch.float32)).expand_as(b["dA_cumsum"]).clone()
+    return _no_state(replace(b, dA_cumsum=dA))
+
+
+def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
+    """The experiments of exercise 7, in the order they run (see :mod:`._experiments`)."""
+    lab = Lab(_run(kernel, backend, device, case), _reference)
+    zero = torch.zeros_like
+
+    def same_groups(b, keys):
+        return replace(b, **{k: b[k][:, :, :1].expand_as(b[k]).clone() for k in keys})
+
+    group_hint = "head hi reads group hi // HEADS_PER_GROUP (consecutive heads share a group), for C and B."
+    state_steps = [  # run on the case with x = 0: the state term alone
+        Experiment("With x = 0 (the state term alone) and the entering state stored transposed in memory",
+                   _transposed_state, "your kernel multiplies C by the state untransposed",
+                   "C_s . state is C (Q, TN) times stateᵀ (TN, TP): ct.mma(C, ct.transpose(state), acc). "
+                   "(Without the transpose it compiles only when TP == TN, as in this case.)", undo=True),
+        Experiment("With x = 0 (the state term alone) and dA_cumsum = 0",
+                   lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
+                   "so the decay of the state term is wrong",
+                   "the entering state has decayed by exp(dA_cs[s]) when it reaches position s: multiply ROW "
+                   "s of C @ stateᵀ by it, ct.exp(dA_cs)[:, None]."),
+        Experiment("With x = 0 (the state term alone) and C the same for every group",
+                   lambda b: same_groups(b, ("C",)), "so the state term reads C of the wrong group",
+                   group_hint),
     ]
+    input_steps = [  # run on the case with a zero entering state: the chunk's own inputs alone
+        Experiment("With the entering state = 0 and C and B exchanged",
+                   lambda b: replace(b, C=b["B"].clone(), B=b["C"].clone()), "your kernel computes B Cᵀ",
+                   "C reads (the query, row s), B writes (the key, column k): CB = ct.mma(C, "
+                   "ct.transpose(B), acc), W[s, k] = (C_s . B_k) * ...", undo=True),
+        Experiment("With the entering state = 0 and dA_cumsum multiplied by log2(e)",
+                   lambda b: replace(b, dA_cumsum=b["dA_cumsum"] * LOG2E),
+                   "your kernel computes 2**v where the decay is exp(v)",
+                   "ct.exp2(v) is 2**v: write ct.exp(v), or ct.exp2(v * LOG2E) with LOG2E = "
+                   "1.4426950408889634.", undo=True),
+        Experiment("With the entering state = 0 and dA_cumsum's sign flipped",
+                   lambda b: replace(b, dA_cumsum=-b["dA_cumsum"]),
+                   "the decay's exponent has its sign flipped", _DECAY_HINT, undo=True),
+        Experiment("With the entering state = 0 and x zero except at each chunk's first position",
+                   _first_position_only,
+                   "so later positions leak into earlier outputs: W is not zero above the diagonal (k > s)",
+                   _DECAY_HINT),
+        Experiment("With the entering state = 0 and C_s . B_k = 0 whenever s - k is even (the diagonal "
+                   "among them)", lambda b: _parity(b, same=False),
+                   "so the diagonal k = s is what goes wrong (the check confirmed it: with only the diagonal "
+                   "left, your output is wrong); the causal mask must keep k <= s, pos[:, None] >= "
+                   "pos[None, :]", "y_s includes position s itself: W[s, s] = (C_s . B_s) * dt_s.",
+                   controls=[_only_diagonal]),
+        Experiment("With the entering state = 0 and dt the same at every position (0.6)",
+                   lambda b: replace(b, dt_out=torch.full_like(b["dt_out"], 0.6)),
+                   "so dt reaches the wrong elements when it differs from position to position",
+                   "dt_k belongs to the SOURCE position k, a column of W: W = CB * decay * dt[None, :] "
+                   "(dt[:, None] would scale the rows, the targets s)."),
+        Experiment("With the entering state = 0 and dt = 1 at every position",
+                   lambda b: replace(b, dt_out=torch.ones_like(b["dt_out"])),
+                   "so the factor dt is wrong (missing, or applied more than once)",
+                   "each source position k enters as dt_k * x_k: scale the columns of W by dt, once."),
+        Experiment("With the entering state = 0 and dA_cumsum = 0 (every decay 1)",
+                   lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
+                   "so the decay inside the chunk is wrong", _DECAY_HINT),
+        Experiment("With the entering state = 0 and C and B the same for every group",
+                   lambda b: same_groups(b, ("C", "B")), "so your kernel reads C and B of the wrong group",
+                   group_hint),
+        Linearity(["dt_out"], ["y"], "dt", "your kernel applies a nonlinearity to dt (softplus? exp?)",
+                  "dt_out arrives as the step sizes themselves: W = CB * decay * dt[None, :].",
+                  setting="the entering state = 0 and "),
+    ]
+    steps = [
+        Experiment("With the entering state set to zero", _no_state, "so the state term is wrong",
+                   "the chunk also sees the state entering it: y += exp(dA_cs)[:, None] * (C @ stateᵀ), one "
+                   "ct.mma of C with the transposed state tile.", then=state_steps, then_base=_no_input),
+        Experiment("With x = 0 (only the entering state left)", _no_input,
+                   "so the term of the chunk's own inputs, W @ x, is wrong",
+                   "W[s, k] = (C_s . B_k) * exp(dA_cs[s] - dA_cs[k]) * dt_k for k <= s, 0 above the "
+                   "diagonal; y += W @ x.", then=input_steps, then_base=_no_state),
+        Experiment("With C and B the same for every group", lambda b: same_groups(b, ("C", "B")),
+                   "so your kernel reads C and B of the wrong group", group_hint),
+        Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
+                   "so the decays are wrong", _DECAY_HINT),
+        Linearity(["x", "chunk_init_states"], ["y"], "x and the entering state",
+                  "your kernel applies a nonlinearity, or adds a constant, to its inputs or its output "
+                  "(silu? the gate is not part of this kernel)", "y is linear in x and the state: W @ x + "
+                  "exp(dA_cs)[:, None] * (C @ stateᵀ), nothing else."),
+    ]
+    prelude = [
+        (lambda b: as_float32(b, ("x", "C", "B")), "With the same inputs in float32 your output is right: "
+         "only the bfloat16 inputs go wrong", "build W in float32 and cast it to x.dtype only for the mma; "
+         "cast the state to C.dtype for its mma; accumulate both into float32 tiles."),
+        (tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output is "
+         "right: your kernel breaks only where the decay is strong", "above the diagonal dA_cs[s] - dA_cs[k] "
+         "is positive and exp overflows to inf (and inf * 0 = NaN): clamp it, ct.exp(ct.minimum(v, 0.0)), "
+         "and mask W with ct.where."),
+    ]
+    return Diagnosis(lab, steps, prelude)
+
+
+def _diagnose(kernel, backend: str, device: str, case: Case):
+    return _diagnosis(kernel, backend, device, case)(dict(case.inputs))
 
 
 def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torch.Tensor, tol) -> Probe:
@@ -222,7 +304,6 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
     from mamba2_tutorial.reference import chunk_scan
 
     cases = _cases(device)
-    mistakes = _mistakes()
     for case in cases:
         case.name += f", {backend} backend"
         i = case.inputs
@@ -249,8 +330,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             rtol=tol[0],
             atol=tol[1],
             hint=_NUDGE,
-            mistakes=mistakes,
             probes=[_padding_probe(kernel, case, backend, device, expected, tol)],
+            diagnose=once(_diagnose, kernel, backend, device, case),
             axes=("batch entry", "position", "head", ""),
             extra=unwritten,
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from ..kernels._host import next_power_of_two
+from ._experiments import Diagnosis, Experiment, Lab, Linearity, as_float32, once, replace, tame_decay
 from ._harness import (
     Case,
     Mistake,
@@ -261,16 +262,110 @@ _KERNEL_SPECS = [
 
 
 
-def _kernel_mistakes() -> list[Mistake]:
-    return [
-        *_mistakes(),
-        Mistake(
-            "exp2 without the factor LOG2E",
-            lambda c: _variant(c, decay="exp2"),
-            "ct.exp2(v) is 2**v: to get exp(v) write ct.exp2(v * LOG2E) with LOG2E = 1.4426950408889634 "
-            "(= 1 / ln 2), or use ct.exp.",
-        ),
+LOG2E = 1.4426950408889634
+
+_EXP2_HINT = ("ct.exp2(v) is 2**v: to get exp(v) write ct.exp2(v * LOG2E) with LOG2E = 1.4426950408889634 "
+              "(= 1 / ln 2), or use ct.exp.")
+
+
+def _kernel_run(kernel, backend: str, device: str, case: Case):
+    """Launch the learner's kernel on any inputs {x, B, dt_out, dA_cumsum}: {states} (a prefilled buffer)."""
+
+    def run(inputs):
+        x, B, dt_out, dA = (inputs[k].to(device) for k in ("x", "B", "dt_out", "dA_cumsum"))
+        b, _, h, p = x.shape
+        g, n = B.shape[2], B.shape[3]
+        nc, Q = dt_out.shape[2], dt_out.shape[3]
+        states = prefilled((b, nc, h, p, n), device=device)
+        args = (x, B, dt_out.float(), dA.float(), states, Q, next_power_of_two(p), next_power_of_two(n),
+                h // g)
+        run_kernel(CHECK_KERNEL, kernel, (b, nc, h), args, case, _KERNEL_NUDGE, backend)
+        return {"states": states}
+
+    return run
+
+
+def _kernel_reference(inputs):
+    from mamba2_tutorial.reference import chunk_state
+
+    x, B, dt_out, dA = (inputs[k].double().cpu() for k in ("x", "B", "dt_out", "dA_cumsum"))
+    return {"states": chunk_state(x, B, dt_out, dA)}
+
+
+def _symmetric(base):
+    """x and B the same tensor (one group per head, n = p): every state x ⊗ x is symmetric. None when the
+    case's tiles are not square (a transposed state does not compile there)."""
+    x, B = base["x"], base["B"]
+    if next_power_of_two(x.shape[3]) != next_power_of_two(B.shape[3]):
+        return None
+    return replace(base, B=x.clone())
+
+
+def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
+    """The experiments of exercise 5, in the order they run (see :mod:`._experiments`)."""
+    lab = Lab(_kernel_run(kernel, backend, device, case), _kernel_reference)
+
+    def dA_with(b, position):  # each chunk's dA_cumsum at ``position`` set to its last value
+        dA = b["dA_cumsum"].clone()
+        dA[..., position] = dA[..., -1]
+        return replace(b, dA_cumsum=dA)
+
+    end_hint = ("the decay from position k to the chunk's END is exp(dA_cs[Q-1] - dA_cs[k]): the last "
+                "element, ct.extract(dA_cs, (Q - 1,), shape=(1,)).")
+    steps = [
+        Experiment("With dA_cumsum multiplied by log2(e)",
+                   lambda b: replace(b, dA_cumsum=b["dA_cumsum"] * LOG2E),
+                   "your kernel computes 2**v where the decay is exp(v)", _EXP2_HINT, undo=True),
+        Experiment("With dA_cumsum's sign flipped", lambda b: replace(b, dA_cumsum=-b["dA_cumsum"]),
+                   "the decay's exponent has its sign flipped", _DECAY_HINT, undo=True),
+        Experiment("With dA_cumsum replaced by dA_cs[Q-1] - dA_cumsum",
+                   lambda b: replace(b, dA_cumsum=b["dA_cumsum"][..., -1:] - b["dA_cumsum"]),
+                   "your weight is exp(dA_cs[k]), the decay from the chunk's START", _DECAY_HINT, undo=True),
+        Experiment("With each chunk's first dA_cumsum set equal to its last", lambda b: dA_with(b, 0),
+                   "so your decay takes the chunk's end from position 0 instead of Q-1", end_hint),
+        Experiment("With each chunk's dA_cumsum at position Q-2 set equal to its last",
+                   lambda b: dA_with(b, -2), "so your decay takes the chunk's end from position Q-2, one "
+                   "short of the last", end_hint),
+        Experiment("With B the same for every group",
+                   lambda b: replace(b, B=b["B"][:, :, :1].expand_as(b["B"]).clone()),
+                   "so your kernel reads B of the wrong group",
+                   "head hi reads group hi // HEADS_PER_GROUP (consecutive heads share a group)."),
+        Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=torch.zeros_like(
+            b["dA_cumsum"])), "so the decay is wrong", _DECAY_HINT),
+        Experiment("With dt = 1 at every position", lambda b: replace(b, dt_out=torch.ones_like(b["dt_out"])),
+                   "so the factor dt is wrong (missing, or applied more than once)",
+                   "each position enters the state as dt_k * x_k (outer) B_k: w_k = exp(dA_cs[Q-1] - "
+                   "dA_cs[k]) * dt_k, once."),
+        Experiment("With the same weight at every position (dA_cumsum = 0, dt = 0.6)",
+                   lambda b: replace(b, dA_cumsum=torch.zeros_like(b["dA_cumsum"]),
+                                     dt_out=torch.full_like(b["dt_out"], 0.6)),
+                   "so the weights w_k reach the wrong elements when they differ from position to position",
+                   "w_k belongs to position k, a ROW of the (Q, TP) tile of x: x * w[:, None]. (w[None, :] "
+                   "scales the columns, the p axis; it only compiles when Q == TP.)"),
+        Experiment("With B equal to x (so that every state is symmetric)", _symmetric,
+                   "so your state is transposed",
+                   "state[i, j] = sum_k w_k x_k[i] B_k[j]: its rows come from x and its columns from B, "
+                   "ct.mma(ct.transpose(xw), B, acc) is (TP, Q) @ (Q, TN). (The transposed product "
+                   "compiles only when TP == TN, as in this case.)"),
+        Linearity(["dt_out"], ["states"], "dt", "your kernel applies a nonlinearity to dt (softplus? exp?)",
+                  "dt_out arrives as the step sizes themselves: w_k = exp(dA_cs[Q-1] - dA_cs[k]) * dt_k."),
+        Linearity(["x"], ["states"], "x", "your kernel applies a nonlinearity to x",
+                  "the state is linear in x: (x * w[:, None])ᵀ @ B, nothing applied to x."),
+        Linearity(["B"], ["states"], "B", "your kernel applies a nonlinearity to B",
+                  "the state is linear in B: (x * w[:, None])ᵀ @ B, nothing applied to B."),
     ]
+    prelude = [
+        (lambda b: as_float32(b, ("x", "B")), "With the same inputs in float32 your output is right: only "
+         "the bfloat16 inputs go wrong", "weight x by w in float32 (x.astype(ct.float32) * w[:, None]), "
+         "cast the product to x.dtype only for the mma, and accumulate into a float32 tile."),
+        (tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output is "
+         "right: your kernel breaks only where the decay is strong", _DECAY_HINT),
+    ]
+    return Diagnosis(lab, steps, prelude)
+
+
+def _kernel_diagnose(kernel, backend: str, device: str, case: Case):
+    return _kernel_diagnosis(kernel, backend, device, case)(dict(case.inputs))
 
 
 def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torch.Tensor, tol) -> Probe:
@@ -305,7 +400,6 @@ def _run_kernel_cases(kernel, backend: str, device: str) -> list[Case]:
     cases = _cases(device, _KERNEL_SPECS)
     for case in cases:
         case.name += f", {backend} backend"
-    mistakes = _kernel_mistakes()
     for case in cases:
         i = case.inputs
         x, B, dt_out, dA = i["x"], i["B"], i["dt_out"], i["dA_cumsum"]
@@ -332,8 +426,8 @@ def _run_kernel_cases(kernel, backend: str, device: str) -> list[Case]:
             rtol=rtol,
             atol=atol,
             hint=_KERNEL_NUDGE,
-            mistakes=mistakes,
             probes=[_padding_probe(kernel, case, backend, device, expected, (rtol, atol))],
+            diagnose=once(_kernel_diagnose, kernel, backend, device, case),
             axes=("batch entry", "chunk", "head", "", ""),
             extra=unwritten,
         )

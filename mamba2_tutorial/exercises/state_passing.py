@@ -18,9 +18,9 @@ from __future__ import annotations
 import torch
 
 from ..kernels._host import next_power_of_two
+from ._experiments import Diagnosis, Experiment, Lab, Reading, close, once, positions, replace, tame_decay
 from ._harness import (
     Case,
-    Mistake,
     check_kernel_on_backends,
     compare,
     prefilled,
@@ -73,64 +73,137 @@ def _cases(device: str) -> list[Case]:
     return cases
 
 
-def _variant(case: Case, *, order="store_then_update", decay="last", initial=True):
-    """A (possibly wrong) state passing in float64, for the mistake detectors: (entering, final)."""
-    s = case.inputs["states"].detach().cpu().double()
-    dA = case.inputs["dA_cumsum"].detach().cpu().double()
-    state = case.inputs["initial_states"].detach().cpu().double().clone()
-    if not initial:
-        state.zero_()
-    d = {"last": torch.exp(dA[..., -1]), "first": torch.exp(dA[..., 0]), "none": torch.ones_like(dA[..., 0])}[
-        decay
-    ]
-    entering = torch.empty_like(s)
-    for c in range(s.shape[1]):
-        dc = d[:, :, c, None, None]
-        if order == "store_then_update":
-            entering[:, c] = state
-            state = dc * state + s[:, c]
-        elif order == "decay_after":
-            entering[:, c] = state
-            state = dc * (state + s[:, c])
-        else:  # update_then_store
-            state = dc * state + s[:, c]
-            entering[:, c] = state
-    return entering, state
+LOG2E = 1.4426950408889634
 
 
-def _mistakes(which: int) -> list[Mistake]:
-    def m(**kw):
-        return lambda case: _variant(case, **kw)[which]
+def _run(kernel, backend: str, device: str, case: Case):
+    """Launch the learner's kernel on any inputs {states, dA_cumsum, initial_states}."""
 
+    def run(inputs):
+        states, dA, init = (inputs[k].float().to(device) for k in ("states", "dA_cumsum", "initial_states"))
+        b, nc, h, p, n = states.shape
+        entering = prefilled((b, nc, h, p, n), device=device)
+        final = prefilled((b, h, p, n), device=device)
+        args = (states, dA, init, entering, final, dA.shape[-1], next_power_of_two(p), next_power_of_two(n))
+        run_kernel(CHECK, kernel, (b, h), args, case, _NUDGE, backend)
+        return {"chunk_init_states": entering, "final_states": final}
+
+    return run
+
+
+def _reference(inputs):
+    from mamba2_tutorial.reference import state_passing
+
+    states, dA, init = (inputs[k].double().cpu() for k in ("states", "dA_cumsum", "initial_states"))
+    entering, final = state_passing(states, dA[:, :, : states.shape[1]], init)
+    return {"chunk_init_states": entering, "final_states": final}
+
+
+def decay_experiments(hint: str, log2e: float = LOG2E) -> list[Experiment]:
+    """The experiments on the decay across a chunk, exp(dA_cumsum[..., c, Q-1]), shared with exercise 8:
+    exp2 for exp, the sign, another position of the chunk, a sum over the chunk, the next chunk."""
+
+    def filled(b):  # every position of a chunk holds the chunk's last value
+        return replace(b, dA_cumsum=b["dA_cumsum"][..., -1:].expand_as(b["dA_cumsum"]).clone())
+
+    def spike(b):  # 0 everywhere but each chunk's last position
+        dA = torch.zeros_like(b["dA_cumsum"])
+        dA[..., -1] = b["dA_cumsum"][..., -1]
+        return replace(b, dA_cumsum=dA)
+
+    def shifted(b):  # one chunk more, each chunk's decay moved one chunk later
+        dA = b["dA_cumsum"]
+        return replace(b, dA_cumsum=torch.cat([dA[:, :, :1], dA], dim=2))
+
+    last = "the decay across chunk c is exp(dA_cumsum[bi, hi, c, Q-1]), one element: "
     return [
-        Mistake(
-            "the state stored AFTER the update",
-            m(order="update_then_store"),
-            "chunk_init_states[c] is the state ENTERING chunk c: store first, then update (chunk 0 gets the "
-            "initial state).",
-        ),
-        Mistake(
-            "the decay applied after the update",
-            m(order="decay_after"),
-            "decay the OLD state, then add the chunk's local state: exp(dA_last) * state + states[c]. "
-            "states[c] already includes the decay inside its own chunk.",
-        ),
-        Mistake(
-            "the decay of the chunk's FIRST position",
-            m(decay="first"),
-            "the decay across a whole chunk is exp(dA_cumsum[..., Q-1]): the inclusive cumsum's LAST one.",
-        ),
-        Mistake(
-            "no decay between chunks",
-            m(decay="none"),
-            "multiply the carried state by exp(dA_cumsum[..., Q-1]).",
-        ),
-        Mistake(
-            "initial_states ignored",
-            m(initial=False),
-            "the carried state starts from initial_states[bi, hi], not from zeros.",
-        ),
+        Experiment("With dA_cumsum multiplied by log2(e)",
+                   lambda b: replace(b, dA_cumsum=b["dA_cumsum"] * log2e),
+                   "your kernel computes 2**v where the decay is exp(v)",
+                   "ct.exp2(v) is 2**v: write ct.exp(v), or ct.exp2(v * LOG2E) with LOG2E = "
+                   "1.4426950408889634.",
+                   undo=True),
+        Experiment("With dA_cumsum's sign flipped", lambda b: replace(b, dA_cumsum=-b["dA_cumsum"]),
+                   "the decay's exponent has its sign flipped", hint, undo=True),
+        Experiment("With every position of a chunk's dA_cumsum holding the chunk's last value", filled,
+                   "your kernel reads the decay from another position than the chunk's last (Q-1)",
+                   last + "ct.load(dA_cumsum, (bi, hi, c, Q - 1), shape=()).", undo=True),
+        Experiment("With every position of dA_cumsum but each chunk's last set to 0", spike,
+                   "your kernel mixes the chunk's other positions into its decay (a sum over the chunk?)",
+                   last + "the cumsum's last element already sums the whole chunk.", undo=True),
+        Experiment("With dA_cumsum moved one chunk later (chunk c's decay stored at c + 1)", shifted,
+                   "your kernel reads the decay of chunk c + 1 for chunk c", last + "this chunk's, c.",
+                   undo=True),
     ]
+
+
+def _impulse(base):
+    """No initial state, no decay, and a local state only in chunk 1 of 4."""
+    states = base["states"]
+    b, _, h, p, n = states.shape
+    local = torch.zeros(1, 4, h, p, n)
+    local[0, 1] = states[0, 0]
+    return replace(base, states=local, dA_cumsum=torch.zeros(1, h, 4, base["dA_cumsum"].shape[-1]),
+                   initial_states=torch.zeros(1, h, p, n))
+
+
+def _read_impulse(lab, inputs, got):
+    """Which chunks' entering state holds chunk 1's local state (see :func:`_impulse`)."""
+    entering, local = got["chunk_init_states"][0], inputs["states"][0, 1]  # (nc, h, p, n), (h, p, n)
+    if not bool(torch.isfinite(entering).all()):
+        return None
+    held = entering.flatten(1).abs().amax(1) > 1e-6
+    if not all(close(entering[c], local) for c in held.nonzero().flatten().tolist()):
+        return None  # the chunks hold something else than the local state: not a matter of order
+    said = (f"With no initial state, no decay and a local state only in chunk 1 (of 0..3), your "
+            f"chunk_init_states holds it in chunks {positions(held)}, where the state entering chunks 2 and "
+            f"3 holds it (and no chunk before)")
+    if held.tolist() == [False, True, True, True]:
+        return (f"{said}: chunk 1's entry already includes chunk 1's own state, so you store the state "
+                f"after the update.\n      chunk_init_states[c] is the state ENTERING chunk c: store it "
+                f"first, then update.", None)
+    if held.tolist() != [False, False, True, True]:
+        return (f"{said}: the chunks are visited in the wrong order or stored at the wrong chunk "
+                f"index.\n      Walk c = 0, 1, ..., nchunks-1 and store the state entering chunk c at "
+                f"(bi, c, hi, 0, 0).", None)
+    return None
+
+
+def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
+    """The experiments of exercise 6, in the order they run (see :mod:`._experiments`)."""
+    lab = Lab(_run(kernel, backend, device, case), _reference)
+    decay_hint = ("decay the carried state by exp(dA_cumsum[bi, hi, c, Q-1]), a number in (0, 1], then add "
+                  "states[bi, c, hi].")
+    zero = torch.zeros_like
+    steps = [
+        *decay_experiments(decay_hint),
+        Experiment("With initial_states = 0", lambda b: replace(b, initial_states=zero(b["initial_states"])),
+                   "so the initial state's path is wrong",
+                   "the carried state starts from initial_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
+                   "load), and chunk 0's entry is that state."),
+        Experiment("With every chunk's local states = 0", lambda b: replace(b, states=zero(b["states"])),
+                   "so the term of the chunk's own state is wrong",
+                   "add states[bi, c, hi] as it is, after decaying the OLD state: state = exp(dA_last) * "
+                   "state + states[c] (states[c] already holds the decay inside chunk c)."),
+        Experiment("With one decay for every chunk and head",
+                   lambda b: replace(b, dA_cumsum=b["dA_cumsum"][:1, :1, :1].expand_as(
+                       b["dA_cumsum"]).clone()),
+                   "so your kernel reads the decay of the wrong chunk or head",
+                   "dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is "
+                   "dA_cumsum[bi, hi, c, Q-1] (mind the axis order: it differs from states')."),
+        Experiment("With dA_cumsum = 0 (every decay 1)",
+                   lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])), "so the decay is wrong", decay_hint),
+        Reading(_impulse, _read_impulse),
+    ]
+    prelude = [(tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output "
+                "is right: your kernel breaks only where the decay is strong",
+                "exp of a large negative number is 0, which is right; look for an exponent that is positive "
+                "or a division.")]
+    return Diagnosis(lab, steps, prelude)
+
+
+def _diagnose(kernel, backend: str, device: str, case: Case):
+    return _diagnosis(kernel, backend, device, case)(dict(case.inputs))
 
 
 def _run_cases(kernel, backend: str, device: str) -> list[Case]:
@@ -148,6 +221,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         TP, TN = next_power_of_two(p), next_power_of_two(n)
         args = (states.clone(), dA.clone(), init.clone(), entering, final, Q, TP, TN)
         run_kernel(CHECK, kernel, (b, h), args, case, _NUDGE, backend)
+        diagnose = once(_diagnose, kernel, backend, device, case)
         for name, act, exp, which in (
             ("chunk_init_states", entering.cpu(), exp_entering, 0),
             ("final_states", final.cpu(), exp_final, 1),
@@ -155,7 +229,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             tol = (1e-4, 1e-5 * max(1.0, float(exp.abs().max())))
             axes = ("batch entry", "chunk", "head", "", "") if which == 0 else ("batch entry", "head", "", "")
             compare(CHECK, act, exp, case, name=name, rtol=tol[0], atol=tol[1], hint=_NUDGE,
-                    mistakes=_mistakes(which), axes=axes, extra=unwritten)  # fmt: skip
+                    diagnose=diagnose, axes=axes, extra=unwritten)  # fmt: skip
     return cases
 
 

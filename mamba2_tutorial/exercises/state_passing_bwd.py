@@ -23,9 +23,10 @@ from __future__ import annotations
 import torch
 
 from ..kernels._host import next_power_of_two
+from ._experiments import Diagnosis, Experiment, Lab, Reading, close, once, positions, replace, tame_decay
 from ._harness import (
     Case,
-    Mistake,
+    Probe,
     check_kernel_on_backends,
     compare,
     prefilled,
@@ -106,29 +107,156 @@ def _cases(device: str) -> list[Case]:
     return cases
 
 
-def _mistakes(which: int) -> list[Mistake]:
-    def m(**kw):
-        return lambda case: state_passing_backward(**case.inputs, **kw)[which]
+_KEYS = ("dS_out", "dA_cumsum", "chunk_init_states", "dfinal_states")
 
-    return [
-        Mistake("the chunks walked first to last", m(order="forward"),
-                "the gradient flows backwards: start at the LAST chunk (c = nchunks - 1 - i), where "
-                "d final_states enters, and end at chunk 0, which hands dS to dinitial_states."),
-        Mistake("dstates stored AFTER the update", m(store="after"),
-                "dstates[c] is the gradient of the state chunk c ADDS, dL/dS_c+1: store dS before adding "
-                "chunk c's own dS_out."),
-        Mistake("the decay of the chunk's FIRST position", m(decay="first"),
-                "the decay across a whole chunk is exp(dA_cumsum[..., Q-1]): the inclusive cumsum's LAST "
-                "one."),
-        Mistake("the decay gradient without the decay", m(ddA="undecayed"),
-                "S_c+1 = exp(a_last) · S_c + s_c, so d a_last = exp(a_last) · <dS_c+1, S_c>: multiply the "
-                "sum by g."),
-        Mistake("the decay gradient from the updated dS", m(ddA="updated"),
-                "pair S_c (the state ENTERING chunk c) with dS before the update: the gradient of the state "
-                "LEAVING chunk c."),
-        Mistake("dfinal_states ignored", m(start=False),
-                "the carried gradient starts from dfinal_states[bi, hi], not from zeros."),
+
+def _run(kernel, backend: str, device: str, case: Case):
+    """Launch the learner's kernel on any inputs {dS_out, dA_cumsum, chunk_init_states, dfinal_states}."""
+
+    def run(inputs):
+        dS_out, dA, S, dfinal = (inputs[k].float().to(device) for k in _KEYS)
+        b, nc, h, p, n = dS_out.shape
+        dstates = prefilled((b, nc, h, p, n), device=device)
+        ddA_last = prefilled((b, h, nc), device=device)
+        dinit = prefilled((b, h, p, n), device=device)
+        args = (dS_out, dA, S, dfinal, dstates, ddA_last, dinit, dA.shape[-1], next_power_of_two(p),
+                next_power_of_two(n))
+        run_kernel(CHECK, kernel, (b, h), args, case, _NUDGE, backend)
+        return {"dstates": dstates, "ddA_last": ddA_last, "dinitial_states": dinit}
+
+    return run
+
+
+def _reference(inputs):
+    dS_out, dA, S, dfinal = (inputs[k] for k in _KEYS)
+    dstates, ddA_last, dinit = state_passing_backward(dS_out, dA[:, :, : dS_out.shape[1]], S, dfinal)
+    return {"dstates": dstates, "ddA_last": ddA_last, "dinitial_states": dinit}
+
+
+def _impulse(base):
+    """No d final_states, no decay, and a dS_out only in chunk 2 of 4."""
+    dS_out = base["dS_out"]
+    _, _, h, p, n = dS_out.shape
+    one = torch.zeros(1, 4, h, p, n)
+    one[0, 2] = dS_out[0, 0]
+    return replace(base, dS_out=one, dA_cumsum=torch.zeros(1, h, 4, base["dA_cumsum"].shape[-1]),
+                   chunk_init_states=torch.zeros(1, 4, h, p, n), dfinal_states=torch.zeros(1, h, p, n))
+
+
+def _read_impulse(lab, inputs, got):
+    dstates, own = got["dstates"][0], inputs["dS_out"][0, 2]
+    if not bool(torch.isfinite(dstates).all()):
+        return None
+    held = dstates.flatten(1).abs().amax(1) > 1e-6
+    if not all(close(dstates[c], own) for c in held.nonzero().flatten().tolist()):
+        return None  # the chunks hold something else than chunk 2's dS_out: not a matter of order
+    said = (f"With no d final_states, no decay and a dS_out only in chunk 2 (of 0..3), your dstates holds it "
+            f"in chunks {positions(held)}, where the gradient reaches chunks 0 and 1 (the chunks BEFORE 2)")
+    if held.tolist() == [True, True, True, False]:
+        return (f"{said}: chunk 2's dstates already includes chunk 2's own dS_out, so you store dS after the "
+                f"update.\n      dstates[c] is the gradient arriving from the chunks after c: store dS "
+                f"first, then dS = g * dS + dS_out[c].", None)
+    if held.tolist() != [True, True, False, False]:
+        return (f"{said}: the gradient flows the wrong way (or is stored at the wrong chunk index).\n      "
+                f"Walk the chunks from the LAST to the first: for i in range(nchunks): "
+                f"c = nchunks - 1 - i.", None)
+    return None
+
+
+def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
+    """The experiments of exercise 8, in the order they run (see :mod:`._experiments`)."""
+    from .state_passing import decay_experiments
+
+    lab = Lab(_run(kernel, backend, device, case), _reference)
+    zero = torch.zeros_like
+    ddA_rule = "ddA_last[bi, hi, c] = g_c · sum(dS ∘ S_c), with dS as it arrives from the chunks after c"
+
+    def no_dS_out(b):
+        return replace(b, dS_out=zero(b["dS_out"]))
+
+    def no_decay(b):
+        return replace(b, dA_cumsum=zero(b["dA_cumsum"]))
+
+    def one_element(b):  # every gradient and state nonzero at element (0, 0) only
+        out = {}
+        for k in ("dS_out", "chunk_init_states", "dfinal_states"):
+            t = zero(b[k])
+            t[..., 0, 0] = b[k][..., 0, 0]
+            out[k] = t
+        return replace(b, **out)
+
+    ddA_steps = [
+        Experiment("With dS_out = 0 and every decay 1", lambda b: no_decay(no_dS_out(b)),
+                   "so ddA_last pairs S_c with dS after chunk c's update (right only when the update changes "
+                   "nothing: with either change alone it is wrong)", ddA_rule + ": store the pair before "
+                   "dS = g * dS + dS_out[c].", controls=[no_dS_out, no_decay]),
+        Experiment("With every decay 1 (dA_cumsum = 0)", no_decay, "so the factor g in ddA_last is wrong",
+                   ddA_rule + ": S_c+1 = g · S_c + s_c, so d a_last = g · <dS, S_c>."),
+        Experiment("With chunk_init_states the same for every chunk",
+                   lambda b: replace(b, chunk_init_states=b["chunk_init_states"][:, :1].expand_as(
+                       b["chunk_init_states"]).clone()),
+                   "so ddA_last pairs dS with the state of another chunk",
+                   ddA_rule + ": S_c is chunk_init_states[bi, c, hi], the state ENTERING chunk c."),
+        Experiment("With every gradient and state nonzero only at element (0, 0)", one_element,
+                   "so the reduction in ddA_last mixes elements",
+                   ddA_rule + ": one elementwise product dS * S_c, summed over the whole (TP, TN) tile, "
+                   "ct.sum(dS * S)."),
     ]
+    decay_hint = "the decay across chunk c is g_c = exp(dA_cumsum[bi, hi, c, Q-1]), a number in (0, 1]."
+    steps = [
+        *decay_experiments(decay_hint),
+        Experiment("With dfinal_states = 0", lambda b: replace(b, dfinal_states=zero(b["dfinal_states"])),
+                   "so the path of d final_states is wrong",
+                   "the carried gradient starts from dfinal_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
+                   "load): it is the gradient of the state leaving the last chunk."),
+        Experiment("With dS_out = 0", no_dS_out, "so the term of chunk c's own dS_out is wrong",
+                   "after storing, dS = g * dS + dS_out[bi, c, hi]: the chunk's own dS_out added once, "
+                   "undecayed (it asks about the state ENTERING chunk c)."),
+        Experiment("With chunk_init_states = 0 (so ddA_last must be 0)",
+                   lambda b: replace(b, chunk_init_states=zero(b["chunk_init_states"])),
+                   "so ddA_last is what goes wrong (dstates and dinitial_states do not depend on it)",
+                   ddA_rule + ".", then=ddA_steps),
+        Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong",
+                   decay_hint + " It multiplies the carried dS (dS = g * dS + dS_out[c]) and ddA_last."),
+        Reading(_impulse, _read_impulse),
+    ]
+    prelude = [(tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output "
+                "is right: your kernel breaks only where the decay is strong",
+                "exp of a large negative number is 0, which is right; look for an exponent that is "
+                "positive, or a division.")]
+    return Diagnosis(lab, steps, prelude)
+
+
+def _diagnose(kernel, backend: str, device: str, case: Case):
+    return _diagnosis(kernel, backend, device, case)(dict(case.inputs))
+
+
+def _padding_probe(kernel, case: Case, backend: str, device: str, expected) -> Probe:
+    """Re-run the learner's kernel with every (p, n) array zero-padded in memory to (TP, TN), so that no
+    load runs past an end: right there means the loads' padding is the cause."""
+
+    def confirms() -> bool:
+        dS_out, dA, S, dfinal = (case.inputs[k] for k in _KEYS)
+        p, n = dS_out.shape[-2:]
+        TP, TN = next_power_of_two(p), next_power_of_two(n)
+
+        def padded(t):
+            return torch.nn.functional.pad(t, (0, TN - n, 0, TP - p))
+
+        got = _run(kernel, backend, device, case)({"dS_out": padded(dS_out), "dA_cumsum": dA,
+                                                   "chunk_init_states": padded(S),
+                                                   "dfinal_states": padded(dfinal)})
+        got = {k: (v[..., :p, :n] if v.dim() > 3 else v) for k, v in got.items()}
+        return all(torch.isclose(got[k].double().cpu(), e.double(), rtol=1e-4, atol=1e-5 * max(
+            1.0, float(e.abs().max()))).all() for k, e in zip(("dstates", "ddA_last", "dinitial_states"),
+                                                              expected))
+
+    label = ("loads without padding_mode=ZERO: with the same inputs zero-padded in memory (no load past an "
+             "end) your kernel is right")
+    hint = ("the loads of dS_out, chunk_init_states and dfinal_states run past p and n when TP > p or TN > "
+            "n: give them padding_mode=ct.PaddingMode.ZERO. The default padding is UNDETERMINED (NaN on the "
+            "CPU executor), and ct.sum(dS * S) adds the padded elements into ddA_last.")
+    return Probe(label, confirms, hint)
 
 
 def _run_cases(kernel, backend: str, device: str) -> list[Case]:
@@ -146,6 +274,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         TP, TN = next_power_of_two(p), next_power_of_two(n)
         args = (dS_out.clone(), dA.clone(), S.clone(), dfinal.clone(), dstates, ddA_last, dinit, Q, TP, TN)
         run_kernel(CHECK, kernel, (b, h), args, case, _NUDGE, backend)
+        diagnose = once(_diagnose, kernel, backend, device, case)
+        probes = [_padding_probe(kernel, case, backend, device, expected)]
         for which, (name, act, axes) in enumerate((
                 ("dstates", dstates, ("batch entry", "chunk", "head", "", "")),
                 ("ddA_last", ddA_last, ("batch entry", "head", "chunk")),
@@ -153,7 +283,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             exp = expected[which].float()
             atol = 1e-5 * max(1.0, float(exp.abs().max()))
             compare(CHECK, act.cpu(), exp, case, name=name, rtol=1e-4, atol=atol, hint=_NUDGE,
-                    mistakes=_mistakes(which), axes=axes, extra=unwritten)
+                    probes=probes, diagnose=diagnose, axes=axes, extra=unwritten)
     return cases
 
 

@@ -1,0 +1,245 @@
+"""Diagnosis by experiment: re-run the learner's kernel on changed inputs and say what the runs showed.
+
+A failed kernel check does not guess the cause from a list of known wrong answers. It re-runs the learner's
+kernel on *probe inputs*, each of which changes one thing: a term switched off (a zero entering state,
+``dA_cumsum = 0`` so that every decay is 1, ``dt = 1``), an operand exchanged or transposed in memory, a
+single nonzero position (an impulse), the same case with milder decay or in float32. Three kinds of
+experiment:
+
+* a **switch-off** (:class:`Experiment`): the kernel's output on the changed inputs is compared with the
+  reference *on the changed inputs*. Right there means the part that was switched off is where the kernel
+  goes wrong ("with the entering state set to zero your output is right, so the state term is wrong");
+* an **undo** (``Experiment(undo=True)``): the output on the changed inputs is compared with the reference on
+  the *unchanged* inputs. Right means the change undid the kernel's mistake exactly ("with C and B exchanged
+  your output is the right answer: your kernel computes B Cᵀ");
+* a **reading** (:class:`Reading`): an input built so that the right output is easy to read (one nonzero
+  position, a doubled input), and a description of where the kernel's output differs from it.
+
+An experiment may name *controls*: changed inputs on which the kernel must stay wrong for the conclusion to
+hold (e.g. "right when both dS_out and the decays are switched off, but not when either alone is"). A cause is
+named only when an experiment confirmed it; otherwise the check says where the wrong elements are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+Outputs = dict[str, torch.Tensor]
+Inputs = dict
+
+
+def close(got: torch.Tensor, want: torch.Tensor, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
+    if tuple(got.shape) != tuple(want.shape):
+        return False
+    g, w = got.detach().double().cpu(), want.detach().double().cpu()
+    if not bool(torch.isfinite(w).all()):
+        return False  # a probe must have a finite answer to confirm anything
+    scale = max(1.0, float(w.abs().max())) if w.numel() else 1.0
+    return bool(torch.isclose(g, w, rtol=rtol, atol=atol * scale).all())
+
+
+class Lab:
+    """Runs the learner's kernel (``run(inputs) -> outputs``) and the float64 reference
+    (``reference(inputs) -> outputs``) on any inputs of the exercise's signature, and compares them."""
+
+    def __init__(self, run: Callable[[Inputs], Outputs], reference: Callable[[Inputs], Outputs],
+                 rtol: float = 1e-4, atol: float = 1e-5):
+        self._run, self._reference, self.rtol, self.atol = run, reference, rtol, atol
+
+    def run(self, inputs: Inputs) -> Outputs | None:
+        """The kernel's outputs on ``inputs`` (on the CPU), or None when it raised."""
+        try:
+            return {k: v.detach().cpu() for k, v in self._run(inputs).items()}
+        except Exception:  # noqa: BLE001 - a run that fails confirms nothing
+            return None
+
+    def reference(self, inputs: Inputs) -> Outputs:
+        return self._reference(inputs)
+
+    def agrees(self, got: Outputs | None, want: Outputs, outputs: Sequence[str] | None = None) -> bool:
+        if got is None:
+            return False
+        names = outputs or list(want)
+        return all(close(got[k], want[k], self.rtol, self.atol) for k in names)
+
+    def right(self, inputs: Inputs, outputs: Sequence[str] | None = None) -> bool:
+        return self.agrees(self.run(inputs), self.reference(inputs), outputs)
+
+
+Finding = tuple[str, "str | None"]  # (the hint's text, the recipe for hint(2) or None)
+
+
+@dataclass
+class Experiment:
+    """Run the kernel on ``make(base)`` (None: not applicable to this case). When its output is right there
+    (``undo``: right for the *unchanged* base), and wrong on every input of ``controls``, report
+    ``change``, ``finding`` and ``hint``. ``then`` are finer experiments run on ``then_base(base)`` first; the
+    first of them that confirms something is reported instead."""
+
+    change: str
+    make: Callable[[Inputs], Inputs | None]
+    finding: str
+    hint: str
+    undo: bool = False
+    outputs: Sequence[str] | None = None
+    controls: Sequence[Callable[[Inputs], Inputs | None]] = ()
+    then: Sequence[Callable[[Lab, Inputs], Finding | None]] = ()
+    then_base: Callable[[Inputs], Inputs] | None = None
+    recipe: str | None = None
+
+    def __call__(self, lab: Lab, base: Inputs) -> Finding | None:
+        changed = self.make(base)
+        if changed is None:
+            return None
+        want = lab.reference(base if self.undo else changed)
+        if not lab.agrees(lab.run(changed), want, self.outputs):
+            return None
+        for control in self.controls:
+            other = control(base)
+            if other is None or lab.right(other, self.outputs):
+                return None
+        if self.then:
+            sub = self.then_base(base) if self.then_base else base
+            if not lab.right(sub):  # the finer experiments need a base on which the kernel is wrong
+                for step in self.then:
+                    found = step(lab, sub)
+                    if found is not None:
+                        return found
+        result = ("your output is the right answer to the unchanged inputs" if self.undo
+                  else "your output is right")
+        joint = ", " if self.finding.startswith("so ") else ": "
+        return f"{self.change}, {result}{joint}{self.finding}.\n      {self.hint}", self.recipe
+
+
+@dataclass
+class Reading:
+    """Run the kernel on ``make(base)`` and let ``read(lab, changed, outputs)`` describe what went wrong
+    (None: nothing it can name)."""
+
+    make: Callable[[Inputs], Inputs | None]
+    read: Callable[[Lab, Inputs, Outputs], Finding | None]
+
+    def __call__(self, lab: Lab, base: Inputs) -> Finding | None:
+        changed = self.make(base)
+        if changed is None:
+            return None
+        got = lab.run(changed)
+        if got is None or lab.agrees(got, lab.reference(changed)):
+            return None
+        return self.read(lab, changed, got)
+
+
+@dataclass
+class Linearity:
+    """Every output named in ``outputs`` is linear in the inputs ``keys`` (together): run the kernel with
+    those inputs zero, as they are, and doubled; if the outputs are not zero, or do not double, the kernel
+    applies a nonlinearity or adds a constant (``finding``). Run it after the experiments that catch a
+    missing factor (a missing factor is linear too, but a term that ignores the doubled input does not double
+    either)."""
+
+    keys: Sequence[str]
+    outputs: Sequence[str]
+    what: str
+    finding: str
+    hint: str
+    setting: str = ""  # what else the base holds, e.g. "the entering state = 0 and "
+    recipe: str | None = None
+
+    def __call__(self, lab: Lab, base: Inputs) -> Finding | None:
+        zero, one, two = dict(base), dict(base), dict(base)
+        for k in self.keys:
+            zero[k], two[k] = torch.zeros_like(base[k]), base[k] * 2
+        z, a, b = lab.run(zero), lab.run(one), lab.run(two)
+        if z is None or a is None or b is None:
+            return None
+        if not all(bool(torch.isfinite(t[k]).all()) for t in (z, a, b) for k in self.outputs):
+            return None
+        if not all(close(z[k], torch.zeros_like(z[k]), lab.rtol, lab.atol) for k in self.outputs):
+            change = f"{self.what} = 0 your outputs are not 0"
+        elif not all(close(b[k], 2 * a[k], lab.rtol, lab.atol) for k in self.outputs):
+            change = f"{self.what} doubled your outputs do not double"
+        else:
+            return None
+        return (f"With {self.setting}{change} (every output is linear in {self.what}): {self.finding}.\n"
+                f"      {self.hint}", self.recipe)
+
+
+@dataclass
+class Diagnosis:
+    """The experiments of one exercise, in order, and how to pick the base case they change."""
+
+    lab: Lab
+    steps: Sequence[Callable[[Lab, Inputs], Finding | None]]
+    prelude: Sequence[tuple[Callable[[Inputs], Inputs | None], str, str]] = field(default_factory=list)
+
+    def __call__(self, base: Inputs) -> Finding | None:
+        """The first confirmed finding for ``base`` (a case the kernel got wrong), or None.
+
+        ``prelude`` holds (change, text, hint): a change that, when the kernel is right on it, is the finding
+        (e.g. milder decay: the kernel is right except for large exponents); when the kernel is wrong there
+        too, the later experiments run on the changed case instead (so that their changes stay finite)."""
+        for make, text, hint in self.prelude:
+            changed = make(base)
+            if changed is None:
+                continue
+            if self.lab.right(changed):
+                return f"{text}.\n      {hint}", None
+            base = changed
+        for step in self.steps:
+            found = step(self.lab, base)
+            if found is not None:
+                return found
+        return None
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def replace(inputs: Inputs, **changes) -> Inputs:
+    """A copy of ``inputs`` with some entries replaced (tensors are cloned, so a kernel may write freely)."""
+    out = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    out.update(changes)
+    return out
+
+
+def positions(mask: torch.Tensor) -> str:
+    """'3', '2..5' or '1, 4, 6' for the True indices of a 1-d mask."""
+    idx = mask.nonzero().flatten().tolist()
+    if not idx:
+        return "none"
+    if idx == list(range(idx[0], idx[-1] + 1)) and len(idx) > 2:
+        return f"{idx[0]}..{idx[-1]}"
+    return ", ".join(str(i) for i in idx)
+
+
+def tame_decay(inputs: Inputs, key: str = "dA_cumsum", limit: float = 4.0,
+               above: float = 20.0) -> Inputs | None:
+    """The same case with ``dA_cumsum`` scaled so that no exponent passes ``limit`` (None when it is already
+    milder than ``above``)."""
+    dA = inputs[key]
+    top = float(dA.abs().max())
+    if top <= above:
+        return None
+    return replace(inputs, **{key: dA * (limit / top)})
+
+
+def as_float32(inputs: Inputs, keys: Sequence[str]) -> Inputs | None:
+    """The same case with the low-precision inputs ``keys`` in float32 (None when they are float32)."""
+    if all(inputs[k].dtype == torch.float32 for k in keys):
+        return None
+    return replace(inputs, **{k: inputs[k].float() for k in keys})
+
+
+def once(fn: Callable, *args) -> Callable[[], Finding | None]:
+    """``fn(*args)``, run on the first call only (a case's outputs share one diagnosis)."""
+    memo: list = []
+
+    def call():
+        if not memo:
+            memo.append(fn(*args))
+        return memo[0]
+
+    return call
