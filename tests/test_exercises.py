@@ -38,6 +38,8 @@ from mamba2_tutorial.exercises import hint as exercise_hint
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = sorted((ROOT / "notebooks" / "exercises").glob("*.ipynb"))
+#: the open tier of the cuTile exercises: the contract only, the same check and solution as the guided tier
+OPEN = sorted((ROOT / "notebooks" / "exercises" / "open").glob("*.ipynb"))
 SOLUTIONS = ROOT / "notebooks" / "solutions"
 EXPECTED = {
     "ex01_recurrence_step",
@@ -57,6 +59,11 @@ def _hint_of(exc: ExerciseFailed) -> str:
     return text[text.index("Hint:"):text.index("More help:")]
 
 
+def _solution_of(path: Path) -> Path:
+    """The solution notebook of an exercise notebook of either tier."""
+    return SOLUTIONS / path.name.replace("_open.ipynb", ".ipynb")
+
+
 def _tagged(nb, tag):
     return [c for c in nb.cells if c.cell_type == "code" and tag in c.metadata.get("tags", [])]
 
@@ -68,14 +75,17 @@ def test_all_exercises_are_shipped_with_solutions():
     names = {p.stem for p in EXERCISES}
     assert EXPECTED <= names, f"missing exercise notebooks: {sorted(EXPECTED - names)}"
     assert names == {p.stem for p in SOLUTIONS.glob("*.ipynb")}, "exercises/ and solutions/ must pair up"
+    kernel_exercises = {n for n in EXPECTED if "_cutile_" in n}
+    two_tiers = {f"{n}_open" for n in kernel_exercises}
+    assert {p.stem for p in OPEN} == two_tiers, "every cuTile exercise has two tiers"
 
 
-@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXERCISES + OPEN, ids=lambda p: p.stem)
 def test_exercise_and_solution_have_the_same_checks(path):
     import nbformat
 
     ex = nbformat.read(path, as_version=4)
-    sol = nbformat.read(SOLUTIONS / path.name, as_version=4)
+    sol = nbformat.read(_solution_of(path), as_version=4)
     ex_checks = [c.source for c in _tagged(ex, "check")]
     assert ex_checks, f"{path.name}: no cell tagged 'check'"
     assert all(re.search(r"\bcheck_\w+\(", s) for s in ex_checks), ex_checks
@@ -96,7 +106,7 @@ def shipped_exercises():
     import nbformat
     from nbclient import NotebookClient
 
-    notebooks = {p: nbformat.read(p, as_version=4) for p in EXERCISES}
+    notebooks = {p: nbformat.read(p, as_version=4) for p in EXERCISES + OPEN}
 
     async def run_all():
         clients = [
@@ -110,7 +120,7 @@ def shipped_exercises():
     return notebooks
 
 
-@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXERCISES + OPEN, ids=lambda p: p.stem)
 def test_exercise_notebook_fails_its_checks_as_shipped(path, shipped_exercises):
     """Run the notebook as a learner gets it: the checks must fail, everything else must run."""
     nb = shipped_exercises[path]
@@ -126,6 +136,33 @@ def test_exercise_notebook_fails_its_checks_as_shipped(path, shipped_exercises):
             assert "Hint:" in errors[0].evalue, errors[0].evalue
         else:
             assert not errors, f"{path.name} cell {i} raised {errors[0].ename}: {errors[0].evalue}"
+
+
+#: call-level detail that the guided tier dictates and the open tier leaves to the learner (it is in hint(2))
+CALL_LEVEL = [r"ct\.load\(\w+, \(", r"padding_mode=", r"\.reshape\(\(", r"ct\.mma\(", r"pos\[:, None\]",
+              r"ct\.store\(\w+, \(", r"shape=\(1, ", r"ct\.zeros\(\("]
+
+
+@pytest.mark.parametrize("path", OPEN, ids=lambda p: p.stem)
+def test_the_open_tier_states_the_contract_only(path):
+    """The open tier names the arguments, the grid, what a block computes and what must hold, and leaves the
+    loads, masks and products to the learner: no call-level detail in its text or its skeleton, while the
+    guided tier and the recipe (hint(2)) have it."""
+    import nbformat
+
+    from mamba2_tutorial.exercises._harness import _EXERCISES
+
+    nb = nbformat.read(path, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown" or "exercise" in c.metadata.get(
+        "tags", []))
+    found = [p for p in CALL_LEVEL if re.search(p, text)]
+    assert not found, (path.name, found)
+    assert "## The contract" in text and "grid" in text and "What must hold" in text
+    assert re.search(r"\*\*time:\*\* about \d+ minutes", nb.cells[0].source), nb.cells[0].source[:300]
+    guided = nbformat.read(path.parent.parent / path.name.replace("_open", ""), as_version=4)
+    assert "guided" in guided.cells[0].source and f"open/{path.name}" in guided.cells[0].source
+    recipe = next(r for ex, r in _EXERCISES.values() if ex == path.name[:4])
+    assert re.search(r"ct\.load|ct\.mma|ct\.store|store", recipe), recipe
 
 
 # ---------------------------------------------------------------------- exercise 1: the recurrence step
