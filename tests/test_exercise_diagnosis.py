@@ -248,7 +248,7 @@ PASSING = {
     7: ("extra nonlinearity: the decay squared", r"With dA_cumsum = 0 \(every decay 1\).*so the decay is "
         r"wrong"),
     8: ("term left out: the local state", r"term of the chunk's own state is wrong"),
-    9: ("the chunks walked backwards", r"visited in the wrong order"),
+    9: ("the chunks walked backwards", r"walks the chunks from the last to the first"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),
@@ -266,7 +266,7 @@ SCAN = {
     11: ("extra nonlinearity: silu(y)", r"x and the entering state (= 0|doubled).*a nonlinearity"),
 }
 PASSING_BWD = {
-    1: ("the chunks walked first to last", r"the gradient flows the wrong way"),
+    1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),
     2: ("off by one: dstates stored after the update", r"you store dS after the update"),
     3: ("wrong decay index: the chunk's first position", r"another position than the chunk's last"),
     4: ("term left out: g in ddA_last", r"factor g in ddA_last is wrong"),

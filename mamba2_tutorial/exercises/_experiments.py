@@ -75,9 +75,10 @@ Finding = tuple[str, "str | None"]  # (the hint's text, the recipe for hint(2) o
 @dataclass
 class Experiment:
     """Run the kernel on ``make(base)`` (None: not applicable to this case). When its output is right there
-    (``undo``: right for the *unchanged* base), and wrong on every input of ``controls``, report
-    ``change``, ``finding`` and ``hint``. ``then`` are finer experiments run on ``then_base(base)`` first; the
-    first of them that confirms something is reported instead."""
+    (``undo``: right for the *unchanged* base, after ``unmake`` maps the outputs back, e.g. the chunks put
+    back in order), and wrong on every input of ``controls``, report ``change``, ``finding`` and ``hint``.
+    ``then`` are finer experiments run on ``then_base(base)`` first; the first of them that confirms
+    something is reported instead."""
 
     change: str
     make: Callable[[Inputs], Inputs | None]
@@ -88,6 +89,7 @@ class Experiment:
     controls: Sequence[Callable[[Inputs], Inputs | None]] = ()
     then: Sequence[Callable[[Lab, Inputs], Finding | None]] = ()
     then_base: Callable[[Inputs], Inputs] | None = None
+    unmake: Callable[[Outputs], Outputs] | None = None  # undo's change on the outputs (e.g. reorder chunks)
     recipe: str | None = None
 
     def __call__(self, lab: Lab, base: Inputs) -> Finding | None:
@@ -95,7 +97,10 @@ class Experiment:
         if changed is None:
             return None
         want = lab.reference(base if self.undo else changed)
-        if not lab.agrees(lab.run(changed), want, self.outputs):
+        got = lab.run(changed)
+        if got is not None and self.unmake is not None:
+            got = self.unmake(got)
+        if not lab.agrees(got, want, self.outputs):
             return None
         for control in self.controls:
             other = control(base)
@@ -243,3 +248,18 @@ def once(fn: Callable, *args) -> Callable[[], Finding | None]:
         return memo[0]
 
     return call
+
+
+def same_batch(keys: Sequence[str], batch_axis: int = 0) -> Experiment:
+    """Every batch entry of the inputs ``keys`` a copy of the first: right there means the kernel reads or
+    writes another batch entry than its own."""
+
+    def make(b):
+        if b[keys[0]].shape[batch_axis] < 2:
+            return None
+        return replace(b, **{k: b[k].narrow(batch_axis, 0, 1).expand_as(b[k]).clone() for k in keys})
+
+    return Experiment("With every batch entry a copy of the first", make,
+                      "so your kernel reads or writes another batch entry than its own",
+                      "block indices come from ct.bid(...) in the grid's order; use this block's batch entry "
+                      "bi in every load and store.")

@@ -351,8 +351,8 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
         return (
             f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
             f"{UNWRITTEN:.4g}), first at index {idx}.",
-            "every block stores one tile: check the store's index (in TILE units) and the grid, so that the "
-            "tiles of all blocks cover the whole output.",
+            "the stores do not cover the whole output: check each store's index (in TILE units), the grid, "
+            "and the range of any loop over chunks, so that the blocks' tiles reach every element.",
         )
     return None
 
@@ -420,9 +420,11 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
             raise fail(check, case, f"cuTile rejected your kernel on the {backend} backend ({kind}):\n{exc}",
                        tile_error_hint(str(exc))) from exc
         if isinstance(exc, IndexError):  # the executor names the offsets a load or store reached
-            hint = ("a load or store reached outside its array, so an index is off. Loads and stores take "
-                    "the index in TILE units: along an axis tiled by Q, tile c starts at element c*Q, so the "
-                    "index is c, not c*Q; the message gives the element offsets your index reached.")
+            hint = ("a load or store reached outside its array, so an index is off: its unit, or its place "
+                    "in the index tuple (each array's axes are in the order its shape lists them). Loads and "
+                    "stores take the index in TILE units: along an axis tiled by Q, tile c starts at element "
+                    "c*Q, so the index is c, not c*Q. The message gives the element offsets your index "
+                    "reached.")
         raise fail(
             check, case, f"launching your kernel on the {backend} backend raised {kind}: {exc}", hint
         ) from exc

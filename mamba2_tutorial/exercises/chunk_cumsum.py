@@ -16,7 +16,17 @@ import math
 
 import torch
 
-from ._experiments import Diagnosis, Experiment, Lab, Linearity, Reading, once, positions, replace
+from ._experiments import (
+    Diagnosis,
+    Experiment,
+    Lab,
+    Linearity,
+    Reading,
+    once,
+    positions,
+    replace,
+    same_batch,
+)
 from ._harness import (
     Case,
     Probe,
@@ -105,6 +115,15 @@ def _read_impulse(lab, inputs, got):
     dt_out, dA = got["dt_out"][0], got["dA_cumsum"][0]  # (h, nc, Q)
     if not bool(torch.isfinite(dt_out).all() and torch.isfinite(dA).all()):
         return None
+    nonzero = dt_out.abs() > 1e-6
+    row = nonzero[hh, 1]
+    others = nonzero.clone()
+    others[hh, 1] = False
+    if not bool(others.any()) and bool(row[q0]) and int(row.sum()) > 1:
+        return (f"With {where}, your dt_out in that chunk is nonzero at positions {positions(row)}, not only "
+                f"{q0}: what you store into dt_out is not the step sizes themselves.\n      dt_out[bi, hi, "
+                f"c, :] holds the chunk's dt as loaded (0 past the end); the running sum goes to "
+                f"dA_cumsum.", None)
     hits = (dt_out.abs() > 0.5).nonzero().tolist()
     if hits != [[hh, 1, q0]]:
         found = ", ".join(f"head {a}, chunk {c}, position {q}" for a, c, q in hits[:4]) or "nowhere"
@@ -171,6 +190,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Linearity(["A"], ["dA_cumsum"], "A",
                   "your kernel applies a nonlinearity to A (exp? -exp?)",
                   "A arrives as the (negative) decay rate itself: dA_cumsum is the cumsum of dt * A[hi]."),
+        same_batch(["dt"]),
         Reading(_impulse, _read_impulse),
     ]
     prelude = [(_tame, "With the same case at milder decay (every dt*A scaled into [-4, 0]) your output is "

@@ -21,7 +21,17 @@ from __future__ import annotations
 import torch
 
 from ..kernels._host import next_power_of_two
-from ._experiments import Diagnosis, Experiment, Lab, Linearity, as_float32, once, replace, tame_decay
+from ._experiments import (
+    Diagnosis,
+    Experiment,
+    Lab,
+    Linearity,
+    as_float32,
+    once,
+    replace,
+    same_batch,
+    tame_decay,
+)
 from ._harness import (
     Case,
     Probe,
@@ -249,6 +259,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "so your kernel reads C and B of the wrong group", group_hint),
         Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
                    "so the decays are wrong", _DECAY_HINT),
+        same_batch(list(_KEYS)),
         Linearity(["x", "chunk_init_states"], ["y"], "x and the entering state",
                   "your kernel applies a nonlinearity, or adds a constant, to its inputs or its output "
                   "(silu? the gate is not part of this kernel)", "y is linear in x and the state: W @ x + "

@@ -15,7 +15,17 @@ from __future__ import annotations
 import torch
 
 from ..kernels._host import next_power_of_two
-from ._experiments import Diagnosis, Experiment, Lab, Linearity, as_float32, once, replace, tame_decay
+from ._experiments import (
+    Diagnosis,
+    Experiment,
+    Lab,
+    Linearity,
+    as_float32,
+    once,
+    replace,
+    same_batch,
+    tame_decay,
+)
 from ._harness import (
     Case,
     Mistake,
@@ -347,6 +357,7 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "state[i, j] = sum_k w_k x_k[i] B_k[j]: its rows come from x and its columns from B, "
                    "ct.mma(ct.transpose(xw), B, acc) is (TP, Q) @ (Q, TN). (The transposed product "
                    "compiles only when TP == TN, as in this case.)"),
+        same_batch(["x", "B", "dt_out", "dA_cumsum"]),
         Linearity(["dt_out"], ["states"], "dt", "your kernel applies a nonlinearity to dt (softplus? exp?)",
                   "dt_out arrives as the step sizes themselves: w_k = exp(dA_cs[Q-1] - dA_cs[k]) * dt_k."),
         Linearity(["x"], ["states"], "x", "your kernel applies a nonlinearity to x",

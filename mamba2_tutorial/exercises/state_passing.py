@@ -18,7 +18,18 @@ from __future__ import annotations
 import torch
 
 from ..kernels._host import next_power_of_two
-from ._experiments import Diagnosis, Experiment, Lab, Reading, close, once, positions, replace, tame_decay
+from ._experiments import (
+    Diagnosis,
+    Experiment,
+    Lab,
+    Reading,
+    close,
+    once,
+    positions,
+    replace,
+    same_batch,
+    tame_decay,
+)
 from ._harness import (
     Case,
     check_kernel_on_backends,
@@ -125,6 +136,9 @@ def decay_experiments(hint: str, log2e: float = LOG2E) -> list[Experiment]:
                    undo=True),
         Experiment("With dA_cumsum's sign flipped", lambda b: replace(b, dA_cumsum=-b["dA_cumsum"]),
                    "the decay's exponent has its sign flipped", hint, undo=True),
+        Experiment("With dA_cumsum replaced by exp(dA_cumsum)",
+                   lambda b: replace(b, dA_cumsum=torch.exp(b["dA_cumsum"])),
+                   "your kernel uses dA_cumsum as the decay itself, without the exp", hint, undo=True),
         Experiment("With every position of a chunk's dA_cumsum holding the chunk's last value", filled,
                    "your kernel reads the decay from another position than the chunk's last (Q-1)",
                    last + "ct.load(dA_cumsum, (bi, hi, c, Q - 1), shape=()).", undo=True),
@@ -162,11 +176,16 @@ def _read_impulse(lab, inputs, got):
         return (f"{said}: chunk 1's entry already includes chunk 1's own state, so you store the state "
                 f"after the update.\n      chunk_init_states[c] is the state ENTERING chunk c: store it "
                 f"first, then update.", None)
-    if held.tolist() != [False, False, True, True]:
-        return (f"{said}: the chunks are visited in the wrong order or stored at the wrong chunk "
-                f"index.\n      Walk c = 0, 1, ..., nchunks-1 and store the state entering chunk c at "
-                f"(bi, c, hi, 0, 0).", None)
     return None
+
+
+def _reversed_chunks(b):
+    """The chunks in reverse order (a kernel that walks them last to first is right on this, reordered)."""
+    return replace(b, states=b["states"].flip(1), dA_cumsum=b["dA_cumsum"].flip(2))
+
+
+def _chunks_back_in_order(out):
+    return {"chunk_init_states": out["chunk_init_states"].flip(1), "final_states": out["final_states"]}
 
 
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
@@ -193,6 +212,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "dA_cumsum[bi, hi, c, Q-1] (mind the axis order: it differs from states')."),
         Experiment("With dA_cumsum = 0 (every decay 1)",
                    lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])), "so the decay is wrong", decay_hint),
+        Experiment("With the chunks given in reverse order (and your outputs put back in order)",
+                   _reversed_chunks, "so your kernel walks the chunks from the last to the first",
+                   "the state flows forwards: c = 0, 1, ..., nchunks-1, starting from initial_states.",
+                   undo=True, unmake=_chunks_back_in_order),
+        same_batch(["states", "dA_cumsum", "initial_states"]),
         Reading(_impulse, _read_impulse),
     ]
     prelude = [(tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output "

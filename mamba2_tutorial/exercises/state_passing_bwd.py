@@ -23,7 +23,18 @@ from __future__ import annotations
 import torch
 
 from ..kernels._host import next_power_of_two
-from ._experiments import Diagnosis, Experiment, Lab, Reading, close, once, positions, replace, tame_decay
+from ._experiments import (
+    Diagnosis,
+    Experiment,
+    Lab,
+    Reading,
+    close,
+    once,
+    positions,
+    replace,
+    same_batch,
+    tame_decay,
+)
 from ._harness import (
     Case,
     Probe,
@@ -156,11 +167,18 @@ def _read_impulse(lab, inputs, got):
         return (f"{said}: chunk 2's dstates already includes chunk 2's own dS_out, so you store dS after the "
                 f"update.\n      dstates[c] is the gradient arriving from the chunks after c: store dS "
                 f"first, then dS = g * dS + dS_out[c].", None)
-    if held.tolist() != [True, True, False, False]:
-        return (f"{said}: the gradient flows the wrong way (or is stored at the wrong chunk index).\n      "
-                f"Walk the chunks from the LAST to the first: for i in range(nchunks): "
-                f"c = nchunks - 1 - i.", None)
     return None
+
+
+def _reversed_chunks(b):
+    """The chunks in reverse order (a kernel that walks them first to last is right on this, reordered)."""
+    return replace(b, dS_out=b["dS_out"].flip(1), dA_cumsum=b["dA_cumsum"].flip(2),
+                   chunk_init_states=b["chunk_init_states"].flip(1))
+
+
+def _chunks_back_in_order(out):
+    return {"dstates": out["dstates"].flip(1), "ddA_last": out["ddA_last"].flip(2),
+            "dinitial_states": out["dinitial_states"]}
 
 
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
@@ -218,6 +236,12 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    ddA_rule + ".", then=ddA_steps),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong",
                    decay_hint + " It multiplies the carried dS (dS = g * dS + dS_out[c]) and ddA_last."),
+        Experiment("With the chunks given in reverse order (and your outputs put back in order)",
+                   _reversed_chunks, "so your kernel walks the chunks from the first to the last",
+                   "the gradient flows backwards: start at the LAST chunk, where d final_states enters: "
+                   "for i in range(nchunks): c = nchunks - 1 - i.", undo=True,
+                   unmake=_chunks_back_in_order),
+        same_batch(list(_KEYS)),
         Reading(_impulse, _read_impulse),
     ]
     prelude = [(tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output "
