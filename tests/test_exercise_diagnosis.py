@@ -216,7 +216,8 @@ def passing_bwd_planted(dS_out, dA_cumsum, chunk_init_states, dfinal_states, dst
 
 #: M -> (class, the cause the hint must name)
 CUMSUM = {
-    1: ("extra nonlinearity: softplus(dt)", r"With dt (= 0|doubled).*a nonlinearity to dt"),
+    1: ("extra nonlinearity: softplus(dt)", r"With dt (= 0 your outputs are not 0|"
+        r"doubled.*a nonlinearity to dt)"),
     2: ("off by one: an exclusive cumsum", r"starts one position late"),
     3: ("term left out: no A", r"With A = 1 for every head, your output is right"),
     4: ("reduction over the wrong set: cumsum over a size-1 axis", r"no running sum"),
@@ -231,7 +232,8 @@ STATE = {
     3: ("decay exponent flipped", r"sign flipped"),
     4: ("exp2 without LOG2E", r"computes 2\*\*v where the decay is exp\(v\)"),
     5: ("term left out: no dt", r"With dt = 1 at every position, your output is right"),
-    6: ("extra nonlinearity: softplus(dt)", r"With dt (= 0|doubled).*a nonlinearity to dt"),
+    6: ("extra nonlinearity: softplus(dt)", r"With dt (= 0 your outputs are not 0|"
+        r"doubled.*a nonlinearity to dt)"),
     7: ("scaling on the wrong axis: w[None, :] (Q == TP)", r"weights w_k reach the wrong elements"),
     8: ("operand transposed: Bᵀ (x w) on square tiles", r"your state is transposed"),
     9: ("decay from the chunk start", r"decay from the chunk's START"),
@@ -258,12 +260,13 @@ SCAN = {
     5: ("term left out: the state term", r"With the entering state set to zero, your output is right, so the "
         r"state term is wrong"),
     6: ("term left out: the state term's decay", r"decay of the state term is wrong"),
-    7: ("extra nonlinearity: softplus(dt)", r"the entering state = 0 and dt (= 0|doubled).*"
-        r"nonlinearity to dt"),
+    7: ("extra nonlinearity: softplus(dt)", r"the entering state = 0 and dt (= 0 your outputs are not 0|"
+        r"doubled.*nonlinearity to dt)"),
     8: ("wrong index: group h % g", r"C and B of the wrong group"),
     9: ("decay exponent flipped", r"sign flipped"),
     10: ("mask left out", r"later positions leak into earlier outputs"),
-    11: ("extra nonlinearity: silu(y)", r"x and the entering state (= 0|doubled).*a nonlinearity"),
+    11: ("extra nonlinearity: silu(y)", r"x and the entering state (= 0 your "
+         r"outputs are not 0|doubled.*a nonlinearity)"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),

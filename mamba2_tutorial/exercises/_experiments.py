@@ -163,13 +163,14 @@ class Linearity:
         if not all(bool(torch.isfinite(t[k]).all()) for t in (z, a, b) for k in self.outputs):
             return None
         if not all(close(z[k], torch.zeros_like(z[k]), lab.rtol, lab.atol) for k in self.outputs):
-            change = f"{self.what} = 0 your outputs are not 0"
-        elif not all(close(b[k], 2 * a[k], lab.rtol, lab.atol) for k in self.outputs):
-            change = f"{self.what} doubled your outputs do not double"
-        else:
+            return (f"With {self.setting}{self.what} = 0 your outputs are not 0 (every output is linear in "
+                    f"{self.what}): part of your output does not come through {self.what}, a term without "
+                    f"{self.what} or a function of {self.what} that is not 0 at 0 (softplus, exp, a bias)."
+                    f"\n      {self.hint}", self.recipe)
+        if all(close(b[k], 2 * a[k], lab.rtol, lab.atol) for k in self.outputs):
             return None
-        return (f"With {self.setting}{change} (every output is linear in {self.what}): {self.finding}.\n"
-                f"      {self.hint}", self.recipe)
+        return (f"With {self.setting}{self.what} doubled your outputs do not double (every output is linear "
+                f"in {self.what}): {self.finding}.\n      {self.hint}", self.recipe)
 
 
 @dataclass

@@ -344,7 +344,7 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
         return (
             f"{what} stored nothing: every output element still holds the value the check filled it with "
             f"({UNWRITTEN:.4g}).",
-            "finish the TODOs: the kernel must end with ct.store(...) of its result tile.",
+            "finish the TODOs: every output needs its ct.store(...) of the result tile.",
         )
     if bool(never.any()):
         idx = tuple(int(i) for i in never.nonzero()[0])
@@ -440,16 +440,21 @@ def tile_error_hint(message: str) -> str:
     if "depends on path" in low or "loop" in low:
         rules.append("a tile carried through a loop keeps one shape and dtype: start it with the dtype and "
                      "shape it has inside the loop (e.g. ct.zeros((TP, TN), dtype=ct.float32))")
-    if "mma" in low or "dtype" in low or "float" in low and "bfloat16" in low:
-        rules.append("ct.mma's two operands must share one dtype (cast with .astype(x.dtype)); the "
-                     "accumulator is float32")
+    if "stored tile" in low or ("store" in low and ("dtype" in low or "cast" in low)):
+        rules.append("a store takes a tile of the array's own dtype: cast it first, "
+                     "tile.astype(array.dtype)")
+    elif "mma" in low or "matmul" in low:
+        rules.append("ct.mma's two operands must share one dtype (cast with .astype(x.dtype)), and its "
+                     "accumulator is a float32 tile")
+    elif "dtype" in low or "cast" in low:
+        rules.append("two tiles of different dtypes meet: cast one of them with .astype(...)")
     if "shape" in low and not rules:
-        rules.append("the shapes of the operands do not fit: print each tile's shape (in the CPU executor, "
-                     "print(tile.shape) works inside the kernel) and check the mma's inner sizes and the "
-                     "reshapes before each store")
+        rules.append("the shapes of the operands do not fit: check each tile's shape (the message names "
+                     "them), the inner sizes of an mma and the reshapes before each store")
     rule = "; ".join(rules) if rules else "read the message above: it names the rule and the line"
+    rule = rule if rule.startswith("ct.") else rule[0].upper() + rule[1:]
     return (f"cuTile type-checks the kernel before running it, and the message above gives the line. "
-            f"{rule[0].upper() + rule[1:]}. Loads and stores take the index in TILE units.")
+            f"{rule}. Loads and stores take the index in TILE units.")
 
 
 # ------------------------------------------------------------------------------------------ tiered help

@@ -13,6 +13,7 @@ which is :func:`mamba2_tutorial.reference.chunk_cumsum` without the dt preproces
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 
@@ -254,7 +255,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
                 probes=[_padding_probe(kernel, case, backend, device, (dt_exp, dA_exp)[which], which, tol)],
                 diagnose=diagnose,
                 axes=("batch entry", "head", "chunk", "position"),
-                extra=unwritten,
+                extra=partial(unwritten, what=f"your kernel, into {name},"),
             )
     return cases
 

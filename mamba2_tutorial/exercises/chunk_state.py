@@ -311,6 +311,12 @@ def _symmetric(base):
     return replace(base, B=x.clone())
 
 
+def _one_group_per_head(base):
+    """The layout of :func:`_symmetric` (one group per head, n = p) with B not equal to x: the control that
+    shows a kernel right on the symmetric case is right because of the symmetry, not the layout."""
+    return replace(base, B=torch.flip(base["x"], dims=(1,)).contiguous())
+
+
 def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     """The experiments of exercise 5, in the order they run (see :mod:`._experiments`)."""
     lab = Lab(_kernel_run(kernel, backend, device, case), _kernel_reference)
@@ -356,7 +362,7 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "so your state is transposed",
                    "state[i, j] = sum_k w_k x_k[i] B_k[j]: its rows come from x and its columns from B, "
                    "ct.mma(ct.transpose(xw), B, acc) is (TP, Q) @ (Q, TN). (The transposed product "
-                   "compiles only when TP == TN, as in this case.)"),
+                   "compiles only when TP == TN, as in this case.)", controls=[_one_group_per_head]),
         same_batch(["x", "B", "dt_out", "dA_cumsum"]),
         Linearity(["dt_out"], ["states"], "dt", "your kernel applies a nonlinearity to dt (softplus? exp?)",
                   "dt_out arrives as the step sizes themselves: w_k = exp(dA_cs[Q-1] - dA_cs[k]) * dt_k."),

@@ -15,6 +15,8 @@ final_states (b, h, p, n), all float32.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from ..kernels._host import next_power_of_two
@@ -253,7 +255,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             tol = (1e-4, 1e-5 * max(1.0, float(exp.abs().max())))
             axes = ("batch entry", "chunk", "head", "", "") if which == 0 else ("batch entry", "head", "", "")
             compare(CHECK, act, exp, case, name=name, rtol=tol[0], atol=tol[1], hint=_NUDGE,
-                    diagnose=diagnose, axes=axes, extra=unwritten)  # fmt: skip
+                    diagnose=diagnose, axes=axes,
+                    extra=partial(unwritten, what=f"your kernel, into {name},"))  # fmt: skip
     return cases
 
 

@@ -20,6 +20,8 @@ Shapes: dS_out, chunk_init_states, dstates (b, nchunks, h, p, n); dA_cumsum (b, 
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from ..kernels._host import next_power_of_two
@@ -307,7 +309,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             exp = expected[which].float()
             atol = 1e-5 * max(1.0, float(exp.abs().max()))
             compare(CHECK, act.cpu(), exp, case, name=name, rtol=1e-4, atol=atol, hint=_NUDGE,
-                    probes=probes, diagnose=diagnose, axes=axes, extra=unwritten)
+                    probes=probes, diagnose=diagnose, axes=axes,
+                    extra=partial(unwritten, what=f"your kernel, into {name},"))
     return cases
 
 
