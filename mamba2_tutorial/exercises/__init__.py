@@ -2,10 +2,13 @@
 
 Every ``check_*`` compares with :mod:`mamba2_tutorial.reference` and raises :class:`ExerciseFailed` (an
 AssertionError) with the failing case, the error, the first wrong element and a hint. A hint names a cause
-only once a check has confirmed it (the learner's output matches a known mistake, or a re-run on a changed
-input comes out right); otherwise it says where the wrong elements are. On success a check prints what was
-tested. The cuTile checks launch the kernel through :func:`mamba2_tutorial.backends.launch` on the GPU when
-one is usable, and always on the CPU tile executor.
+only once a check has confirmed it: in the PyTorch exercises the learner's output matches a known mistake, or
+a re-run on a changed input comes out right; the cuTile checks diagnose by experiment only, re-running the
+kernel on probe inputs that switch one term off, undo one mistake, or make the answer easy to read
+(:mod:`._experiments`). Otherwise the hint says where the wrong elements are. The cuTile exercises come in two
+tiers, guided (``notebooks/exercises/``) and open (``notebooks/exercises/open/``), with one check each. On
+success a check prints what was tested. The cuTile checks launch the kernel through
+:func:`mamba2_tutorial.backends.launch` on the GPU when one is usable, and always on the CPU tile executor.
 
 Help comes in tiers, after a failed check: :func:`hint` (``hint(1)``) repeats the first hint, ``hint(2)``
 prints a step-by-step recipe, and :func:`show_solution` prints the worked answer, only when asked.

@@ -75,30 +75,19 @@ _SPECS = [
 ]
 
 
-def state_passing_backward(dS_out, dA_cumsum, chunk_init_states, dfinal_states, *, order="reverse",
-                           store="before", decay="last", ddA="decayed", start=True):
-    """The reverse state recurrence in float64: ``(dstates, ddA_last, dinitial_states)``. The keyword
-    arguments other than their defaults compute a typical wrong version (the mistake detectors)."""
+def state_passing_backward(dS_out, dA_cumsum, chunk_init_states, dfinal_states):
+    """The reverse state recurrence in float64: ``(dstates, ddA_last, dinitial_states)``, the gradients of
+    :func:`mamba2_tutorial.reference.state_passing`'s inputs (a test checks it against autograd)."""
     dS_out, dA, S, dfinal = (t.detach().cpu().double() for t in (dS_out, dA_cumsum, chunk_init_states,
                                                                    dfinal_states))
-    nchunks = dS_out.shape[1]
-    g = {"last": torch.exp(dA[..., -1]), "first": torch.exp(dA[..., 0])}[decay]       # (b, h, nchunks)
-    dS = dfinal.clone() if start else torch.zeros_like(dfinal)
+    g = torch.exp(dA[..., -1])  # (b, h, nchunks): the decay across each chunk
+    dS = dfinal.clone()
     dstates = torch.empty_like(dS_out)
     ddA_last = torch.empty_like(g)
-    chunks = range(nchunks - 1, -1, -1) if order == "reverse" else range(nchunks)
-    for c in chunks:
-        gc = g[:, :, c, None, None]
-        if store == "before":
-            dstates[:, c] = dS
-        part = (dS * S[:, c]).sum((-1, -2))
-        new = gc * dS + dS_out[:, c]
-        if ddA == "updated":
-            part = (new * S[:, c]).sum((-1, -2))
-        ddA_last[:, :, c] = part * (g[:, :, c] if ddA != "undecayed" else 1.0)
-        dS = new
-        if store == "after":
-            dstates[:, c] = dS
+    for c in range(dS_out.shape[1] - 1, -1, -1):
+        dstates[:, c] = dS  # the gradient arriving from the chunks after c
+        ddA_last[:, :, c] = g[:, :, c] * (dS * S[:, c]).sum((-1, -2))
+        dS = g[:, :, c, None, None] * dS + dS_out[:, c]
     return dstates, ddA_last, dS
 
 
