@@ -42,12 +42,21 @@ lint: $(STAMP)
 compile: $(STAMP)
 	$(BIN)/python -m mamba2_tutorial compile
 
-# The whole suite: lint, ahead-of-time compile of every kernel, unit tests and every notebook (nbval).
+# The whole suite: lint, ahead-of-time compile check, unit tests and every notebook (nbval), on every core.
 # Where cuda-tile has no wheels (macOS) the compile check and everything that needs cuTile is skipped, saying so.
+# The compile check (--quick: every kernel spec for sm_90, one spec of each kernel for the other architectures;
+# `make compile` is the whole matrix) stores its cubins in cuTile's disk cache, where the tests that compile
+# the same specs find them. Each phase's time is printed at the end. JOBS: pytest worker processes.
+JOBS ?= auto
+PHASES := $(VENV)/.test-phases
+timed = echo '$(2)'; t=$$(date +%s); $(2); rc=$$?; echo "$(1) $$(( $$(date +%s) - t ))" >> $(PHASES); exit $$rc
+
 test: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/python -m mamba2_tutorial compile --skip-unsupported
-	$(BIN)/python -m pytest
+	@rm -f $(PHASES)
+	@$(call timed,lint,$(BIN)/ruff check .)
+	@$(call timed,compile,$(BIN)/python -m mamba2_tutorial compile --skip-unsupported --quick --cache)
+	@$(call timed,pytest,$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup --durations=10)
+	@echo "make test phases: $$(awk '{printf "%s%s %s s", (NR > 1 ? ", " : ""), $$1, $$2}' $(PHASES))"
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests

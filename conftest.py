@@ -10,10 +10,21 @@ rest, with the reason: the kernel notebooks (their first code cell calls ``requi
 that fail to import for want of ``cuda.tile``, tests that raise ``CuTileUnavailable`` and tests marked
 ``cutile`` (they need cuTile in a subprocess). Where cuTile
 imports (CI), none of this applies: a missing ``cuda.tile`` there is an error like any other.
+
+``make test`` runs pytest on every core (pytest-xdist, ``--dist loadgroup``, scheduled here). The cells of one
+notebook share one Jupyter kernel and run in order, and a module-scoped fixture (a JupyterLab server, a
+benchmark run) is built once per process, so each notebook, and each test module that defines such a fixture,
+is one unit that runs whole on one worker; every other test is handed out alone. Each worker's PyTorch uses
+one thread when there are as many workers as cores. Every run ends with its slowest notebooks, each cell
+added up.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import re
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -32,6 +43,47 @@ _CUTILE_IMPORT_ERRORS = ("No module named 'cuda.tile", "No module named 'cuda'",
 
 def _skip_reason() -> str:
     return f"needs cuTile: {cutile_unavailable_reason()}"
+
+
+def _one_thread_per_worker() -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and workers >= (os.cpu_count() or 1):
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # also for the notebooks' kernels, started later
+        import torch
+
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+_one_thread_per_worker()
+
+
+_FIXTURE_SCOPE = re.compile(r"""scope\s*=\s*["'](module|class|package)["']""")
+
+
+@functools.cache
+def _whole(path: str) -> bool:
+    """Whether the items of the file at ``path`` (relative to the root) must run together on one worker:
+    a notebook (its cells share a kernel), or a test module that builds a module-, class- or package-scoped
+    fixture (built once per process)."""
+    if path.endswith(".ipynb"):
+        return True
+    file = Path(__file__).resolve().parent / path
+    return file.suffix == ".py" and file.is_file() and bool(_FIXTURE_SCOPE.search(file.read_text("utf-8")))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: a notebook, or a module with a module-scoped fixture, is one unit of work handed
+    to one worker; every other test is a unit of its own; the largest units are handed out first."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WholeFiles(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if _whole(path) else nodeid
+
+    return WholeFiles(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -69,3 +121,21 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {_skip_reason()}")
     return report
+
+
+_NOTEBOOK_SECONDS: dict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    if path.endswith(".ipynb"):  # cells of a notebook (reported to the controller under xdist too)
+        _NOTEBOOK_SECONDS[path] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _NOTEBOOK_SECONDS or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    slowest = sorted(_NOTEBOOK_SECONDS.items(), key=lambda kv: -kv[1])[:10]
+    terminalreporter.write_sep("=", f"slowest {len(slowest)} notebooks (every cell added up)")
+    for path, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:8.2f}s {path}")

@@ -2,8 +2,10 @@
 
 - :func:`compile_kernel` compiles one :class:`~mamba2_tutorial.kernels.spec.KernelSpec` to a cubin for one GPU
   architecture with the real ``tileiras`` (cuTile's public AOT API, ``cuda.tile.compilation.export_kernel``).
-- :func:`main` is ``python -m mamba2_tutorial compile [--arch ...] [--kernel ...] [--jobs N]``: every kernel
-  of the package for every architecture, as a table; exit code 1 if any failed.
+- :func:`main` is ``python -m mamba2_tutorial compile [--arch ...] [--kernel ...] [--jobs N] [--quick]``:
+  every kernel of the package for every architecture, as a table; exit code 1 if any failed. ``--quick`` (what
+  ``make test`` runs) compiles every spec for :data:`PRIMARY_ARCH` and, for the other architectures, one spec
+  of each kernel function (:func:`representative_specs`); ``make compile`` runs the whole matrix.
 - :func:`tile_ir` returns a kernel's Tile IR (MLIR text) for given launch arguments: cuTile bytecode,
   disassembled with ``tileirdisasm``. :func:`show_tile_ir` wraps it for display in a notebook.
 - :func:`cutile_ir` returns cuTile's own typed IR (the front end's view, before Tile IR).
@@ -33,6 +35,7 @@ from .cubin_info import cubin_resources
 
 __all__ = [
     "DEFAULT_ARCHS",
+    "PRIMARY_ARCH",
     "CompileResult",
     "IRListing",
     "Remark",
@@ -45,12 +48,16 @@ __all__ = [
     "find_tileiras",
     "format_table",
     "main",
+    "quick_plan",
+    "representative_specs",
     "show_source",
     "show_tile_ir",
     "tile_ir",
 ]
 
 DEFAULT_ARCHS: tuple[str, ...] = ("sm_80", "sm_90", "sm_100", "sm_120")
+#: the architecture ``--quick`` compiles every spec for (Hopper: the shipped configs are tuned for it)
+PRIMARY_ARCH = "sm_90"
 
 _INSTALL_HINT = (
     "Install the compiler with `pip install 'cuda-tile[tileiras]==1.7.*'` (in this repo: "
@@ -186,14 +193,15 @@ def _compile_by_name(name: str, arch: str, cache: bool) -> CompileResult:
     return compile_kernel(kernel_spec(name), arch, cache=cache)
 
 
-def compile_specs(specs, archs: Sequence[str], *, jobs: int = 1, cache: bool = False,
+def compile_specs(specs, archs: Sequence[str] | None, *, jobs: int = 1, cache: bool = False,
                   progress=None) -> list[CompileResult]:
     """Compile every spec for every arch; ``jobs`` > 1 uses that many processes. Results in input order.
+    ``archs=None``: ``specs`` is a list of (spec, arch) pairs (e.g. :func:`quick_plan`).
 
     With ``jobs`` > 1 the specs must come from :func:`mamba2_tutorial.kernels.all_kernel_specs` (workers look
     them up by name).
     """
-    tasks = [(spec, arch) for spec in specs for arch in archs]
+    tasks = list(specs) if archs is None else [(spec, arch) for spec in specs for arch in archs]
     if jobs <= 1 or len(tasks) <= 1:
         results = []
         for spec, arch in tasks:
@@ -219,6 +227,31 @@ def compile_specs(specs, archs: Sequence[str], *, jobs: int = 1, cache: bool = F
             if progress:
                 progress(results[-1])
         return results
+
+
+def representative_specs(specs) -> list:
+    """One spec per kernel function (the first listed of each, in registry order): every ``@ct.kernel`` of the
+    package once. A kernel's other specs differ in dtypes, tile sizes and hints; compiled for one architecture
+    (``--quick`` compiles them all for :data:`PRIMARY_ARCH`), they need not be compiled for every other one to
+    show that the kernel's code compiles there."""
+    seen: set[tuple[str, str]] = set()
+    chosen = []
+    for spec in specs:
+        func = spec.kernel._annotated_function.pyfunc
+        key = (func.__module__, func.__qualname__)
+        if key not in seen:
+            seen.add(key)
+            chosen.append(spec)
+    return chosen
+
+
+def quick_plan(specs, archs: Sequence[str] = DEFAULT_ARCHS) -> list[tuple]:
+    """The (spec, arch) pairs ``--quick`` compiles: every spec for :data:`PRIMARY_ARCH` (when it is among
+    ``archs``), :func:`representative_specs` for each other arch; no pair twice."""
+    plan = [(spec, PRIMARY_ARCH) for spec in specs] if PRIMARY_ARCH in archs else []
+    rep = representative_specs(specs)
+    plan += [(spec, arch) for arch in archs if arch != PRIMARY_ARCH for spec in rep]
+    return plan
 
 
 def format_table(results: Sequence[CompileResult]) -> str:
@@ -253,7 +286,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", "-j", type=int, default=min(os.cpu_count() or 1, 8),
                         help="parallel worker processes (default: number of CPUs, at most 8)")
     parser.add_argument("--cache", action="store_true",
-                        help="reuse cubins from cuTile's disk cache (default: run tileiras for every kernel)")
+                        help="reuse cubins from cuTile's disk cache and store new ones there, where the "
+                             "tests that compile the same specs find them (default: run tileiras for every "
+                             "kernel)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"every spec for {PRIMARY_ARCH}, one spec per kernel function for the other "
+                             "architectures (what `make test` checks; `make compile` runs the whole matrix)")
     parser.add_argument("--list", action="store_true", help="list the kernel specs and exit")
     parser.add_argument("--skip-unsupported", action="store_true",
                         help="on a platform cuda-tile has no wheels for (macOS), say so and exit 0; "
@@ -294,9 +332,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"tileiras: {tileiras} ({version})")
-    print(f"compiling {len(specs)} kernel specs x {len(opts.arch)} archs with {opts.jobs} job(s)", flush=True)
+    if opts.quick:
+        plan = quick_plan(specs, opts.arch)
+        others = [a for a in opts.arch if a != PRIMARY_ARCH]
+        print(f"compiling {len(plan)} (kernel spec, arch) pairs with {opts.jobs} job(s): "
+              + (f"all {len(specs)} specs for {PRIMARY_ARCH}" if PRIMARY_ARCH in opts.arch else "")
+              + (f"{', ' if PRIMARY_ARCH in opts.arch else ''}{len(representative_specs(specs))} "
+                 f"(one per kernel) for {' '.join(others)}" if others else ""), flush=True)
+    else:
+        plan = [(spec, arch) for spec in specs for arch in opts.arch]
+        print(f"compiling {len(specs)} kernel specs x {len(opts.arch)} archs with {opts.jobs} job(s)",
+              flush=True)
     start = time.perf_counter()
-    results = compile_specs(specs, opts.arch, jobs=opts.jobs, cache=opts.cache)
+    results = compile_specs(plan, None, jobs=opts.jobs, cache=opts.cache)
     total = time.perf_counter() - start
     print(format_table(results))
     failed = [r for r in results if not r.ok]

@@ -64,7 +64,9 @@ def test_kernel_spec_rejects_a_plain_function():
 
 @pytest.mark.parametrize(("arch", "jobs"), [("sm_90", 2), ("sm_80", 1)])
 def test_primer_kernels_compile(arch, jobs):
-    results = compile_specs(primer.SPECS, [arch], jobs=jobs)
+    # cache=True: the cubins `make test`'s compile check stored are reused (a kernel that no longer compiles
+    # has new bytecode, so it misses the cache and fails here too)
+    results = compile_specs(primer.SPECS, [arch], jobs=jobs, cache=True)
     assert [r.name for r in results] == PRIMER_NAMES
     for r in results:
         assert r.ok, f"{r.name} [{arch}] failed: {r.error}"
@@ -223,7 +225,7 @@ def test_the_taught_ssd_kernels_compile_for_hopper():
     from mamba2_tutorial.kernels import chunk_scan, chunk_state, state_passing
 
     specs = chunk_state.SPECS + state_passing.SPECS + chunk_scan.SPECS
-    results = compile_specs(specs, ["sm_90"], jobs=2)
+    results = compile_specs(specs, ["sm_90"], jobs=1, cache=True)  # the compile check's cubins, where stored
     failed = [f"{r.name}: {r.error}" for r in results if not r.ok]
     assert not failed, failed
     assert all(r.cubin_bytes > 1000 for r in results)
@@ -277,3 +279,26 @@ def test_cubin_resources_reads_a_real_cubin_and_rejects_other_bytes():
     assert 0 < res["registers"] <= 255 and res["frame_bytes"] == 0
     with pytest.raises(ValueError, match="not a 64-bit ELF cubin"):
         cubin_resources(b"PK\x03\x04 not a cubin")
+
+
+def test_the_quick_plan_covers_every_kernel_on_every_arch_and_every_spec_on_hopper():
+    """What `make test` compiles: every spec for sm_90, one spec of each kernel function for the other
+    architectures, no (spec, arch) pair twice; the whole matrix stays `make compile`'s."""
+    from mamba2_tutorial.compile import DEFAULT_ARCHS, PRIMARY_ARCH, quick_plan, representative_specs
+    from mamba2_tutorial.kernels import all_kernel_specs
+
+    specs = all_kernel_specs()
+    plan = quick_plan(specs)
+    pairs = [(spec.name, arch) for spec, arch in plan]
+    assert len(pairs) == len(set(pairs))
+    assert {name for name, arch in pairs if arch == PRIMARY_ARCH} == {s.name for s in specs}
+
+    def function(spec):
+        f = spec.kernel._annotated_function.pyfunc
+        return f.__module__, f.__qualname__
+
+    functions = {function(s) for s in specs}
+    for arch in DEFAULT_ARCHS:
+        assert {function(kernel_spec(n)) for n, a in pairs if a == arch} == functions, arch
+    assert len(representative_specs(specs)) == len(functions) < len(specs)
+    assert [a for _, a in quick_plan(specs, ["sm_80"])] == ["sm_80"] * len(functions)  # no sm_90: no full set
