@@ -21,6 +21,7 @@ added up.
 
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import re
@@ -71,9 +72,28 @@ def _whole(path: str) -> bool:
     return file.suffix == ".py" and file.is_file() and bool(_FIXTURE_SCOPE.search(file.read_text("utf-8")))
 
 
+@functools.cache
+def _slow_tests(path: str) -> frozenset[str]:
+    """Names of the test functions of the module at ``path`` marked ``slow`` (read from its source; the
+    scheduler, in the controlling process, collects nothing)."""
+    file = Path(__file__).resolve().parent / path
+    if file.suffix != ".py" or not file.is_file():
+        return frozenset()
+    tree = ast.parse(file.read_text("utf-8"))
+    return frozenset(node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+                     and any("mark.slow" in ast.unparse(d) for d in node.decorator_list))
+
+
+def _is_slow(nodeid: str) -> bool:
+    path, _, rest = nodeid.partition("::")
+    return rest.split("[", 1)[0] in _slow_tests(path)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: nothing to do where it is not installed
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup``: a notebook, or a module with a module-scoped fixture, is one unit of work handed
-    to one worker; every other test is a unit of its own; the largest units are handed out first."""
+    to one worker; every other test is a unit of its own. Units holding a test marked ``slow`` go first, then
+    the largest, so that no long unit starts last."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -82,6 +102,20 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return path if _whole(path) else nodeid
+
+        def schedule(self) -> None:
+            if self.collection is None and self.collection_is_completed:
+                ids = next(iter(self.registered_collections.values()))
+                units: dict[str, list[str]] = defaultdict(list)
+                for nodeid in ids:
+                    units[self._split_scope(nodeid)].append(nodeid)
+                rank = {scope: (not any(_is_slow(n) for n in members), -len(members))
+                        for scope, members in units.items()}
+                order = sorted(ids, key=lambda n: rank[self._split_scope(n)])  # stable: cells stay in order
+                for node in self.registered_collections:
+                    self.registered_collections[node] = order
+                self.config.option.loadscopereorder = False
+            super().schedule()
 
     return WholeFiles(config, log)
 
