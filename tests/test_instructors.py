@@ -76,3 +76,39 @@ def test_every_exercise_is_listed_in_every_exercise_table():
         assert f"| `{name}` |" in start_here, f"00_start_here: {name}"
     listed = set(re.findall(r"`(ex\d\d_\w+)`", guide_table))
     assert listed <= set(EXERCISES), listed - set(EXERCISES)
+
+
+def _times(text: str) -> dict[str, tuple[int, ...]]:
+    """{exercise: (minutes, ...)} from the rows of a markdown table that name an exercise and give times."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"\|\s*`(ex\d\d_\w+)`\s*\|", line)
+        if m:
+            out[m.group(1)] = tuple(int(t) for t in re.findall(r"\b(\d+) min\b", line))
+    return out
+
+
+def test_each_exercise_has_one_time_everywhere():
+    """The guided (and open) time of every exercise is the same in its notebook's header, the open notebook's,
+    notebook 00, the README and the instructors' guide."""
+    readme = _times((ROOT / "README.md").read_text())
+    nb = json.loads((ROOT / "notebooks" / "00_start_here.ipynb").read_text())
+    start_here = _times("\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"))
+    guide = {}
+    for line in _section(GUIDE, "## What there is").splitlines():
+        m = re.match(r"\|\s*`(ex\d\d_\w+)`\s*\|", line)
+        if m:  # the guide's row: ... | open: "N words, N lines, N min" | guided "N min" |
+            times = [int(t) for t in re.findall(r"\b(\d+) min\b", line)]
+            guide[m.group(1)] = tuple(times[-1:] + times[:-1])  # guided first, then open
+    for name in EXERCISES:
+        header = "".join(json.loads((ROOT / "notebooks" / "exercises" / f"{name}.ipynb").read_text())
+                         ["cells"][0]["source"])
+        guided = int(re.search(r"\*\*time:\*\* about (\d+) minutes", header).group(1))
+        expected = (guided,)
+        open_nb = ROOT / "notebooks" / "exercises" / "open" / f"{name}_open.ipynb"
+        if open_nb.exists():
+            open_header = "".join(json.loads(open_nb.read_text())["cells"][0]["source"])
+            expected += (int(re.search(r"\*\*time:\*\* about (\d+) minutes", open_header).group(1)),)
+            assert f"(about {expected[1]} minutes)" in header, f"{name}: the guided header's open-tier time"
+        for where, table in (("README", readme), ("00_start_here", start_here), ("instructors", guide)):
+            assert table.get(name) == expected, (name, where, table.get(name), "the notebooks:", expected)
