@@ -264,3 +264,78 @@ def same_batch(keys: Sequence[str], batch_axis: int = 0) -> Experiment:
                       "so your kernel reads or writes another batch entry than its own",
                       "block indices come from ct.bid(...) in the grid's order; use this block's batch entry "
                       "bi in every load and store.")
+
+
+def small_integers(t: torch.Tensor, seed: int = 0, low: int = -1, high: int = 1) -> torch.Tensor:
+    """A tensor of ``t``'s shape and dtype holding random integers in [low, high]: values whose products and
+    short sums are exact in bfloat16 (8 significant bits), so that a kernel that rounds to bfloat16 or
+    float16 somewhere is still right on them."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(low, high + 1, tuple(t.shape), generator=gen).to(t.dtype)
+
+
+def low_precision(make: Callable[[Inputs], Inputs | None], said: str, keys: Sequence[str], hint: str = "",
+                  controls: Sequence[Callable[[Inputs], Inputs | None]] = ()) -> Experiment:
+    """Right on inputs whose every value, product and sum is exact in bfloat16 (``make``; ``said`` describes
+    them) though the inputs ``keys`` are float32: the kernel rounds to a low-precision dtype somewhere.
+    Not applicable to a case whose inputs ``keys`` are not float32 (their own experiment is the float32
+    re-run). ``controls``: the same case with only the other changes ``make`` makes (e.g. no decay), on
+    which the kernel must stay wrong."""
+
+    def changed(b):
+        if any(b[k].dtype != torch.float32 for k in keys):
+            return None
+        return make(b)
+
+    return Experiment(
+        f"With {said} (so that every value, product and sum is exact in bfloat16)", changed,
+        "so your kernel rounds to a low-precision dtype (bfloat16 or float16) somewhere: its values lose "
+        "their last digits", "these inputs are float32: keep every tile in float32 (a cast to "
+        "ct.bfloat16 or ct.float16 keeps about 3 significant digits)" + (f"; {hint}" if hint else "") + ".",
+        controls=controls)
+
+
+def _moves(want: torch.Tensor, axes: Sequence[str]):
+    """(description, moved) pairs: ``want`` with its values moved as a wrong store index would move them."""
+    named = [(d, a) for d, a in enumerate(axes) if a]
+    for i, (d1, a1) in enumerate(named):
+        for d2, a2 in named[i + 1:]:
+            if want.shape[d1] == want.shape[d2] and want.shape[d1] > 1:
+                yield (f"what belongs at {a1} i, {a2} j is at {a1} j, {a2} i: the {a1} and the {a2} are "
+                       f"exchanged", want.transpose(d1, d2))
+    for d, a in named:
+        if want.shape[d] > 2:
+            yield f"the {a}s come in reverse order", want.flip(d)
+
+
+def misplaced(outputs: dict[str, Sequence[str]]) -> Reading:
+    """A reading of the base case itself: an output (``outputs`` maps its name to the names of its axes)
+    whose values are all right but at the wrong places, e.g. two axes exchanged."""
+
+    def read(lab, inputs, got):
+        want = lab.reference(inputs)
+        for name, axes in outputs.items():
+            g, w = got[name], want[name]
+            if close(g, w, lab.rtol, lab.atol):
+                continue
+            for how, moved in _moves(w, axes):
+                if not close(moved, w, lab.rtol, lab.atol) and close(g, moved, lab.rtol, lab.atol):
+                    return (f"Your {name} holds the right values at the wrong places ({how}), so the "
+                            f"store's index, or the block indices it is built from, are off.\n      Each "
+                            f"block stores its tile at its own indices, in the order the output's shape "
+                            f"lists its axes; ct.bid(0), ct.bid(1), ct.bid(2) follow the grid's axes in the "
+                            f"order the launch gives them.", None)
+        return None
+
+    return Reading(lambda b: b, read)
+
+
+def nan_on_cpu(run: Callable[[Inputs], Outputs], inputs: Inputs) -> bool:
+    """Whether the kernel's outputs on ``inputs``, run on the CPU tile executor (``run``), hold NaN or inf.
+    The executor fills UNDETERMINED padding with NaN, so a kernel that relies on the padding being zero
+    shows it there, on every machine; a kernel whose outputs stay finite does not read the padding."""
+    try:
+        got = run({k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()})
+    except Exception:  # noqa: BLE001 - a run that fails confirms nothing
+        return False
+    return any(not bool(torch.isfinite(v).all()) for v in got.values())

@@ -421,10 +421,11 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
                        tile_error_hint(str(exc))) from exc
         if isinstance(exc, IndexError):  # the executor names the offsets a load or store reached
             hint = ("a load or store reached outside its array, so an index is off: its unit, or its place "
-                    "in the index tuple (each array's axes are in the order its shape lists them). Loads and "
-                    "stores take the index in TILE units: along an axis tiled by Q, tile c starts at element "
-                    "c*Q, so the index is c, not c*Q. The message gives the element offsets your index "
-                    "reached.")
+                    "in the index tuple (each array's axes are in the order its shape lists them), or the "
+                    "block index it uses (ct.bid(0), ct.bid(1), ct.bid(2) follow the grid's axes in order). "
+                    "Loads and stores take the index in TILE units: along an axis tiled by Q, tile c starts "
+                    "at element c*Q, so the index is c, not c*Q. The message gives the element offsets your "
+                    "index reached.")
         raise fail(
             check, case, f"launching your kernel on the {backend} backend raised {kind}: {exc}", hint
         ) from exc
@@ -432,8 +433,16 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
 
 def tile_error_hint(message: str) -> str:
     """The hint for a cuTile compile error: the rule its message points at, then where to look."""
-    low = message.lower()
+    said = []  # the message proper: cuTile quotes the kernel's source after it (a line with its file)
+    for line in message.splitlines():
+        if line.lstrip().startswith('"') and ", line " in line:
+            break
+        said.append(line)
+    low = "\n".join(said).lower()
     rules = []
+    if "has no attribute" in low:
+        rules.append("cuTile has no function of that name: build it from the ones it has (ct.exp, ct.log, "
+                     "ct.maximum, ct.where, ...), e.g. silu(v) = v / (1.0 + ct.exp(-v))")
     if "power of two" in low or "power of 2" in low:
         rules.append("tile shapes must be compile-time powers of two: build them from ct.Constant[int] "
                      "parameters (Q, TP, TN), never from an array's size")

@@ -23,10 +23,15 @@ from ._experiments import (
     Lab,
     Linearity,
     Reading,
+    close,
+    low_precision,
+    misplaced,
+    nan_on_cpu,
     once,
     positions,
     replace,
     same_batch,
+    small_integers,
 )
 from ._harness import (
     Case,
@@ -58,6 +63,8 @@ _PAD_HINT = (
 )
 
 register(CHECK, "ex04", _HINT)
+
+_AXES = ("batch entry", "head", "chunk", "position")
 
 # name, b, l, h, Q, dt scale, A scale
 _SPECS = [
@@ -153,12 +160,64 @@ def _read_impulse(lab, inputs, got):
     if bool((step == (pos <= q0)).all()) or bool((step == (pos < q0)).all()):
         return (f"{said}: the sum runs backwards, toward the chunk's start.\n      The cumsum runs forward "
                 f"in time: ct.cumsum(v, axis=0), with the default reverse=False.", None)
+    if bool(step.all()) and q0 > 0:
+        return (f"{said}: it is nonzero before position {q0} too, so every position holds the same sum, the "
+                f"whole chunk's (a sum, not a running sum).\n      dA_cumsum[s] sums positions 0..s only: "
+                f"ct.cumsum(v, axis=0), not ct.sum.", None)
     if bool((step == (pos == q0)).all()):
         return (f"{said}: the value stays at its own position, so no running sum is taken along the "
                 f"chunk's positions (the sum runs over another axis, of size 1).\n      Reshape the "
                 f"(1, Q, 1) tile to (Q,) and take ct.cumsum(..., axis=0): the sum over the chunk's Q "
                 f"positions.", None)
     return None
+
+
+def _per_head(base):
+    """One chunk of dt = 1 (so that dA_cumsum[s] = (s + 1) * A[hi]) and a different A for every head."""
+    Q, h = base["Q"], base["dt"].shape[2]
+    return replace(base, dt=torch.ones(1, Q, h), A=-(1.0 + torch.arange(h, dtype=torch.float32)) / 4)
+
+
+def _read_per_head(lab, inputs, got):
+    """Which A each head's running sum steps by (see :func:`_per_head`)."""
+    A = inputs["A"]
+    dA = got["dA_cumsum"][0, :, 0]  # (h, Q)
+    if not bool(torch.isfinite(dA).all()) or not close(got["dt_out"], lab.reference(inputs)["dt_out"]):
+        return None
+    steps = torch.diff(dA, dim=1, prepend=torch.zeros_like(dA[:, :1]))  # what position s adds
+    where = "With dt = 1 at every position and A = -0.25, -0.5, ... (a different A for every head)"
+    if not bool(torch.isclose(steps, steps[:, :1].expand_as(steps), rtol=1e-5, atol=1e-6).all()):
+        return (f"{where}, what your running sum adds changes from position to position, where it is "
+                f"A[hi] at every position: your kernel reads a different A for each position.\n      A has "
+                f"one entry per head: ct.load(A, (hi,), shape=()), a 0-d tile that multiplies the chunk's "
+                f"(Q,) tile of step sizes.", None)
+    read = steps[:, 0]
+    heads = [int((read[i] - A).abs().argmin()) for i in range(len(read))]
+    if all(abs(float(read[i] - A[j])) < 1e-5 for i, j in enumerate(heads)) and heads != list(range(len(A))):
+        return (f"{where}, head hi's running sum steps by A[j] for j = {heads} (hi = 0, 1, ...): your "
+                f"kernel reads A of another head.\n      ct.load(A, (hi,), shape=()) with this block's head "
+                f"index hi (the grid's axis 2).", None)
+    return None
+
+
+def _last_step_only(base, where: str):
+    """dt = 0 at the sequence's last step (``where`` = "sequence"), or at each chunk's last ("chunk") or
+    first ("first") position."""
+    dt, Q = base["dt"].clone(), base["Q"]
+    if where == "sequence":
+        dt[:, -1] = 0.0
+    elif where == "chunk":
+        dt[:, Q - 1::Q] = 0.0
+    else:
+        dt[:, ::Q] = 0.0
+    return replace(base, dt=dt)
+
+
+def _exact(base):
+    """dt in {0.5, 1} and A in {-1, -2, -0.5}: every product and running sum exact in bfloat16."""
+    h = base["dt"].shape[2]
+    dt = (small_integers(base["dt"], 41, 1, 2) / 2).float()
+    return replace(base, dt=dt, A=torch.tensor([-1.0, -2.0, -0.5])[torch.arange(h) % 3])
 
 
 def _tame(base):
@@ -172,6 +231,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     lab = Lab(_run(kernel, backend, device, case), _reference)
     h = case.inputs["dt"].shape[2]
     steps = [
+        misplaced({"dt_out": _AXES, "dA_cumsum": _AXES}),
         Experiment("With A the same number for every head", lambda b: replace(b, A=torch.full((h,), -0.7)),
                    "so A is read at the wrong index",
                    "A has one entry per head: load A[hi] with this block's head index hi (the grid's axis "
@@ -184,6 +244,16 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With A's sign flipped", lambda b: replace(b, A=-b["A"]), "your kernel flips A's sign",
                    "A is already negative (it is the decay rate itself): multiply by A[hi] as it is.",
                    undo=True),
+        Experiment("With dt = 0 at each chunk's last position", lambda b: _last_step_only(b, "chunk"),
+                   "so your kernel leaves out (or gets wrong) each chunk's last position: a mask or a bound "
+                   "off by one", "every position 0..Q-1 of the chunk counts: a mask of the steps inside the "
+                   "sequence is c*Q + pos < l (with ZERO padding none is needed).",
+                   controls=[lambda b: _last_step_only(b, "first")]),
+        Experiment("With dt = 0 at the sequence's last step", lambda b: _last_step_only(b, "sequence"),
+                   "so your kernel leaves out (or gets wrong) the sequence's last step: a mask or a bound "
+                   "off by one", "the steps inside the sequence are c*Q + pos < l, the last one l - 1 "
+                   "included (with padding_mode=ZERO no mask is needed: the padding is 0).",
+                   controls=[lambda b: _last_step_only(b, "first")]),
         Linearity(["dt"], ["dt_out", "dA_cumsum"], "dt",
                   "your kernel applies a nonlinearity to dt (softplus, exp, a bias, a square, ...)",
                   "dt arrives already processed (positive: no bias or softplus here): store it as it is and "
@@ -193,6 +263,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "A arrives as the (negative) decay rate itself: dA_cumsum is the cumsum of dt * A[hi]."),
         same_batch(["dt"]),
         Reading(_impulse, _read_impulse),
+        Reading(_per_head, _read_per_head),
+        low_precision(_exact, "dt in {0.5, 1} and A in {-1, -2, -0.5}", ["dt", "A"]),
     ]
     prelude = [(_tame, "With the same case at milder decay (every dt*A scaled into [-4, 0]) your output is "
                 "right: your kernel breaks only where dt*A is large",
@@ -210,6 +282,8 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected, whic
     past the end: right there means the loads' padding is the cause."""
 
     def confirms() -> bool:
+        if not nan_on_cpu(_run(kernel, "cpu", "cpu", case), case.inputs):
+            return False
         dt, A, Q = case.inputs["dt"], case.inputs["A"], case.inputs["Q"]
         b, l, h = dt.shape
         nc = math.ceil(l / Q)
@@ -219,7 +293,8 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected, whic
         run_kernel(CHECK, kernel, (b, nc, h), (dtp, A.clone(), *outs, Q), case, _NUDGE, backend)
         return bool(torch.isclose(outs[which].cpu(), expected, rtol=1e-5, atol=tol).all())
 
-    label = ("loads without padding_mode=ZERO: with dt zero-padded in memory (no load past the end) your "
+    label = ("loads without padding_mode=ZERO: on the CPU tile executor (which fills undetermined padding "
+             "with NaN) your outputs hold NaN, and with dt zero-padded in memory (no load past the end) your "
              "kernel is right")
     return Probe(label, confirms, _PAD_HINT)
 
@@ -254,7 +329,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
                 hint=_NUDGE,
                 probes=[_padding_probe(kernel, case, backend, device, (dt_exp, dA_exp)[which], which, tol)],
                 diagnose=diagnose,
-                axes=("batch entry", "head", "chunk", "position"),
+                axes=_AXES,
                 extra=partial(unwritten, what=f"your kernel, into {name},"),
             )
     return cases

@@ -27,6 +27,7 @@ from ._experiments import (
     Lab,
     Linearity,
     as_float32,
+    nan_on_cpu,
     once,
     replace,
     same_batch,
@@ -286,6 +287,8 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torc
     TN), so that no load runs past an end: right there means the loads' padding is the cause."""
 
     def confirms() -> bool:
+        if not nan_on_cpu(_run(kernel, "cpu", "cpu", case), case.inputs):
+            return False
         i = case.inputs
         x, dt_out, dA, C, B, S = (i[k] for k in ("x", "dt_out", "dA_cumsum", "C", "B", "chunk_init_states"))
         b, l, h, p = x.shape
@@ -306,8 +309,9 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torc
         got = y[:, :l, :, :p].detach().double().cpu()
         return bool(torch.isclose(got, expected.double(), rtol=tol[0], atol=tol[1]).all())
 
-    label = ("loads without padding_mode=ZERO: with the same inputs zero-padded in memory (no load past an "
-             "end) your kernel is right")
+    label = ("loads without padding_mode=ZERO: on the CPU tile executor (which fills undetermined padding "
+             "with NaN) your outputs hold NaN, and with the same inputs zero-padded in memory (no load past "
+             "an end) your kernel is right")
     return Probe(label, confirms, _PAD_HINT)
 
 

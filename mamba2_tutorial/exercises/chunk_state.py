@@ -21,6 +21,7 @@ from ._experiments import (
     Lab,
     Linearity,
     as_float32,
+    nan_on_cpu,
     once,
     replace,
     same_batch,
@@ -390,6 +391,8 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torc
     that no load runs past an end: right there means the loads' padding is the cause."""
 
     def confirms() -> bool:
+        if not nan_on_cpu(_kernel_run(kernel, "cpu", "cpu", case), case.inputs):
+            return False
         i = case.inputs
         x, B, dt_out, dA = i["x"], i["B"], i["dt_out"], i["dA_cumsum"]
         b, l, h, p = x.shape
@@ -406,8 +409,9 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected: torc
         got = states[..., :p, :n].double().cpu()
         return bool(torch.isclose(got, expected.double(), rtol=tol[0], atol=tol[1]).all())
 
-    label = ("loads without padding_mode=ZERO: with the same inputs zero-padded in memory (no load past an "
-             "end) your kernel is right")
+    label = ("loads without padding_mode=ZERO: on the CPU tile executor (which fills undetermined padding "
+             "with NaN) your outputs hold NaN, and with the same inputs zero-padded in memory (no load past "
+             "an end) your kernel is right")
     return Probe(label, confirms, _KERNEL_PAD_HINT)
 
 

@@ -31,6 +31,7 @@ from ._experiments import (
     Lab,
     Reading,
     close,
+    nan_on_cpu,
     once,
     positions,
     replace,
@@ -251,6 +252,8 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected) -> P
     load runs past an end: right there means the loads' padding is the cause."""
 
     def confirms() -> bool:
+        if not nan_on_cpu(_run(kernel, "cpu", "cpu", case), case.inputs):
+            return False
         dS_out, dA, S, dfinal = (case.inputs[k] for k in _KEYS)
         p, n = dS_out.shape[-2:]
         TP, TN = next_power_of_two(p), next_power_of_two(n)
@@ -266,8 +269,9 @@ def _padding_probe(kernel, case: Case, backend: str, device: str, expected) -> P
             1.0, float(e.abs().max()))).all() for k, e in zip(("dstates", "ddA_last", "dinitial_states"),
                                                               expected))
 
-    label = ("loads without padding_mode=ZERO: with the same inputs zero-padded in memory (no load past an "
-             "end) your kernel is right")
+    label = ("loads without padding_mode=ZERO: on the CPU tile executor (which fills undetermined padding "
+             "with NaN) your outputs hold NaN, and with the same inputs zero-padded in memory (no load past "
+             "an end) your kernel is right")
     hint = ("the loads of dS_out, chunk_init_states and dfinal_states run past p and n when TP > p or TN > "
             "n: give them padding_mode=ct.PaddingMode.ZERO. The default padding is UNDETERMINED (NaN on the "
             "CPU executor), and ct.sum(dS * S) adds the padded elements into ddA_last.")
