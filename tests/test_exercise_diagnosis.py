@@ -246,7 +246,7 @@ PASSING = {
     3: ("wrong decay index: the chunk's first position", r"another position than the chunk's last"),
     4: ("term left out: initial_states", r"initial state's path is wrong"),
     5: ("reduction over the wrong set: the decay from a sum over the chunk", r"a sum over the chunk"),
-    6: ("wrong chunk index: dA_cumsum indexed like states", r"decay of the wrong chunk or head"),
+    6: ("wrong chunk index: dA_cumsum indexed like states", r"decay of another chunk, head or batch entry"),
     7: ("extra nonlinearity: the decay squared", r"With dA_cumsum = 0 \(every decay 1\).*so the decay is "
         r"wrong"),
     8: ("term left out: the local state", r"term of the chunk's own state is wrong"),

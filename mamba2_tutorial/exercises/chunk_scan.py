@@ -26,11 +26,16 @@ from ._experiments import (
     Experiment,
     Lab,
     Linearity,
+    Reading,
     as_float32,
+    low_precision,
+    misplaced,
     nan_on_cpu,
     once,
+    positions,
     replace,
     same_batch,
+    small_integers,
     tame_decay,
 )
 from ._harness import (
@@ -73,6 +78,8 @@ _DECAY_HINT = (
     "the decay from source k to target s is exp(dA_cs[s] - dA_cs[k]), a number in (0, 1] for k <= s; "
     "above the diagonal (k > s, the future) W must be 0: ct.where(causal, ..., 0.0)."
 )
+_MMA_CAST = ("the mma operands take the input's dtype (W.astype(x.dtype), state.astype(C.dtype)) and "
+             "accumulate into float32 tiles")
 register(CHECK, "ex07", _RECIPE)
 
 # name, b, l, h, p, g, n, Q, dtype, dt scale, A scale (p and n not powers of two: TP, TN > p, n)
@@ -183,6 +190,74 @@ def _only_diagonal(b):
     return _no_state(replace(b, dA_cumsum=dA))
 
 
+def _unit_CB(b):
+    """C = B = the same unit vector at every position: C_s . B_k = 1 for every s and k."""
+    C = torch.zeros_like(b["C"])
+    C[..., 0] = 1.0
+    return replace(b, C=C, B=C.clone())
+
+
+def _one_source(b):
+    """The state term and C Bᵀ, the decay and dt out of the way (state 0, C_s . B_k = 1, dA_cumsum = 0,
+    dt = 1) and x = 1 at position Q // 2 of chunk 0 only: then W is 1 on and below the diagonal, and the
+    right y is 1 at positions Q // 2 .. Q-1 of chunk 0 and 0 elsewhere."""
+    Q = b["dt_out"].shape[-1]
+    x = torch.zeros_like(b["x"])
+    x[:, Q // 2] = 1.0
+    return _unit_CB(replace(_no_state(b), x=x, dA_cumsum=torch.zeros_like(b["dA_cumsum"]),
+                            dt_out=torch.ones_like(b["dt_out"])))
+
+
+def _read_one_source(lab, inputs, got):
+    """Where and how strongly the one nonzero input reaches the outputs (see :func:`_one_source`)."""
+    Q = inputs["dt_out"].shape[-1]
+    y = got["y"].double()
+    if not bool(torch.isfinite(y).all()) or y.shape[1] < Q:
+        return None
+    first = y[:, :Q]  # chunk 0: (b, Q, h, p)
+    if bool((y[:, Q:].abs() > 1e-6).any()):
+        return None
+    per_pos = first[0, :, 0, 0]
+    if not bool(torch.isclose(first, per_pos[None, :, None, None].expand_as(first), atol=1e-5).all()):
+        return None  # not the same for every batch entry, head and element: not a matter of W alone
+    k0 = Q // 2
+    pos = torch.arange(Q)
+    held = per_pos.abs() > 1e-6
+    where = (f"With the entering state = 0, C_s . B_k = 1, no decay, dt = 1 (so that W is 1 on and below "
+             f"the diagonal) and x = 1 at position {k0} of chunk 0 only, your output is nonzero at positions "
+             f"{positions(held)}")
+    if bool((held == (pos <= k0)).all()):
+        return (f"{where}, where it should be at {k0}..{Q - 1}: your output at s takes the inputs AFTER s, "
+                f"so your W is transposed (Wᵀ @ x) or its mask keeps k >= s.\n      W[s, k] is the weight "
+                f"of source k in target s, 0 above the diagonal: y = ct.mma(W, x, acc) with causal = "
+                f"pos[:, None] >= pos[None, :].", None)
+    tail = per_pos[k0:]
+    if bool((held == (pos >= k0)).all()) and not bool(torch.isclose(tail, torch.ones_like(tail),
+                                                                    atol=1e-4).all()):
+        if bool(torch.isclose(tail, tail[:1].expand_as(tail), rtol=1e-4).all()):
+            return (f"{where}, as it should, but with the value {float(tail[0]):.4g} where it is 1: every "
+                    f"entry of your W is scaled by that factor, so one of W's factors is not 1 where "
+                    f"C_s . B_k = 1, the decay is exp(0) = 1 and dt = 1.\n      W[s, k] = (C_s . B_k) * "
+                    f"exp(dA_cs[s] - dA_cs[k]) * dt_k, nothing more.", None)
+        values = ", ".join(f"{float(v):.3g}" for v in tail[:4])
+        return (f"{where}, as it should, but with the values {values}{', ...' if Q - k0 > 4 else ''} where "
+                f"they are all 1: something rescales W's entries (a normalization of its rows, a softmax?)."
+                f"\n      W[s, k] = (C_s . B_k) * exp(dA_cs[s] - dA_cs[k]) * dt_k, nothing more: unlike "
+                f"attention, the SSD does not normalize its weights.", None)
+    return None
+
+
+def _exact(b):
+    """x, C, B and a nonzero state small integers, dt in {0.5, 1}, no decay: every product and sum exact in
+    bfloat16."""
+    S = b["chunk_init_states"]
+    return replace(b, x=small_integers(b["x"], 71), C=small_integers(b["C"], 72),
+                   B=small_integers(b["B"], 73),
+                   chunk_init_states=small_integers(S, 74) if bool(S.any()) else S,
+                   dt_out=small_integers(b["dt_out"], 75, 1, 2) / 2,
+                   dA_cumsum=torch.zeros_like(b["dA_cumsum"]))
+
+
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     """The experiments of exercise 7, in the order they run (see :mod:`._experiments`)."""
     lab = Lab(_run(kernel, backend, device, case), _reference)
@@ -244,11 +319,20 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With the entering state = 0 and C and B the same for every group",
                    lambda b: same_groups(b, ("C", "B")), "so your kernel reads C and B of the wrong group",
                    group_hint),
+        Experiment("With the entering state = 0 and C_s . B_k = 1 for every s and k (C = B = one unit "
+                   "vector)", _unit_CB, "so the factor C_s . B_k of W is what goes wrong (missing, or not "
+                   "the matrix C Bᵀ)", "CB[s, k] = C_s . B_k for EVERY pair of positions: CB = ct.mma(C, "
+                   "ct.transpose(B), acc), a (Q, Q) tile, and W = CB * decay * dt[None, :]."),
+        low_precision(_exact, "the entering state = 0, x, C and B small integers, dt in {0.5, 1} and no "
+                      "decay", ["x", "C", "B"], _MMA_CAST, controls=[lambda b: replace(b, dA_cumsum=zero(
+                          b["dA_cumsum"]))]),
         Linearity(["dt_out"], ["y"], "dt", "your kernel applies a nonlinearity to dt (softplus? exp?)",
                   "dt_out arrives as the step sizes themselves: W = CB * decay * dt[None, :].",
                   setting="the entering state = 0 and "),
+        Reading(_one_source, _read_one_source),
     ]
     steps = [
+        misplaced({"y": ("batch entry", "position", "head", "")}),
         Experiment("With the entering state set to zero", _no_state, "so the state term is wrong",
                    "the chunk also sees the state entering it: y += exp(dA_cs)[:, None] * (C @ stateᵀ), one "
                    "ct.mma of C with the transposed state tile.", then=state_steps, then_base=_no_input),
@@ -261,6 +345,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
                    "so the decays are wrong", _DECAY_HINT),
         same_batch(list(_KEYS)),
+        low_precision(_exact, "x, C, B and the entering state small integers, dt in {0.5, 1} and no decay",
+                      ["x", "C", "B"], _MMA_CAST,
+                      controls=[lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"]))]),
         Linearity(["x", "chunk_init_states"], ["y"], "x and the entering state",
                   "your kernel applies a nonlinearity, or adds a constant, to its inputs or its output "
                   "(silu? the gate is not part of this kernel)", "y is linear in x and the state: W @ x + "

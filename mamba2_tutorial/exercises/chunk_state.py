@@ -20,11 +20,16 @@ from ._experiments import (
     Experiment,
     Lab,
     Linearity,
+    Reading,
     as_float32,
+    close,
+    low_precision,
+    misplaced,
     nan_on_cpu,
     once,
     replace,
     same_batch,
+    small_integers,
     tame_decay,
 )
 from ._harness import (
@@ -318,6 +323,88 @@ def _one_group_per_head(base):
     return replace(base, B=torch.flip(base["x"], dims=(1,)).contiguous())
 
 
+def _one_decay(base):
+    """The same moderate decays (dA_cumsum = -0.3, -0.6, ...) in every chunk of every head: a kernel that
+    reads the decay of another chunk, head or batch entry is right here."""
+    dA = base["dA_cumsum"]
+    row = -0.3 * torch.arange(1, dA.shape[-1] + 1, dtype=dA.dtype)
+    return replace(base, dA_cumsum=row.expand_as(dA).clone())
+
+
+def _dt_zero_at(base, position: int):
+    """dt = 0 at one position of every chunk (0: the first, -1: the last)."""
+    dt = base["dt_out"].clone()
+    dt[..., position] = 0.0
+    return replace(base, dt_out=dt)
+
+
+def _read_vanishing(lab, inputs, got):
+    """With every decay 1 (dA_cumsum = 0), states that are all 0."""
+    if not bool((got["states"] == 0).all()):
+        return None
+    return ("With dA_cumsum = 0 (every decay exp(0) = 1) your states are all 0: your weights vanish where "
+            "the decay is 1, so your decay is dA_cs[Q-1] - dA_cs[k] itself (0 here), without its exp.\n"
+            "      " + _DECAY_HINT, None)
+
+
+def _x_impulse(base):
+    """x = 1 at one element (position 1 of chunk 0, element 2 of p) and 0 elsewhere, no decay, dt = 1."""
+    x = torch.zeros_like(base["x"])
+    if x.shape[3] < 3:
+        return None
+    x[:, 1, :, 2] = 1.0
+    return replace(base, x=x, dA_cumsum=torch.zeros_like(base["dA_cumsum"]),
+                   dt_out=torch.ones_like(base["dt_out"]))
+
+
+def _read_x_impulse(lab, inputs, got):
+    """Which rows of the state x's one nonzero element reaches (see :func:`_x_impulse`)."""
+    state = got["states"][0, 0, 0]  # (p, n)
+    if not bool(torch.isfinite(state).all()):
+        return None
+    rows = state.abs().amax(1) > 1e-6
+    if rows.tolist() == [i == 1 for i in range(len(rows))]:
+        return ("With x = 1 at one element (position 1 of chunk 0, element 2 of p), no decay and dt = 1, "
+                "your state is nonzero in row 1, where it should be in row 2: your state's rows follow the "
+                "chunk's positions k, not x's elements, so the mma sums over the wrong axis.\n      state = "
+                "xwᵀ @ B sums over the positions: (TP, Q) @ (Q, TN). ct.transpose(xw) turns (Q, TP) into "
+                "(TP, Q); a reshape does not (it keeps the elements in memory order).", None)
+    return None
+
+
+def _chunk0_only(base):
+    """x zero outside chunk 0 (None with one chunk): every later chunk's state is 0."""
+    Q = base["dt_out"].shape[-1]
+    if base["dt_out"].shape[2] < 2:
+        return None
+    x = torch.zeros_like(base["x"])
+    x[:, :Q] = base["x"][:, :Q]
+    return replace(base, x=x)
+
+
+def _read_chunk0_only(lab, inputs, got):
+    """Whether chunk 0's input reaches the states of later chunks (see :func:`_chunk0_only`)."""
+    want = lab.reference(inputs)["states"]
+    states = got["states"]
+    if not close(states[:, 0], want[:, 0], lab.rtol, lab.atol):
+        return None
+    later = states[:, 1:].transpose(0, 1).flatten(1).abs().amax(1) > 1e-6
+    if not bool(later.any()):
+        return None
+    chunks = ", ".join(str(c + 1) for c in later.nonzero().flatten().tolist())
+    return (f"With x zero outside chunk 0 your state of chunk 0 is right, but your states of chunks {chunks} "
+            f"are not 0: the state of chunk c takes in positions of other chunks.\n      Each chunk's "
+            f"state sums its own Q positions only (loads at chunk index c, no loop over earlier chunks): "
+            f"carrying the states across chunks is the next kernel's job, state passing.", None)
+
+
+def _exact(base):
+    """x and B small integers, dt in {0.5, 1}, no decay: every product and sum exact in bfloat16."""
+    return replace(base, x=small_integers(base["x"], 51), B=small_integers(base["B"], 52),
+                   dt_out=small_integers(base["dt_out"], 53, 1, 2) / 2,
+                   dA_cumsum=torch.zeros_like(base["dA_cumsum"]))
+
+
 def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     """The experiments of exercise 5, in the order they run (see :mod:`._experiments`)."""
     lab = Lab(_kernel_run(kernel, backend, device, case), _kernel_reference)
@@ -329,7 +416,9 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
 
     end_hint = ("the decay from position k to the chunk's END is exp(dA_cs[Q-1] - dA_cs[k]): the last "
                 "element, ct.extract(dA_cs, (Q - 1,), shape=(1,)).")
+    no_decay = lambda b: replace(b, dA_cumsum=torch.zeros_like(b["dA_cumsum"]))  # noqa: E731
     steps = [
+        misplaced({"states": ("batch entry", "chunk", "head", "", "")}),
         Experiment("With dA_cumsum multiplied by log2(e)",
                    lambda b: replace(b, dA_cumsum=b["dA_cumsum"] * LOG2E),
                    "your kernel computes 2**v where the decay is exp(v)", _EXP2_HINT, undo=True),
@@ -347,8 +436,12 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    lambda b: replace(b, B=b["B"][:, :, :1].expand_as(b["B"]).clone()),
                    "so your kernel reads B of the wrong group",
                    "head hi reads group hi // HEADS_PER_GROUP (consecutive heads share a group)."),
-        Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=torch.zeros_like(
-            b["dA_cumsum"])), "so the decay is wrong", _DECAY_HINT),
+        Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
+                   _one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
+                   "dA_cumsum is (b, h, nchunks, Q): this block's decays are dA_cumsum[bi, hi, c, :], at "
+                   "the HEAD hi (not the group) and (bi, hi, c, 0) in tiles of (1, 1, 1, Q)."),
+        Reading(no_decay, _read_vanishing),
+        Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", _DECAY_HINT),
         Experiment("With dt = 1 at every position", lambda b: replace(b, dt_out=torch.ones_like(b["dt_out"])),
                    "so the factor dt is wrong (missing, or applied more than once)",
                    "each position enters the state as dt_k * x_k (outer) B_k: w_k = exp(dA_cs[Q-1] - "
@@ -359,11 +452,21 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "so the weights w_k reach the wrong elements when they differ from position to position",
                    "w_k belongs to position k, a ROW of the (Q, TP) tile of x: x * w[:, None]. (w[None, :] "
                    "scales the columns, the p axis; it only compiles when Q == TP.)"),
+        Experiment("With dt = 0 at each chunk's last position", lambda b: _dt_zero_at(b, -1),
+                   "so your kernel leaves out (or gets wrong) each chunk's last position: a mask or a bound "
+                   "off by one", "every position k = 0..Q-1 enters the state, the last one too (its decay "
+                   "is exp(0) = 1): check a mask or a loop bound.", controls=[lambda b: _dt_zero_at(b, 0)]),
+        Experiment("With dt = 0 at each chunk's first position", lambda b: _dt_zero_at(b, 0),
+                   "so your kernel leaves out (or gets wrong) each chunk's first position: a mask or a bound "
+                   "off by one", "every position k = 0..Q-1 enters the state, the first one too: check a "
+                   "mask or a loop bound.", controls=[lambda b: _dt_zero_at(b, -1)]),
         Experiment("With B equal to x (so that every state is symmetric)", _symmetric,
                    "so your state is transposed",
                    "state[i, j] = sum_k w_k x_k[i] B_k[j]: its rows come from x and its columns from B, "
                    "ct.mma(ct.transpose(xw), B, acc) is (TP, Q) @ (Q, TN). (The transposed product "
                    "compiles only when TP == TN, as in this case.)", controls=[_one_group_per_head]),
+        Reading(_x_impulse, _read_x_impulse),
+        Reading(_chunk0_only, _read_chunk0_only),
         same_batch(["x", "B", "dt_out", "dA_cumsum"]),
         Linearity(["dt_out"], ["states"], "dt", "your kernel applies a nonlinearity to dt (softplus? exp?)",
                   "dt_out arrives as the step sizes themselves: w_k = exp(dA_cs[Q-1] - dA_cs[k]) * dt_k."),
@@ -371,6 +474,9 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                   "the state is linear in x: (x * w[:, None])ᵀ @ B, nothing applied to x."),
         Linearity(["B"], ["states"], "B", "your kernel applies a nonlinearity to B",
                   "the state is linear in B: (x * w[:, None])ᵀ @ B, nothing applied to B."),
+        low_precision(_exact, "x and B small integers, dt in {0.5, 1} and no decay", ["x", "B"],
+                      "the mma's operands take x's dtype (x.dtype), its accumulator is float32",
+                      controls=[no_decay]),
     ]
     prelude = [
         (lambda b: as_float32(b, ("x", "B")), "With the same inputs in float32 your output is right: only "

@@ -26,10 +26,13 @@ from ._experiments import (
     Lab,
     Reading,
     close,
+    low_precision,
+    misplaced,
     once,
     positions,
     replace,
     same_batch,
+    small_integers,
     tame_decay,
 )
 from ._harness import (
@@ -153,6 +156,56 @@ def decay_experiments(hint: str, log2e: float = LOG2E) -> list[Experiment]:
     ]
 
 
+#: what a wrong decay function gives for v = dA_cumsum[c, Q-1] (the right one is exp(v))
+_DECAY_FORMS = [
+    ("exp(-v)", lambda v: torch.exp(-v), "the exponent's sign is flipped"),
+    ("2**v", lambda v: torch.exp2(v), "ct.exp2 takes the place of ct.exp"),
+    ("v", lambda v: v, "dA_cumsum itself takes the place of its exp"),
+    ("exp(v)**2", lambda v: torch.exp(v) ** 2, "the decay is applied twice"),
+    ("1 / (1 + exp(-v))", torch.sigmoid, "a sigmoid takes the place of the exp"),
+    ("log(1 + exp(v))", torch.nn.functional.softplus, "a softplus takes the place of the exp"),
+]
+
+#: dA_cumsum at every position of every chunk in :func:`decay_probe`'s inputs
+DECAY_PROBE_V = -0.5
+
+
+def decay_probe(base, keys: dict[str, str], b: int = 1, nc: int = 2):
+    """Inputs on which the carried tile can only change by the decay: every tile of ``keys["zero"]`` 0 (the
+    local states, or dS_out and the states), the start ``keys["start"]`` all ones, and dA_cumsum =
+    DECAY_PROBE_V at every position of every chunk (so that the decay's position and chunk do not matter)."""
+    dA = base["dA_cumsum"]
+    shapes = {k: (b, nc, *base[k].shape[2:]) for k in keys["zero"].split()}
+    start = base[keys["start"]]
+    return replace(base, **{k: torch.zeros(shape) for k, shape in shapes.items()},
+                   **{keys["start"]: torch.ones(b, *start.shape[1:])},
+                   dA_cumsum=torch.full((b, dA.shape[1], nc, dA.shape[3]), DECAY_PROBE_V))
+
+
+def read_decay(first: torch.Tensor, second: torch.Tensor, last: torch.Tensor, what: str, hint: str):
+    """The decay per chunk a kernel applies on :func:`decay_probe`'s inputs, from the carried tile before
+    any chunk (``first``, all ones), after one chunk (``second``) and after both (``last``): a finding when
+    the kernel multiplies the tile by one factor g per chunk and g is not exp(DECAY_PROBE_V)."""
+    tiles = (first, second, last)
+    if not all(bool(torch.isfinite(t).all()) for t in tiles) or not close(first, torch.ones_like(first)):
+        return None
+    g = float(second.flatten()[0])
+    if not close(second, torch.full_like(second, g)) or not close(last, torch.full_like(last, g * g)):
+        return None  # not one factor per chunk: something else than the decay's function
+    v = torch.tensor(DECAY_PROBE_V, dtype=torch.float64)
+    right = float(torch.exp(v))
+    if abs(g - right) <= 1e-4 * right:
+        return None
+    said = (f"With dA_cumsum = {DECAY_PROBE_V} at every position of every chunk and {what}, your kernel "
+            f"multiplies the carried tile by {g:.4g} per chunk, where the decay is exp({DECAY_PROBE_V}) = "
+            f"{right:.4g}")
+    for form, fn, meaning in _DECAY_FORMS:
+        if abs(g - float(fn(v))) <= 1e-4 * max(1.0, abs(g)):
+            return f"{said}: {form} for v = {DECAY_PROBE_V}, so {meaning}.\n      {hint}", None
+    return (f"{said}: your decay is another function of dA_cumsum[bi, hi, c, Q-1] than its exp.\n      "
+            f"{hint}", None)
+
+
 def _impulse(base):
     """No initial state, no decay, and a local state only in chunk 1 of 4."""
     states = base["states"]
@@ -190,14 +243,58 @@ def _chunks_back_in_order(out):
     return {"chunk_init_states": out["chunk_init_states"].flip(1), "final_states": out["final_states"]}
 
 
+def _read_decay_probe(decay_hint):
+    def read(lab, inputs, got):
+        entering, final = got["chunk_init_states"][0], got["final_states"][0]  # (2, h, p, n), (h, p, n)
+        return read_decay(entering[0], entering[1], final, "no local states, an initial state of ones",
+                          decay_hint)
+
+    return read
+
+
+def _square(base, symmetric: bool):
+    """The case with p = n (the smaller of the two), and with every local and initial state symmetric
+    (``symmetric``) or as they are: a kernel that transposes a state is right only on the symmetric one."""
+    states, init = base["states"], base["initial_states"]
+    m = min(states.shape[-1], states.shape[-2])
+    states, init = states[..., :m, :m].contiguous(), init[..., :m, :m].contiguous()
+    if symmetric:
+        states, init = states + states.transpose(-1, -2), init + init.transpose(-1, -2)
+    return replace(base, states=states, initial_states=init)
+
+
+def one_decay(base):
+    """The same moderate decay row (dA_cumsum = -0.3, -0.6, ...) in every chunk of every head and batch
+    entry: a kernel that reads the decay of another chunk, head or batch entry is right here."""
+    dA = base["dA_cumsum"]
+    row = -0.3 * torch.arange(1, dA.shape[-1] + 1, dtype=dA.dtype)
+    return replace(base, dA_cumsum=row.expand_as(dA).clone())
+
+
+def _exact(base):
+    """Small integer states, no decay: every sum exact in bfloat16."""
+    return replace(base, states=small_integers(base["states"], 61),
+                   initial_states=small_integers(base["initial_states"], 62),
+                   dA_cumsum=torch.zeros_like(base["dA_cumsum"]))
+
+
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     """The experiments of exercise 6, in the order they run (see :mod:`._experiments`)."""
     lab = Lab(_run(kernel, backend, device, case), _reference)
     decay_hint = ("decay the carried state by exp(dA_cumsum[bi, hi, c, Q-1]), a number in (0, 1], then add "
                   "states[bi, c, hi].")
     zero = torch.zeros_like
+    no_decay = lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"]))  # noqa: E731
     steps = [
+        misplaced({"chunk_init_states": ("batch entry", "chunk", "head", "", ""),
+                   "final_states": ("batch entry", "head", "", "")}),
         *decay_experiments(decay_hint),
+        Experiment("With p = n and every local and initial state symmetric", lambda b: _square(b, True),
+                   "so your kernel transposes a state (the check confirmed it: with p = n and states that "
+                   "are not symmetric, your output is wrong)",
+                   "the states are (p, n) tiles, (TP, TN): add states[bi, c, hi] as it is loaded, no "
+                   "ct.transpose (it only compiles when TP == TN, as in this case).",
+                   controls=[lambda b: _square(b, False)]),
         Experiment("With initial_states = 0", lambda b: replace(b, initial_states=zero(b["initial_states"])),
                    "so the initial state's path is wrong",
                    "the carried state starts from initial_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
@@ -206,20 +303,21 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "so the term of the chunk's own state is wrong",
                    "add states[bi, c, hi] as it is, after decaying the OLD state: state = exp(dA_last) * "
                    "state + states[c] (states[c] already holds the decay inside chunk c)."),
-        Experiment("With one decay for every chunk and head",
-                   lambda b: replace(b, dA_cumsum=b["dA_cumsum"][:1, :1, :1].expand_as(
-                       b["dA_cumsum"]).clone()),
-                   "so your kernel reads the decay of the wrong chunk or head",
+        Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
+                   one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
                    "dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is "
                    "dA_cumsum[bi, hi, c, Q-1] (mind the axis order: it differs from states')."),
-        Experiment("With dA_cumsum = 0 (every decay 1)",
-                   lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])), "so the decay is wrong", decay_hint),
+        Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", decay_hint),
         Experiment("With the chunks given in reverse order (and your outputs put back in order)",
                    _reversed_chunks, "so your kernel walks the chunks from the last to the first",
                    "the state flows forwards: c = 0, 1, ..., nchunks-1, starting from initial_states.",
                    undo=True, unmake=_chunks_back_in_order),
+        Reading(lambda b: decay_probe(b, {"zero": "states", "start": "initial_states"}),
+                _read_decay_probe(decay_hint)),
         same_batch(["states", "dA_cumsum", "initial_states"]),
         Reading(_impulse, _read_impulse),
+        low_precision(_exact, "small integer states and no decay", ["states", "initial_states"],
+                      "the carried state is a float32 tile, stored as it is", controls=[no_decay]),
     ]
     prelude = [(tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output "
                 "is right: your kernel breaks only where the decay is strong",
