@@ -1,9 +1,9 @@
 """The kernel checks diagnose by experiment: planted mistakes in exercises 4-8, each named by its own cause.
 
-Each exercise's planted kernel is right for ``M = 0``; every other ``M`` plants one realistic mistake, from
-these classes: an operand transposed (on square tiles, where it compiles), a mask off by one, a scaling on the
-wrong axis, a wrong chunk or decay index, a reduction over the wrong set, a term left out, an extra
-nonlinearity. The check must fail it with the hint of its own cause: the experiment that confirmed it (a probe
+Each exercise has two planted kernels (the second for ``M >= 21``), right for ``M = 0``; every other ``M``
+plants one realistic mistake, from these classes: an operand transposed (on square tiles, where it compiles),
+a mask off by one, a scaling on the wrong axis, a wrong chunk or decay index, a reduction over the wrong set,
+a term left out, an extra nonlinearity, a wrong dtype or cast, a wrong store index. The check must fail it with the hint of its own cause: the experiment that confirmed it (a probe
 input that switched one term off, undid the mistake, or an impulse whose answer is easy to read). A regex per
 mistake names the cause; the other causes' phrases must be absent (no wrong cause). A cuTile type error is
 shown first, the hint after it.
@@ -214,6 +214,211 @@ def passing_bwd_planted(dS_out, dA_cumsum, chunk_init_states, dfinal_states, dst
     ct.store(dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
 
 
+@ct.kernel
+def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Constant[int]):
+    """Exercise 4, right for M = 0; each M >= 21 plants one more mistake (see CUMSUM)."""
+    if M == 25:
+        bi, hi, c = ct.bid(0), ct.bid(1), ct.bid(2)
+    else:
+        bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    if M == 28:
+        dt_c = ct.load(dt, (bi, hi, c), shape=(1, 1, Q), padding_mode=ZERO).reshape((Q,))
+    else:
+        dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
+    if M == 21:
+        pos = ct.arange(Q, dtype=ct.int32)
+        dt_c = ct.where(c * Q + pos < dt.shape[1] - 1, dt_c, 0.0)
+    if M == 22:
+        a = ct.load(A, (0,), shape=(Q,), padding_mode=ZERO)
+    else:
+        a = ct.load(A, (hi,), shape=())
+    if M == 23:
+        cs = ct.sum(dt_c * a) + ct.zeros((Q,), dtype=ct.float32)
+    elif M == 24:
+        cs = ct.cumsum((dt_c * a).astype(ct.bfloat16), axis=0).astype(ct.float32)
+    else:
+        cs = ct.cumsum(dt_c * a, axis=0)
+    if M == 26:
+        cs = ct.exp(cs)
+    if M != 27:
+        ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
+    ct.store(dA_cumsum, (bi, hi, c, 0), cs.reshape((1, 1, 1, Q)))
+
+
+@ct.kernel
+def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP: ct.Constant[int],
+                       TN: ct.Constant[int], HEADS_PER_GROUP: ct.Constant[int], M: ct.Constant[int]):
+    """Exercise 5, right for M = 0; each M >= 21 plants one more mistake (see STATE)."""
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    g = hi // HEADS_PER_GROUP
+    acc = ct.zeros((TP, TN), dtype=ct.float32)
+    first = 0 if M == 25 else c
+    for cc in range(first, c + 1):
+        x_c = ct.load(x, (bi, cc, hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
+        if M == 27:
+            xf = x_c.astype(ct.float32)
+            x_c = (xf / (1.0 + ct.exp(-xf))).astype(x.dtype)
+        B_c = ct.load(B, (bi, cc, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+        dt_c = ct.load(dt_out, (bi, hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+        dA_cs = ct.load(dA_cumsum, (bi, g if M == 24 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+        dA_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
+        if M == 26:
+            w = (dA_last - dA_cs) * dt_c
+        else:
+            w = ct.exp(dA_last - dA_cs) * dt_c
+        if M == 22:
+            pos = ct.arange(Q, dtype=ct.int32)
+            w = ct.where(pos < Q - 1, w, 0.0)
+        if M == 23:
+            xw = x_c
+        else:
+            xw = (x_c.astype(ct.float32) * w[:, None]).astype(x.dtype)
+        Bm = B_c
+        if M == 28:
+            xw, Bm = xw.astype(ct.bfloat16), B_c.astype(ct.bfloat16)
+        if M == 21:
+            xt = xw.reshape((TP, Q))
+        else:
+            xt = ct.transpose(xw)
+        part = ct.mma(xt, Bm, ct.zeros((TP, TN), dtype=ct.float32))
+        if M == 23:
+            part = part * w[:, None]
+        acc = acc + part
+    if M == 29:
+        ct.store(states, (bi, hi, c, 0, 0), acc.reshape((1, 1, 1, TP, TN)))
+    else:
+        ct.store(states, (bi, c, hi, 0, 0), acc.reshape((1, 1, 1, TP, TN)))
+
+
+@ct.kernel
+def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, final_states,
+                         Q: ct.Constant[int], TP: ct.Constant[int], TN: ct.Constant[int],
+                         M: ct.Constant[int]):
+    """Exercise 6, right for M = 0; each M >= 21 plants one more mistake (see PASSING)."""
+    bi, hi = ct.bid(0), ct.bid(1)
+    state = ct.load(initial_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+    nc = states.shape[1]
+    for c in range(nc):
+        out = state
+        if M == 27:
+            out = state.astype(ct.bfloat16).astype(ct.float32)
+        if M == 28:
+            if c + 1 < nc:
+                ct.store(chunk_init_states, (bi, c + 1, hi, 0, 0), out.reshape((1, 1, 1, TP, TN)))
+        else:
+            ct.store(chunk_init_states, (bi, c, hi, 0, 0), out.reshape((1, 1, 1, TP, TN)))
+        if M == 23:
+            a = ct.load(dA_cumsum, (bi, hi, c - 1 if c > 0 else 0, Q - 1), shape=())
+        elif M == 24:
+            a = ct.load(dA_cumsum, (bi, hi, c, Q - 1), shape=())
+            a = a - ct.load(dA_cumsum, (bi, hi, c, 0), shape=())
+        else:
+            a = ct.load(dA_cumsum, (bi, hi, c, Q - 1), shape=())
+        if M == 26:
+            decay = 1.0 / (1.0 + ct.exp(-a))
+        else:
+            decay = ct.exp(a)
+        local = ct.load(states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        local = local.reshape((TP, TN))
+        if M == 21:
+            local = ct.transpose(local)
+        if M == 22:
+            row = ct.load(dA_cumsum, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+            state = ct.exp(row)[:, None] * state + local
+        elif M == 25:
+            state = state + local
+        else:
+            state = decay * state + local
+    ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
+
+
+@ct.kernel
+def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Constant[int],
+                      TP: ct.Constant[int], TN: ct.Constant[int], HEADS_PER_GROUP: ct.Constant[int],
+                      M: ct.Constant[int]):
+    """Exercise 7, right for M = 0; each M >= 21 plants one more mistake (see SCAN)."""
+    bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
+    g = hi // HEADS_PER_GROUP
+    x_c = ct.load(x, (bi, c, hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
+    C_c = ct.load(C, (bi, c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+    B_c = ct.load(B, (bi, c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+    state = ct.load(chunk_init_states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+    state = state.reshape((TP, TN))
+    dt_c = ct.load(dt_out, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+    dA_cs = ct.load(dA_cumsum, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+    if M == 25:
+        cb = ct.sum(C_c.astype(ct.float32) * B_c.astype(ct.float32), axis=1)
+        CB = cb[:, None] + ct.zeros((Q, Q), dtype=ct.float32)
+    elif M == 26:
+        CB = ct.ones((Q, Q), dtype=ct.float32)
+    else:
+        CB = ct.mma(C_c, ct.transpose(B_c), ct.zeros((Q, Q), dtype=ct.float32))
+    pos = ct.arange(Q, dtype=ct.int32)
+    causal = pos[:, None] + 1 >= pos[None, :] if M == 22 else pos[:, None] >= pos[None, :]
+    decay = ct.exp(ct.minimum(dA_cs[:, None] - dA_cs[None, :], 0.0))
+    if M == 23:
+        W = ct.where(causal, CB * decay, 0.0)
+        xs = (x_c.astype(ct.float32) * dt_c[None, :]).astype(x.dtype)
+    else:
+        W = ct.where(causal, CB * decay * dt_c[None, :], 0.0)
+        xs = x_c
+    if M == 27:
+        W = W / ct.sum(W, axis=1, keepdims=True)
+    if M == 21:
+        W = ct.transpose(W)
+    if M == 28:
+        y_c = ct.mma(W.astype(ct.bfloat16), xs.astype(ct.bfloat16), ct.zeros((Q, TP), dtype=ct.float32))
+    else:
+        y_c = ct.mma(W.astype(x.dtype), xs, ct.zeros((Q, TP), dtype=ct.float32))
+    past = ct.mma(C_c, ct.transpose(state.astype(C.dtype)), ct.zeros((Q, TP), dtype=ct.float32))
+    if M == 24:
+        d0 = ct.extract(dA_cs, (0,), shape=(1,))
+        y_c = y_c + past * ct.exp(dA_cs - d0)[:, None]
+    else:
+        y_c = y_c + past * ct.exp(dA_cs)[:, None]
+    ct.store(y, (bi, c, g if M == 29 else hi, 0), y_c.astype(y.dtype).reshape((1, Q, 1, TP)))
+
+
+@ct.kernel
+def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states, dstates, ddA_last,
+                             dinitial_states, Q: ct.Constant[int], TP: ct.Constant[int],
+                             TN: ct.Constant[int], M: ct.Constant[int]):
+    """Exercise 8, right for M = 0; each M >= 21 plants one more mistake (see PASSING_BWD)."""
+    bi, hi = ct.bid(0), ct.bid(1)
+    dS = ct.load(dfinal_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+    nchunks = dS_out.shape[1]
+    total = ct.zeros((), dtype=ct.float32)
+    for i in range(nchunks):
+        c = nchunks - i if M == 22 else nchunks - 1 - i
+        ct.store(dstates, (bi, c, hi, 0, 0), dS.reshape((1, 1, 1, TP, TN)))
+        a = ct.load(dA_cumsum, (bi, hi, nchunks - 1 if M == 24 else c, Q - 1), shape=())
+        g = ct.log(1.0 + ct.exp(a)) if M == 27 else ct.exp(a)
+        S = ct.load(chunk_init_states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN),
+                    padding_mode=ZERO).reshape((TP, TN))
+        if M == 21:
+            S = ct.transpose(S)
+        if M == 28:
+            part = ct.sum((dS * S).astype(ct.bfloat16)).astype(ct.float32)
+        else:
+            part = ct.sum(dS * S)
+        val = g * part
+        if M == 25:
+            total = total + val
+            val = total
+        if M == 29:
+            ct.store(ddA_last, (bi, c, hi), val.reshape((1, 1, 1)))
+        else:
+            ct.store(ddA_last, (bi, hi, c), val.reshape((1, 1, 1)))
+        own = ct.load(dS_out, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+        if M == 23:
+            dS = dS + g * own
+        elif M == 26:
+            dS = dS + own
+        else:
+            dS = g * dS + own
+    ct.store(dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
+
+
 #: M -> (class, the cause the hint must name)
 CUMSUM = {
     1: ("extra nonlinearity: softplus(dt)", r"With dt (= 0 your outputs are not 0|"
@@ -225,6 +430,17 @@ CUMSUM = {
     6: ("wrong direction: reverse cumsum", r"the sum runs backwards"),
     7: ("wrong chunk index: in elements", r"raised IndexError.*outside.*TILE units"),
     8: ("sign: -A", r"your kernel flips A's sign"),
+    21: ("mask off by one: a hand mask drops the sequence's last step", r"leaves out \(or gets wrong\) the "
+         r"sequence's last step"),
+    22: ("scaling on the wrong axis: A loaded as a (Q,) tile, position s scaled by A[s]",
+         r"reads a different A for each position"),
+    23: ("reduction over the wrong set: ct.sum for ct.cumsum", r"a sum, not a running sum"),
+    24: ("wrong dtype: the cumsum taken in bfloat16", r"rounds to a low-precision dtype"),
+    25: ("wrong block indices: the grid read as (b, h, nchunks)", r"raised IndexError.*outside.*TILE units"),
+    26: ("extra nonlinearity: exp(cumsum) stored", r"With dt (= 0 your outputs are not 0|"
+         r"doubled.*a nonlinearity to dt)"),
+    27: ("term left out: dt_out never stored", r"into dt_out, stored nothing"),
+    28: ("operand transposed: dt read as (b, h, l)", r"raised IndexError.*outside.*TILE units"),
 }
 STATE = {
     1: ("wrong index: group h % g", r"reads B of the wrong group"),
@@ -239,6 +455,20 @@ STATE = {
     9: ("decay from the chunk start", r"decay from the chunk's START"),
     10: ("term left out: no decay", r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the "
          r"decay"),
+    21: ("operand transposed: a reshape used as the transpose", r"rows follow the chunk's positions k"),
+    22: ("mask off by one: each chunk's last position masked out", r"leaves out \(or gets wrong\) each "
+         r"chunk's last position"),
+    23: ("scaling on the wrong axis: the weights applied to the state's rows after the mma (TP == Q)",
+         r"weights w_k reach the wrong elements"),
+    24: ("wrong decay index: dA_cumsum of the group", r"reads the decay of another chunk, head or batch "
+         r"entry"),
+    25: ("reduction over the wrong set: the state summed over chunks 0..c", r"takes in positions of other "
+         r"chunks"),
+    26: ("term left out: the decay's exp", r"your decay is dA_cs\[Q-1\] - dA_cs\[k\] itself"),
+    27: ("extra nonlinearity: silu(x)", r"With x (= 0 your outputs are not 0|doubled.*a nonlinearity to x)"),
+    28: ("wrong dtype: the mma operands cast to bfloat16 on float32 inputs",
+         r"rounds to a low-precision dtype"),
+    29: ("wrong store index: (bi, hi, c), dt_out's axis order", r"raised IndexError.*outside.*TILE units"),
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
@@ -251,6 +481,17 @@ PASSING = {
         r"wrong"),
     8: ("term left out: the local state", r"term of the chunk's own state is wrong"),
     9: ("the chunks walked backwards", r"walks the chunks from the last to the first"),
+    21: ("operand transposed: the local state added transposed (square tiles)", r"your kernel transposes a "
+         r"state"),
+    22: ("scaling on the wrong axis: the chunk's dA row as a per-row decay (TP == Q)",
+         r"another position than the chunk's last"),
+    23: ("wrong chunk index: the decay of chunk c - 1", r"decay of another chunk, head or batch entry"),
+    24: ("reduction over the wrong set: the decay as dA[Q-1] - dA[0]", r"a sum over the chunk"),
+    25: ("term left out: no decay", r"With dA_cumsum = 0 \(every decay 1\).*so the decay is wrong"),
+    26: ("extra nonlinearity: a sigmoid gate as the decay", r"a sigmoid takes the place of the exp"),
+    27: ("wrong dtype: the stored state rounded to bfloat16", r"rounds to a low-precision dtype"),
+    28: ("wrong store index: chunk_init_states stored at c + 1",
+         r"into chunk_init_states, left .* unwritten"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),
@@ -267,6 +508,16 @@ SCAN = {
     10: ("mask left out", r"later positions leak into earlier outputs"),
     11: ("extra nonlinearity: silu(y)", r"x and the entering state (= 0 your "
          r"outputs are not 0|doubled.*a nonlinearity)"),
+    21: ("operand transposed: Wᵀ @ x", r"your W is transposed \(Wᵀ @ x\)"),
+    22: ("mask off by one: one future position kept", r"later positions leak into earlier outputs"),
+    23: ("scaling on the wrong axis: dt on x's columns (TP == Q)", r"dt reaches the wrong elements"),
+    24: ("wrong decay index: the state term decayed from position 0", r"decay of the state term is wrong"),
+    25: ("reduction over the wrong set: a row-wise dot C_s . B_s", r"factor C_s \. B_k of W is what goes "
+         r"wrong"),
+    26: ("term left out: C Bᵀ", r"factor C_s \. B_k of W is what goes wrong"),
+    27: ("extra nonlinearity: W's rows normalized", r"something rescales W's entries"),
+    28: ("wrong dtype: W and x cast to bfloat16 on float32 inputs", r"rounds to a low-precision dtype"),
+    29: ("wrong store index: y stored at the group's head", r"left .* output elements unwritten"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),
@@ -279,21 +530,39 @@ PASSING_BWD = {
     8: ("dS_out decayed with the carried gradient", r"term of chunk c's own dS_out is wrong"),
     9: ("reduction over the wrong set: sum(dS) * sum(S)", r"reduction in ddA_last mixes elements"),
     10: ("no padding on the state's load", r"loads without padding_mode=ZERO"),
+    21: ("operand transposed: sum(dS * Sᵀ) (square tiles)", r"pairs dS with a transposed state"),
+    22: ("off by one: c = nchunks - i", r"raised IndexError.*outside.*TILE units"),
+    23: ("scaling on the wrong term: g on dS_out, not on the carried dS", r"With dA_cumsum = 0 \(every decay "
+         r"1\), your output is right, so the decay is wrong"),
+    24: ("wrong decay index: the last chunk's decay for every chunk",
+         r"decay of another chunk, head or batch entry"),
+    25: ("reduction over the wrong set: ddA_last a running sum over the chunks", r"takes in the states of "
+         r"other chunks"),
+    26: ("term left out: the carried gradient's decay", r"With dA_cumsum = 0 \(every decay 1\), your output "
+         r"is right, so the decay is wrong"),
+    27: ("extra nonlinearity: softplus as the decay", r"a softplus takes the place of the exp"),
+    28: ("wrong dtype: the ddA products rounded to bfloat16", r"rounds to a low-precision dtype"),
+    29: ("wrong store index: ddA_last at (bi, c, hi)", r"holds the right values at the wrong places \(what "
+         r"belongs at head i, chunk j"),
 }
 
+#: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)
 EXERCISES = {
-    "ex04": (check_chunk_cumsum_kernel, "chunk_cumsum", cumsum_planted, CUMSUM),
-    "ex05": (check_chunk_state_kernel, "chunk_state", state_planted, STATE),
-    "ex06": (check_state_passing_kernel, "state_passing", passing_planted, PASSING),
-    "ex07": (check_chunk_scan_kernel, "chunk_scan", scan_planted, SCAN),
-    "ex08": (check_state_passing_bwd_kernel, "state_passing_bwd", passing_bwd_planted, PASSING_BWD),
+    "ex04": (check_chunk_cumsum_kernel, "chunk_cumsum", cumsum_planted, cumsum_planted_more, CUMSUM),
+    "ex05": (check_chunk_state_kernel, "chunk_state", state_planted, state_planted_more, STATE),
+    "ex06": (check_state_passing_kernel, "state_passing", passing_planted, passing_planted_more, PASSING),
+    "ex07": (check_chunk_scan_kernel, "chunk_scan", scan_planted, scan_planted_more, SCAN),
+    "ex08": (check_state_passing_bwd_kernel, "state_passing_bwd", passing_bwd_planted,
+             passing_bwd_planted_more, PASSING_BWD),
 }
 CASES = [(ex, m) for ex, (*_, table) in EXERCISES.items() for m in table]
 
 
-def run_planted(monkeypatch, exercise: str, mistake: int) -> None:
-    """Run the exercise's check on its planted kernel with ``mistake`` appended to every launch."""
-    check, module, kernel, _ = EXERCISES[exercise]
+def run_planted(monkeypatch, exercise: str, mistake: int, more: bool = False) -> None:
+    """Run the exercise's check on its planted kernel with ``mistake`` appended to every launch (the second
+    planted kernel for ``mistake`` >= 21, or with ``more``)."""
+    check, module, first, second, _ = EXERCISES[exercise]
+    kernel = second if more or mistake >= 21 else first
 
     def launch_with(check_name, kern, grid, args, case, hint, backend):
         return harness.run_kernel(check_name, kern, grid, (*args, mistake), case, hint, backend)
@@ -307,15 +576,16 @@ def hint_of(exc: ExerciseFailed) -> str:
     return text[text.index("Hint:"):text.index("More help:")]
 
 
+@pytest.mark.parametrize("more", [False, True], ids=["first", "more"])
 @pytest.mark.parametrize("exercise", sorted(EXERCISES))
-def test_the_planted_kernel_is_right_without_a_mistake(monkeypatch, capsys, exercise):
-    run_planted(monkeypatch, exercise, 0)
+def test_the_planted_kernel_is_right_without_a_mistake(monkeypatch, capsys, exercise, more):
+    run_planted(monkeypatch, exercise, 0, more)
     assert "passed on the cpu backend" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("exercise", "mistake"), CASES, ids=[f"{e}-{m}" for e, m in CASES])
 def test_each_planted_mistake_gets_the_hint_of_its_own_cause(monkeypatch, exercise, mistake):
-    table = EXERCISES[exercise][3]
+    table = EXERCISES[exercise][-1]
     with pytest.raises(ExerciseFailed) as info:
         run_planted(monkeypatch, exercise, mistake)
     text = str(info.value)

@@ -31,11 +31,14 @@ from ._experiments import (
     Lab,
     Reading,
     close,
+    low_precision,
+    misplaced,
     nan_on_cpu,
     once,
     positions,
     replace,
     same_batch,
+    small_integers,
     tame_decay,
 )
 from ._harness import (
@@ -173,9 +176,63 @@ def _chunks_back_in_order(out):
             "dinitial_states": out["dinitial_states"]}
 
 
+def _square(base, symmetric: bool):
+    """The case with p = n (the smaller of the two), and every state and gradient symmetric (``symmetric``)
+    or as they are: a kernel that pairs dS with a transposed S is right only on the symmetric one."""
+    m = min(base["dS_out"].shape[-2:])
+    out = {}
+    for k in ("dS_out", "chunk_init_states", "dfinal_states"):
+        t = base[k][..., :m, :m].contiguous()
+        out[k] = t + t.transpose(-1, -2) if symmetric else t
+    return replace(base, **out)
+
+
+def _one_chunk_of_S(base):
+    """chunk_init_states zero outside the last chunk (None with one chunk): ddA_last is 0 in every other."""
+    S = base["chunk_init_states"]
+    if S.shape[1] < 2:
+        return None
+    only = torch.zeros_like(S)
+    only[:, -1] = S[:, -1]
+    return replace(base, chunk_init_states=only)
+
+
+def _read_one_chunk_of_S(lab, inputs, got):
+    want = lab.reference(inputs)["ddA_last"]
+    ddA = got["ddA_last"]  # (b, h, nchunks)
+    if not bool(torch.isfinite(ddA).all()) or not close(ddA[..., -1], want[..., -1], lab.rtol, lab.atol):
+        return None
+    others = ddA[..., :-1].abs().flatten(0, 1).amax(0) > 1e-6
+    if not bool(others.any()):
+        return None
+    last = ddA.shape[-1] - 1
+    return (f"With chunk_init_states zero outside the last chunk ({last}), your ddA_last of that chunk is "
+            f"right but it is not 0 in chunks {positions(others)}: ddA_last of chunk c takes in the states "
+            f"of other chunks (a running sum over the chunks walked?).\n      Each chunk's ddA_last is its "
+            f"own: g_c · sum(dS ∘ S_c), stored once per chunk, nothing carried from one chunk to the next.",
+            None)
+
+
+def _read_decay_probe(decay_hint):
+    from .state_passing import read_decay
+
+    def read(lab, inputs, got):
+        dstates, dinit = got["dstates"][0], got["dinitial_states"][0]  # (2, h, p, n), (h, p, n)
+        return read_decay(dstates[1], dstates[0], dinit, "no dS_out, no states, d final_states all ones",
+                          decay_hint)
+
+    return read
+
+
+def _exact(base):
+    """Small integer gradients and states, no decay: every product and sum exact in bfloat16."""
+    return replace(base, **{k: small_integers(base[k], 81 + i) for i, k in enumerate(
+        ("dS_out", "chunk_init_states", "dfinal_states"))}, dA_cumsum=torch.zeros_like(base["dA_cumsum"]))
+
+
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     """The experiments of exercise 8, in the order they run (see :mod:`._experiments`)."""
-    from .state_passing import decay_experiments
+    from .state_passing import decay_experiments, decay_probe, one_decay
 
     lab = Lab(_run(kernel, backend, device, case), _reference)
     zero = torch.zeros_like
@@ -207,14 +264,31 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                        b["chunk_init_states"]).clone()),
                    "so ddA_last pairs dS with the state of another chunk",
                    ddA_rule + ": S_c is chunk_init_states[bi, c, hi], the state ENTERING chunk c."),
+        Experiment("With p = n and every state and gradient symmetric", lambda b: _square(b, True),
+                   "so your kernel pairs dS with a transposed state (the check confirmed it: with p = n and "
+                   "states that are not symmetric, your output is wrong)",
+                   ddA_rule + ": dS and S_c are both (TP, TN) tiles, multiplied element by element, "
+                   "ct.sum(dS * S), with no ct.transpose (it compiles only when TP == TN, as here).",
+                   controls=[lambda b: _square(b, False)]),
+        Reading(_one_chunk_of_S, _read_one_chunk_of_S),
         Experiment("With every gradient and state nonzero only at element (0, 0)", one_element,
                    "so the reduction in ddA_last mixes elements",
                    ddA_rule + ": one elementwise product dS * S_c, summed over the whole (TP, TN) tile, "
                    "ct.sum(dS * S)."),
+        low_precision(_exact, "small integer gradients and states and no decay",
+                      ["dS_out", "chunk_init_states", "dfinal_states"],
+                      "the products dS * S and their sum in ddA_last are float32", controls=[no_decay]),
     ]
     decay_hint = "the decay across chunk c is g_c = exp(dA_cumsum[bi, hi, c, Q-1]), a number in (0, 1]."
     steps = [
+        misplaced({"dstates": ("batch entry", "chunk", "head", "", ""),
+                   "ddA_last": ("batch entry", "head", "chunk"),
+                   "dinitial_states": ("batch entry", "head", "", "")}),
         *decay_experiments(decay_hint),
+        Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
+                   one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
+                   "dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is "
+                   "dA_cumsum[bi, hi, c, Q-1] (mind the axis order: it differs from dS_out's)."),
         Experiment("With dfinal_states = 0", lambda b: replace(b, dfinal_states=zero(b["dfinal_states"])),
                    "so the path of d final_states is wrong",
                    "the carried gradient starts from dfinal_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
@@ -233,8 +307,13 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "the gradient flows backwards: start at the LAST chunk, where d final_states enters: "
                    "for i in range(nchunks): c = nchunks - 1 - i.", undo=True,
                    unmake=_chunks_back_in_order),
+        Reading(lambda b: decay_probe(b, {"zero": "dS_out chunk_init_states", "start": "dfinal_states"}),
+                _read_decay_probe(decay_hint)),
         same_batch(list(_KEYS)),
         Reading(_impulse, _read_impulse),
+        low_precision(_exact, "small integer gradients and states and no decay",
+                      ["dS_out", "chunk_init_states", "dfinal_states"],
+                      "dS and the products in ddA_last are float32 tiles", controls=[no_decay]),
     ]
     prelude = [(tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output "
                 "is right: your kernel breaks only where the decay is strong",
