@@ -788,11 +788,11 @@ def test_chunk_scan_kernel_accepts_a_right_kernel(monkeypatch, capsys):
 def test_chunk_scan_kernel_rejects_stub_unknown_mistake_and_mixed_mma(monkeypatch):
     with pytest.raises(ExerciseFailed, match="stored only zeros"):
         check_chunk_scan_kernel(scan_stub)
-    with pytest.raises(ExerciseFailed, match=r"ragged") as info:  # W times 3: the experiments find the term
+    with pytest.raises(ExerciseFailed, match=r"ragged") as info:  # W times 3: one source reads the factor
         _check_scan(monkeypatch, 10)
     found = _hint_of(info.value)
-    assert "With x = 0 (only the entering state left), your output is right, so the term of the chunk's " \
-        "own inputs, W @ x, is wrong" in found and "padding" not in found
+    assert "with the value 3 where it is 1: every entry of your W is scaled by that factor" in found
+    assert "padding" not in found
     with pytest.raises(ExerciseFailed, match=r"ragged") as info:  # y * 1.5: no experiment isolates it
         _check_scan(monkeypatch, 12)
     found = _hint_of(info.value)

@@ -433,12 +433,15 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
 
 def tile_error_hint(message: str) -> str:
     """The hint for a cuTile compile error: the rule its message points at, then where to look."""
-    said = []  # the message proper: cuTile quotes the kernel's source after it (a line with its file)
-    for line in message.splitlines():
-        if line.lstrip().startswith('"') and ", line " in line:
-            break
-        said.append(line)
-    low = "\n".join(said).lower()
+    lines = message.splitlines()
+    # the message proper; cuTile quotes the kernel's line after it (from a line naming the file): the rule is
+    # read from the message, the quoted code only tells which operation a dtype mismatch is in
+    at = next((i for i, line in enumerate(lines) if line.lstrip().startswith('"') and ", line " in line),
+              len(lines))
+    low, code = "\n".join(lines[:at]).lower(), "\n".join(lines[at + 1:]).lower()
+    if "dtype" in low and "mma" not in low and "store" not in low:
+        low += " (in ct.mma)" if "ct.mma(" in code or "ct.matmul(" in code else ""
+        low += " (in a store)" if "ct.store(" in code and "mma" not in low else ""
     rules = []
     if "has no attribute" in low:
         rules.append("cuTile has no function of that name: build it from the ones it has (ct.exp, ct.log, "
