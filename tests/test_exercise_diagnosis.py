@@ -3,10 +3,10 @@
 Each exercise has two planted kernels (the second for ``M >= 21``), right for ``M = 0``; every other ``M``
 plants one realistic mistake, from these classes: an operand transposed (on square tiles, where it compiles),
 a mask off by one, a scaling on the wrong axis, a wrong chunk or decay index, a reduction over the wrong set,
-a term left out, an extra nonlinearity, a wrong dtype or cast, a wrong store index. The check must fail it with the hint of its own cause: the experiment that confirmed it (a probe
-input that switched one term off, undid the mistake, or an impulse whose answer is easy to read). A regex per
-mistake names the cause; the other causes' phrases must be absent (no wrong cause). A cuTile type error is
-shown first, the hint after it.
+a term left out, an extra nonlinearity, a wrong dtype or cast, a wrong store index. The check must fail it
+with the hint of its own cause: the experiment that confirmed it (a probe input that switched one term off,
+undid the mistake, or an impulse whose answer is easy to read). A regex per mistake names the cause; the
+other causes' phrases must be absent (no wrong cause). A cuTile type error is shown first, the hint after it.
 """
 
 from __future__ import annotations
@@ -153,14 +153,14 @@ def scan_planted(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Constan
     else:
         decay = ct.exp(ct.minimum(dA_cs[:, None] - dA_cs[None, :], 0.0))
     if M == 4:
-        W = ct.where(causal, CB * decay * dt_c[:, None], 0.0)
+        P = ct.where(causal, CB * decay * dt_c[:, None], 0.0)
     elif M == 7:
-        W = ct.where(causal, CB * decay * ct.log(1.0 + ct.exp(dt_c))[None, :], 0.0)
+        P = ct.where(causal, CB * decay * ct.log(1.0 + ct.exp(dt_c))[None, :], 0.0)
     elif M == 10:
-        W = CB * decay * dt_c[None, :]
+        P = CB * decay * dt_c[None, :]
     else:
-        W = ct.where(causal, CB * decay * dt_c[None, :], 0.0)
-    y_c = ct.mma(W.astype(x.dtype), x_c, ct.zeros((Q, TP), dtype=ct.float32))
+        P = ct.where(causal, CB * decay * dt_c[None, :], 0.0)
+    y_c = ct.mma(P.astype(x.dtype), x_c, ct.zeros((Q, TP), dtype=ct.float32))
     if M == 2:
         past = ct.mma(C_c, state.astype(C.dtype), ct.zeros((Q, TP), dtype=ct.float32))
     else:
@@ -357,19 +357,19 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     causal = pos[:, None] + 1 >= pos[None, :] if M == 22 else pos[:, None] >= pos[None, :]
     decay = ct.exp(ct.minimum(dA_cs[:, None] - dA_cs[None, :], 0.0))
     if M == 23:
-        W = ct.where(causal, CB * decay, 0.0)
+        P = ct.where(causal, CB * decay, 0.0)
         xs = (x_c.astype(ct.float32) * dt_c[None, :]).astype(x.dtype)
     else:
-        W = ct.where(causal, CB * decay * dt_c[None, :], 0.0)
+        P = ct.where(causal, CB * decay * dt_c[None, :], 0.0)
         xs = x_c
     if M == 27:
-        W = W / ct.sum(W, axis=1, keepdims=True)
+        P = P / ct.sum(P, axis=1, keepdims=True)
     if M == 21:
-        W = ct.transpose(W)
+        P = ct.transpose(P)
     if M == 28:
-        y_c = ct.mma(W.astype(ct.bfloat16), xs.astype(ct.bfloat16), ct.zeros((Q, TP), dtype=ct.float32))
+        y_c = ct.mma(P.astype(ct.bfloat16), xs.astype(ct.bfloat16), ct.zeros((Q, TP), dtype=ct.float32))
     else:
-        y_c = ct.mma(W.astype(x.dtype), xs, ct.zeros((Q, TP), dtype=ct.float32))
+        y_c = ct.mma(P.astype(x.dtype), xs, ct.zeros((Q, TP), dtype=ct.float32))
     past = ct.mma(C_c, ct.transpose(state.astype(C.dtype)), ct.zeros((Q, TP), dtype=ct.float32))
     if M == 24:
         d0 = ct.extract(dA_cs, (0,), shape=(1,))
@@ -508,15 +508,15 @@ SCAN = {
     10: ("mask left out", r"later positions leak into earlier outputs"),
     11: ("extra nonlinearity: silu(y)", r"x and the entering state (= 0 your "
          r"outputs are not 0|doubled.*a nonlinearity)"),
-    21: ("operand transposed: Wᵀ @ x", r"your W is transposed \(Wᵀ @ x\)"),
+    21: ("operand transposed: Pᵀ @ x", r"your P is transposed \(Pᵀ @ x\)"),
     22: ("mask off by one: one future position kept", r"later positions leak into earlier outputs"),
     23: ("scaling on the wrong axis: dt on x's columns (TP == Q)", r"dt reaches the wrong elements"),
     24: ("wrong decay index: the state term decayed from position 0", r"decay of the state term is wrong"),
-    25: ("reduction over the wrong set: a row-wise dot C_s . B_s", r"factor C_s \. B_k of W is what goes "
+    25: ("reduction over the wrong set: a row-wise dot C_s . B_s", r"factor C_s \. B_k of P is what goes "
          r"wrong"),
-    26: ("term left out: C Bᵀ", r"factor C_s \. B_k of W is what goes wrong"),
-    27: ("extra nonlinearity: W's rows normalized", r"something rescales W's entries"),
-    28: ("wrong dtype: W and x cast to bfloat16 on float32 inputs", r"rounds to a low-precision dtype"),
+    26: ("term left out: C Bᵀ", r"factor C_s \. B_k of P is what goes wrong"),
+    27: ("extra nonlinearity: P's rows normalized", r"something rescales P's entries"),
+    28: ("wrong dtype: P and x cast to bfloat16 on float32 inputs", r"rounds to a low-precision dtype"),
     29: ("wrong store index: y stored at the group's head", r"left .* output elements unwritten"),
 }
 PASSING_BWD = {

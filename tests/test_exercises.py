@@ -712,8 +712,8 @@ def scan_kernel(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Constant
                 MISTAKE: ct.Constant[int]):  # fmt: skip
     """A right chunk scan (bf16 operands, float32 accumulators) for MISTAKE 0; each other value reproduces one
     mistake: 1 no causal mask, 2 flipped decay, 3 exp2 without LOG2E, 4 no dt, 5 no state term, 6 state term
-    without its decay, 7 B Cᵀ for C Bᵀ, 8 group h % g, 9 no padding on the loads, 10 W times 3 (unknown),
-    11 W left in float32 for the mma (right for float32 inputs, a compile error for bfloat16 ones), 12 scales
+    without its decay, 7 B Cᵀ for C Bᵀ, 8 group h % g, 9 no padding on the loads, 10 P times 3 (unknown),
+    11 P left in float32 for the mma (right for float32 inputs, a compile error for bfloat16 ones), 12 scales
     y by 1.5 (no experiment isolates it)."""
     bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     g = hi % C.shape[2] if MISTAKE == 8 else hi // HEADS_PER_GROUP
@@ -744,15 +744,15 @@ def scan_kernel(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Constant
         decay = ct.exp(ct.minimum(seg, 0.0))
     dt_k = ct.ones((Q,), dtype=ct.float32) if MISTAKE == 4 else dt_c
     if MISTAKE == 1:
-        W = CB * decay * dt_k[None, :]
+        P = CB * decay * dt_k[None, :]
     else:
-        W = ct.where(causal, CB * decay * dt_k[None, :], 0.0)
+        P = ct.where(causal, CB * decay * dt_k[None, :], 0.0)
     if MISTAKE == 10:
-        W = W * 3.0
+        P = P * 3.0
     if MISTAKE == 11:
-        y_c = ct.mma(W, x_c, ct.zeros((Q, TP), dtype=ct.float32))
+        y_c = ct.mma(P, x_c, ct.zeros((Q, TP), dtype=ct.float32))
     else:
-        y_c = ct.mma(W.astype(x.dtype), x_c, ct.zeros((Q, TP), dtype=ct.float32))
+        y_c = ct.mma(P.astype(x.dtype), x_c, ct.zeros((Q, TP), dtype=ct.float32))
     past = ct.mma(C_c, ct.transpose(state.astype(C.dtype)), ct.zeros((Q, TP), dtype=ct.float32))
     if MISTAKE == 6:
         y_c = y_c + past
@@ -788,10 +788,10 @@ def test_chunk_scan_kernel_accepts_a_right_kernel(monkeypatch, capsys):
 def test_chunk_scan_kernel_rejects_stub_unknown_mistake_and_mixed_mma(monkeypatch):
     with pytest.raises(ExerciseFailed, match="stored only zeros"):
         check_chunk_scan_kernel(scan_stub)
-    with pytest.raises(ExerciseFailed, match=r"ragged") as info:  # W times 3: one source reads the factor
+    with pytest.raises(ExerciseFailed, match=r"ragged") as info:  # P times 3: one source reads the factor
         _check_scan(monkeypatch, 10)
     found = _hint_of(info.value)
-    assert "with the value 3 where it is 1: every entry of your W is scaled by that factor" in found
+    assert "with the value 3 where it is 1: every entry of your P is scaled by that factor" in found
     assert "padding" not in found
     with pytest.raises(ExerciseFailed, match=r"ragged") as info:  # y * 1.5: no experiment isolates it
         _check_scan(monkeypatch, 12)

@@ -7,7 +7,7 @@ HEADS_PER_GROUP)`` (the last four ``ct.Constant[int]``), launched on the grid ``
     y[s] = sum_{k <= s} (C_s . B_k) * exp(dA_cs[s] - dA_cs[k]) * dt_k * x_k    the dual form in the chunk
          + exp(dA_cs[s]) * C_s . state                                        the state entering the chunk
 
-as two tile matrix products: ``W = (C Bᵀ) ∘ decay ∘ dt`` (Q × Q, zero above the diagonal) times ``x``, plus
+as two tile matrix products: ``P = (C Bᵀ) ∘ decay ∘ dt`` (Q × Q, zero above the diagonal) times ``x``, plus
 ``exp(dA_cs)[:, None] * (C @ stateᵀ)``, where ``state = chunk_init_states[bi, c, hi]`` (p × n). This is
 :func:`mamba2_tutorial.reference.chunk_scan` without D and the z gate.
 
@@ -63,8 +63,8 @@ _RECIPE = (
     "  2. CB = ct.mma(C, ct.transpose(B), ct.zeros((Q, Q), dtype=ct.float32)).\n"
     "  3. pos = ct.arange(Q, dtype=ct.int32); causal = pos[:, None] >= pos[None, :]; "
     "decay = ct.exp(ct.minimum(dA[:, None] - dA[None, :], 0.0)); "
-    "W = ct.where(causal, CB * decay * dt[None, :], 0.0).\n"
-    "  4. y = ct.mma(W.astype(x.dtype), x, zeros (Q, TP) float32) + ct.mma(C, "
+    "P = ct.where(causal, CB * decay * dt[None, :], 0.0).\n"
+    "  4. y = ct.mma(P.astype(x.dtype), x, zeros (Q, TP) float32) + ct.mma(C, "
     "ct.transpose(state.astype(C.dtype)), zeros (Q, TP) float32) * ct.exp(dA)[:, None].\n"
     "  5. ct.store(y_array, (bi, c, hi, 0), y.astype(y_array.dtype).reshape((1, Q, 1, TP)))."
 )
@@ -76,9 +76,9 @@ _PAD_HINT = (
 )
 _DECAY_HINT = (
     "the decay from source k to target s is exp(dA_cs[s] - dA_cs[k]), a number in (0, 1] for k <= s; "
-    "above the diagonal (k > s, the future) W must be 0: ct.where(causal, ..., 0.0)."
+    "above the diagonal (k > s, the future) P must be 0: ct.where(causal, ..., 0.0)."
 )
-_MMA_CAST = ("the mma operands take the input's dtype (W.astype(x.dtype), state.astype(C.dtype)) and "
+_MMA_CAST = ("the mma operands take the input's dtype (P.astype(x.dtype), state.astype(C.dtype)) and "
              "accumulate into float32 tiles")
 register(CHECK, "ex07", _RECIPE)
 
@@ -184,7 +184,7 @@ def _parity(b, same: bool):
 
 
 def _only_diagonal(b):
-    """Every position forgets all before it (a step of -60 in dA_cumsum per position): W is its diagonal."""
+    """Every position forgets all before it (a step of -60 in dA_cumsum per position): P is its diagonal."""
     Q = b["dt_out"].shape[-1]
     dA = (-60.0 * torch.arange(1, Q + 1, dtype=torch.float32)).expand_as(b["dA_cumsum"]).clone()
     return _no_state(replace(b, dA_cumsum=dA))
@@ -199,7 +199,7 @@ def _unit_CB(b):
 
 def _one_source(b):
     """The state term and C Bᵀ, the decay and dt out of the way (state 0, C_s . B_k = 1, dA_cumsum = 0,
-    dt = 1) and x = 1 at position Q // 2 of chunk 0 only: then W is 1 on and below the diagonal, and the
+    dt = 1) and x = 1 at position Q // 2 of chunk 0 only: then P is 1 on and below the diagonal, and the
     right y is 1 at positions Q // 2 .. Q-1 of chunk 0 and 0 elsewhere."""
     Q = b["dt_out"].shape[-1]
     x = torch.zeros_like(b["x"])
@@ -219,30 +219,30 @@ def _read_one_source(lab, inputs, got):
         return None
     per_pos = first[0, :, 0, 0]
     if not bool(torch.isclose(first, per_pos[None, :, None, None].expand_as(first), atol=1e-5).all()):
-        return None  # not the same for every batch entry, head and element: not a matter of W alone
+        return None  # not the same for every batch entry, head and element: not a matter of P alone
     k0 = Q // 2
     pos = torch.arange(Q)
     held = per_pos.abs() > 1e-6
-    where = (f"With the entering state = 0, C_s . B_k = 1, no decay, dt = 1 (so that W is 1 on and below "
+    where = (f"With the entering state = 0, C_s . B_k = 1, no decay, dt = 1 (so that P is 1 on and below "
              f"the diagonal) and x = 1 at position {k0} of chunk 0 only, your output is nonzero at positions "
              f"{positions(held)}")
     if bool((held == (pos <= k0)).all()):
         return (f"{where}, where it should be at {k0}..{Q - 1}: your output at s takes the inputs AFTER s, "
-                f"so your W is transposed (Wᵀ @ x) or its mask keeps k >= s.\n      W[s, k] is the weight "
-                f"of source k in target s, 0 above the diagonal: y = ct.mma(W, x, acc) with causal = "
+                f"so your P is transposed (Pᵀ @ x) or its mask keeps k >= s.\n      P[s, k] is the weight "
+                f"of source k in target s, 0 above the diagonal: y = ct.mma(P, x, acc) with causal = "
                 f"pos[:, None] >= pos[None, :].", None)
     tail = per_pos[k0:]
     if bool((held == (pos >= k0)).all()) and not bool(torch.isclose(tail, torch.ones_like(tail),
                                                                     atol=1e-4).all()):
         if bool(torch.isclose(tail, tail[:1].expand_as(tail), rtol=1e-4).all()):
             return (f"{where}, as it should, but with the value {float(tail[0]):.4g} where it is 1: every "
-                    f"entry of your W is scaled by that factor, so one of W's factors is not 1 where "
-                    f"C_s . B_k = 1, the decay is exp(0) = 1 and dt = 1.\n      W[s, k] = (C_s . B_k) * "
+                    f"entry of your P is scaled by that factor, so one of P's factors is not 1 where "
+                    f"C_s . B_k = 1, the decay is exp(0) = 1 and dt = 1.\n      P[s, k] = (C_s . B_k) * "
                     f"exp(dA_cs[s] - dA_cs[k]) * dt_k, nothing more.", None)
         values = ", ".join(f"{float(v):.3g}" for v in tail[:4])
         return (f"{where}, as it should, but with the values {values}{', ...' if Q - k0 > 4 else ''} where "
-                f"they are all 1: something rescales W's entries (a normalization of its rows, a softmax?)."
-                f"\n      W[s, k] = (C_s . B_k) * exp(dA_cs[s] - dA_cs[k]) * dt_k, nothing more: unlike "
+                f"they are all 1: something rescales P's entries (a normalization of its rows, a softmax?)."
+                f"\n      P[s, k] = (C_s . B_k) * exp(dA_cs[s] - dA_cs[k]) * dt_k, nothing more: unlike "
                 f"attention, the SSD does not normalize its weights.", None)
     return None
 
@@ -285,7 +285,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With the entering state = 0 and C and B exchanged",
                    lambda b: replace(b, C=b["B"].clone(), B=b["C"].clone()), "your kernel computes B Cᵀ",
                    "C reads (the query, row s), B writes (the key, column k): CB = ct.mma(C, "
-                   "ct.transpose(B), acc), W[s, k] = (C_s . B_k) * ...", undo=True),
+                   "ct.transpose(B), acc), P[s, k] = (C_s . B_k) * ...", undo=True),
         Experiment("With the entering state = 0 and dA_cumsum multiplied by log2(e)",
                    lambda b: replace(b, dA_cumsum=b["dA_cumsum"] * LOG2E),
                    "your kernel computes 2**v where the decay is exp(v)",
@@ -296,23 +296,23 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "the decay's exponent has its sign flipped", _DECAY_HINT, undo=True),
         Experiment("With the entering state = 0 and x zero except at each chunk's first position",
                    _first_position_only,
-                   "so later positions leak into earlier outputs: W is not zero above the diagonal (k > s)",
+                   "so later positions leak into earlier outputs: P is not zero above the diagonal (k > s)",
                    _DECAY_HINT),
         Experiment("With the entering state = 0 and C_s . B_k = 0 whenever s - k is even (the diagonal "
                    "among them)", lambda b: _parity(b, same=False),
                    "so the diagonal k = s is what goes wrong (the check confirmed it: with only the diagonal "
                    "left, your output is wrong); the causal mask must keep k <= s, pos[:, None] >= "
-                   "pos[None, :]", "y_s includes position s itself: W[s, s] = (C_s . B_s) * dt_s.",
+                   "pos[None, :]", "y_s includes position s itself: P[s, s] = (C_s . B_s) * dt_s.",
                    controls=[_only_diagonal]),
         Experiment("With the entering state = 0 and dt the same at every position (0.6)",
                    lambda b: replace(b, dt_out=torch.full_like(b["dt_out"], 0.6)),
                    "so dt reaches the wrong elements when it differs from position to position",
-                   "dt_k belongs to the SOURCE position k, a column of W: W = CB * decay * dt[None, :] "
+                   "dt_k belongs to the SOURCE position k, a column of P: P = CB * decay * dt[None, :] "
                    "(dt[:, None] would scale the rows, the targets s)."),
         Experiment("With the entering state = 0 and dt = 1 at every position",
                    lambda b: replace(b, dt_out=torch.ones_like(b["dt_out"])),
                    "so the factor dt is wrong (missing, or applied more than once)",
-                   "each source position k enters as dt_k * x_k: scale the columns of W by dt, once."),
+                   "each source position k enters as dt_k * x_k: scale the columns of P by dt, once."),
         Experiment("With the entering state = 0 and dA_cumsum = 0 (every decay 1)",
                    lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
                    "so the decay inside the chunk is wrong", _DECAY_HINT),
@@ -320,14 +320,14 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    lambda b: same_groups(b, ("C", "B")), "so your kernel reads C and B of the wrong group",
                    group_hint),
         Experiment("With the entering state = 0 and C_s . B_k = 1 for every s and k (C = B = one unit "
-                   "vector)", _unit_CB, "so the factor C_s . B_k of W is what goes wrong (missing, or not "
+                   "vector)", _unit_CB, "so the factor C_s . B_k of P is what goes wrong (missing, or not "
                    "the matrix C Bᵀ)", "CB[s, k] = C_s . B_k for EVERY pair of positions: CB = ct.mma(C, "
-                   "ct.transpose(B), acc), a (Q, Q) tile, and W = CB * decay * dt[None, :]."),
+                   "ct.transpose(B), acc), a (Q, Q) tile, and P = CB * decay * dt[None, :]."),
         low_precision(_exact, "the entering state = 0, x, C and B small integers, dt in {0.5, 1} and no "
                       "decay", ["x", "C", "B"], _MMA_CAST, controls=[lambda b: replace(b, dA_cumsum=zero(
                           b["dA_cumsum"]))]),
         Linearity(["dt_out"], ["y"], "dt", "your kernel applies a nonlinearity to dt (softplus? exp?)",
-                  "dt_out arrives as the step sizes themselves: W = CB * decay * dt[None, :].",
+                  "dt_out arrives as the step sizes themselves: P = CB * decay * dt[None, :].",
                   setting="the entering state = 0 and "),
         Reading(_one_source, _read_one_source),
     ]
@@ -337,9 +337,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "the chunk also sees the state entering it: y += exp(dA_cs)[:, None] * (C @ stateᵀ), one "
                    "ct.mma of C with the transposed state tile.", then=state_steps, then_base=_no_input),
         Experiment("With x = 0 (only the entering state left)", _no_input,
-                   "so the term of the chunk's own inputs, W @ x, is wrong",
-                   "W[s, k] = (C_s . B_k) * exp(dA_cs[s] - dA_cs[k]) * dt_k for k <= s, 0 above the "
-                   "diagonal; y += W @ x.", then=input_steps, then_base=_no_state),
+                   "so the term of the chunk's own inputs, P @ x, is wrong",
+                   "P[s, k] = (C_s . B_k) * exp(dA_cs[s] - dA_cs[k]) * dt_k for k <= s, 0 above the "
+                   "diagonal; y += P @ x.", then=input_steps, then_base=_no_state),
         Experiment("With C and B the same for every group", lambda b: same_groups(b, ("C", "B")),
                    "so your kernel reads C and B of the wrong group", group_hint),
         Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
@@ -350,17 +350,17 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                       controls=[lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"]))]),
         Linearity(["x", "chunk_init_states"], ["y"], "x and the entering state",
                   "your kernel applies a nonlinearity, or adds a constant, to its inputs or its output "
-                  "(silu? the gate is not part of this kernel)", "y is linear in x and the state: W @ x + "
+                  "(silu? the gate is not part of this kernel)", "y is linear in x and the state: P @ x + "
                   "exp(dA_cs)[:, None] * (C @ stateᵀ), nothing else."),
     ]
     prelude = [
         (lambda b: as_float32(b, ("x", "C", "B")), "With the same inputs in float32 your output is right: "
-         "only the bfloat16 inputs go wrong", "build W in float32 and cast it to x.dtype only for the mma; "
+         "only the bfloat16 inputs go wrong", "build P in float32 and cast it to x.dtype only for the mma; "
          "cast the state to C.dtype for its mma; accumulate both into float32 tiles."),
         (tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output is "
          "right: your kernel breaks only where the decay is strong", "above the diagonal dA_cs[s] - dA_cs[k] "
          "is positive and exp overflows to inf (and inf * 0 = NaN): clamp it, ct.exp(ct.minimum(v, 0.0)), "
-         "and mask W with ct.where."),
+         "and mask P with ct.where."),
     ]
     return Diagnosis(lab, steps, prelude)
 
@@ -419,7 +419,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
         args = (x.clone(), dt_out.clone(), dA.clone(), C.clone(), B.clone(), S.clone(), y, Q, TP, TN, h // g)
         run_kernel(CHECK, kernel, (b, nc, h), args, case, _NUDGE, backend)
         scale = max(1.0, float(expected.double().abs().max()))
-        if x.dtype == torch.bfloat16:  # W and the state are rounded to bf16 for the tensor cores, y to bf16
+        if x.dtype == torch.bfloat16:  # P and the state are rounded to bf16 for the tensor cores, y to bf16
             tol = (3e-2, 2e-2 * scale)
         else:
             tol = (1e-4, 1e-5 * scale)
