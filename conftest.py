@@ -103,19 +103,14 @@ def pytest_xdist_make_scheduler(config, log):
             path = nodeid.split("::", 1)[0]
             return path if _whole(path) else nodeid
 
-        def schedule(self) -> None:
-            if self.collection is None and self.collection_is_completed:
-                ids = next(iter(self.registered_collections.values()))
-                units: dict[str, list[str]] = defaultdict(list)
-                for nodeid in ids:
-                    units[self._split_scope(nodeid)].append(nodeid)
-                rank = {scope: (not any(_is_slow(n) for n in members), -len(members))
-                        for scope, members in units.items()}
-                order = sorted(ids, key=lambda n: rank[self._split_scope(n)])  # stable: cells stay in order
-                for node in self.registered_collections:
-                    self.registered_collections[node] = order
-                self.config.option.loadscopereorder = False
-            super().schedule()
+        def _assign_work_unit(self, node) -> None:
+            if not getattr(self, "_ranked", False):  # the first assignment: the queue is complete
+                self._ranked = True
+                units = sorted(self.workqueue.items(),  # stable: slow first, then the largest
+                               key=lambda kv: (not any(_is_slow(n) for n in kv[1]), -len(kv[1])))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
 
     return WholeFiles(config, log)
 
