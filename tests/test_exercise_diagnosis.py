@@ -433,7 +433,7 @@ CUMSUM = {
     21: ("mask off by one: a hand mask drops the sequence's last step", r"leaves out \(or gets wrong\) the "
          r"sequence's last step"),
     22: ("scaling on the wrong axis: A loaded as a (Q,) tile, position s scaled by A[s]",
-         r"reads a different A for each position"),
+         r"reads A by position, not by head"),
     23: ("reduction over the wrong set: ct.sum for ct.cumsum", r"a sum, not a running sum"),
     24: ("wrong dtype: the cumsum taken in bfloat16", r"rounds to a low-precision dtype"),
     25: ("wrong block indices: the grid read as (b, h, nchunks)", r"raised IndexError.*outside.*TILE units"),

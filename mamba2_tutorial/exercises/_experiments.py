@@ -222,9 +222,10 @@ def positions(mask: torch.Tensor) -> str:
 
 
 def tame_decay(inputs: Inputs, key: str = "dA_cumsum", limit: float = 4.0,
-               above: float = 20.0) -> Inputs | None:
+               above: float = 4.0) -> Inputs | None:
     """The same case with ``dA_cumsum`` scaled so that no exponent passes ``limit`` (None when it is already
-    milder than ``above``)."""
+    milder than ``above``): a kernel right there and wrong on the case breaks only for strong decay (an
+    overflow, a clamp, a division of two small numbers)."""
     dA = inputs[key]
     top = float(dA.abs().max())
     if top <= above:

@@ -186,9 +186,12 @@ def _read_per_head(lab, inputs, got):
         return None
     steps = torch.diff(dA, dim=1, prepend=torch.zeros_like(dA[:, :1]))  # what position s adds
     where = "With dt = 1 at every position and A = -0.25, -0.5, ... (a different A for every head)"
-    if not bool(torch.isclose(steps, steps[:, :1].expand_as(steps), rtol=1e-5, atol=1e-6).all()):
-        return (f"{where}, what your running sum adds changes from position to position, where it is "
-                f"A[hi] at every position: your kernel reads a different A for each position.\n      A has "
+    Q = steps.shape[1]
+    by_position = torch.zeros(Q, dtype=steps.dtype)  # A read as a (Q,) tile, zero-padded past h
+    by_position[:min(Q, len(A))] = A[:Q]
+    if len(A) > 1 and bool(torch.isclose(steps, by_position.expand_as(steps), rtol=1e-5, atol=1e-6).all()):
+        return (f"{where}, what your running sum adds at position s is A[s] in every head, where it is "
+                f"A[hi] at every position: your kernel reads A by position, not by head.\n      A has "
                 f"one entry per head: ct.load(A, (hi,), shape=()), a 0-d tile that multiplies the chunk's "
                 f"(Q,) tile of step sizes.", None)
     read = steps[:, 0]
@@ -223,7 +226,7 @@ def _exact(base):
 def _tame(base):
     """The same case with every dt*A scaled into [-4, 0] (None when it already is mild)."""
     top = float((base["dt"] * base["A"].abs()).max())
-    return replace(base, dt=base["dt"] * (4.0 / top)) if top > 20 else None
+    return replace(base, dt=base["dt"] * (4.0 / top)) if top > 4 else None
 
 
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
@@ -249,6 +252,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "off by one", "every position 0..Q-1 of the chunk counts: a mask of the steps inside the "
                    "sequence is c*Q + pos < l (with ZERO padding none is needed).",
                    controls=[lambda b: _last_step_only(b, "first")]),
+        Experiment("With dt = 0 at each chunk's first position", lambda b: _last_step_only(b, "first"),
+                   "so your kernel leaves out (or gets wrong) each chunk's first position: a mask, a bound "
+                   "or a subtraction off by one", "the running sum starts at the chunk's first position: "
+                   "dA_cumsum[0] = dt_0 * A[hi], as ct.cumsum(v, axis=0) gives it.",
+                   controls=[lambda b: _last_step_only(b, "chunk")]),
         Experiment("With dt = 0 at the sequence's last step", lambda b: _last_step_only(b, "sequence"),
                    "so your kernel leaves out (or gets wrong) the sequence's last step: a mask or a bound "
                    "off by one", "the steps inside the sequence are c*Q + pos < l, the last one l - 1 "

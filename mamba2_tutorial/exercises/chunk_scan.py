@@ -304,15 +304,17 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "left, your output is wrong); the causal mask must keep k <= s, pos[:, None] >= "
                    "pos[None, :]", "y_s includes position s itself: P[s, s] = (C_s . B_s) * dt_s.",
                    controls=[_only_diagonal]),
-        Experiment("With the entering state = 0 and dt the same at every position (0.6)",
-                   lambda b: replace(b, dt_out=torch.full_like(b["dt_out"], 0.6)),
+        Experiment("With the entering state = 0 and dt the same at every position (1.5)",
+                   lambda b: replace(b, dt_out=torch.full_like(b["dt_out"], 1.5)),
                    "so dt reaches the wrong elements when it differs from position to position",
                    "dt_k belongs to the SOURCE position k, a column of P: P = CB * decay * dt[None, :] "
                    "(dt[:, None] would scale the rows, the targets s)."),
         Experiment("With the entering state = 0 and dt = 1 at every position",
                    lambda b: replace(b, dt_out=torch.ones_like(b["dt_out"])),
-                   "so the factor dt is wrong (missing, or applied more than once)",
-                   "each source position k enters as dt_k * x_k: scale the columns of P by dt, once."),
+                   "so the factor dt is wrong (missing, or applied more than once: the check confirmed it, "
+                   "with dt = 0.5 at every position your output is wrong)",
+                   "each source position k enters as dt_k * x_k: scale the columns of P by dt, once.",
+                   controls=[lambda b: replace(b, dt_out=torch.full_like(b["dt_out"], 0.5))]),
         Experiment("With the entering state = 0 and dA_cumsum = 0 (every decay 1)",
                    lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
                    "so the decay inside the chunk is wrong", _DECAY_HINT),

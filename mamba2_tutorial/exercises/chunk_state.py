@@ -443,12 +443,14 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
         Reading(no_decay, _read_vanishing),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", _DECAY_HINT),
         Experiment("With dt = 1 at every position", lambda b: replace(b, dt_out=torch.ones_like(b["dt_out"])),
-                   "so the factor dt is wrong (missing, or applied more than once)",
+                   "so the factor dt is wrong (missing, or applied more than once: the check confirmed it, "
+                   "with dt = 0.5 at every position your output is wrong)",
                    "each position enters the state as dt_k * x_k (outer) B_k: w_k = exp(dA_cs[Q-1] - "
-                   "dA_cs[k]) * dt_k, once."),
-        Experiment("With the same weight at every position (dA_cumsum = 0, dt = 0.6)",
+                   "dA_cs[k]) * dt_k, once.",
+                   controls=[lambda b: replace(b, dt_out=torch.full_like(b["dt_out"], 0.5))]),
+        Experiment("With the same weight at every position (dA_cumsum = 0, dt = 1.5)",
                    lambda b: replace(b, dA_cumsum=torch.zeros_like(b["dA_cumsum"]),
-                                     dt_out=torch.full_like(b["dt_out"], 0.6)),
+                                     dt_out=torch.full_like(b["dt_out"], 1.5)),
                    "so the weights w_k reach the wrong elements when they differ from position to position",
                    "w_k belongs to position k, a ROW of the (Q, TP) tile of x: x * w[:, None]. (w[None, :] "
                    "scales the columns, the p axis; it only compiles when Q == TP.)"),
@@ -468,7 +470,8 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
         Reading(_x_impulse, _read_x_impulse),
         Reading(_chunk0_only, _read_chunk0_only),
         same_batch(["x", "B", "dt_out", "dA_cumsum"]),
-        Linearity(["dt_out"], ["states"], "dt", "your kernel applies a nonlinearity to dt (softplus? exp?)",
+        Linearity(["dt_out"], ["states"], "dt",
+                  "your kernel applies a nonlinearity to dt or to the weights (softplus? exp? a clamp?)",
                   "dt_out arrives as the step sizes themselves: w_k = exp(dA_cs[Q-1] - dA_cs[k]) * dt_k."),
         Linearity(["x"], ["states"], "x", "your kernel applies a nonlinearity to x",
                   "the state is linear in x: (x * w[:, None])ᵀ @ B, nothing applied to x."),

@@ -321,8 +321,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     ]
     prelude = [(tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output "
                 "is right: your kernel breaks only where the decay is strong",
-                "exp of a large negative number is 0, which is right; look for an exponent that is positive "
-                "or a division.")]
+                "exp of a large negative number is 0, which is right; look for an exponent that is positive, "
+                "a division or a clamp.")]
     return Diagnosis(lab, steps, prelude)
 
 

@@ -213,6 +213,26 @@ def _read_one_chunk_of_S(lab, inputs, got):
             None)
 
 
+def _read_ddA_factor(lab, inputs, got):
+    """Whether ddA_last is the right one times a function of the chunk's decay (an extra factor)."""
+    want = lab.reference(inputs)["ddA_last"]
+    ddA = got["ddA_last"].double()
+    a = inputs["dA_cumsum"][..., : ddA.shape[-1], -1].double()
+    keep = want.abs() > 1e-3 * max(1e-12, float(want.abs().max()))
+    if not bool(torch.isfinite(ddA).all()) or int(keep.sum()) < 2:
+        return None
+    ratio = ddA[keep] / want[keep]
+    forms = [("a = dA_cumsum[bi, hi, c, Q-1], the exponent itself", a),
+             ("g_c once more (g_c squared in all)", torch.exp(a)), ("1 / g_c (no g_c in all)", torch.exp(-a)),
+             ("-1 (the sign flipped)", -torch.ones_like(a))]
+    for name, factor in forms:
+        if bool(torch.isclose(ratio, factor[keep], rtol=1e-3, atol=1e-6).all()):
+            return (f"Your ddA_last is the right value times {name}, in every chunk.\n      The derivative "
+                    f"of g_c = exp(a) by a is g_c itself: ddA_last[bi, hi, c] = g_c · sum(dS ∘ S_c), no "
+                    f"other factor.", None)
+    return None
+
+
 def _read_decay_probe(decay_hint):
     from .state_passing import read_decay
 
@@ -271,6 +291,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "ct.sum(dS * S), with no ct.transpose (it compiles only when TP == TN, as here).",
                    controls=[lambda b: _square(b, False)]),
         Reading(_one_chunk_of_S, _read_one_chunk_of_S),
+        Reading(lambda b: b, _read_ddA_factor),
         Experiment("With every gradient and state nonzero only at element (0, 0)", one_element,
                    "so the reduction in ddA_last mixes elements",
                    ddA_rule + ": one elementwise product dS * S_c, summed over the whole (TP, TN) tile, "
@@ -318,7 +339,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     prelude = [(tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output "
                 "is right: your kernel breaks only where the decay is strong",
                 "exp of a large negative number is 0, which is right; look for an exponent that is "
-                "positive, or a division.")]
+                "positive, a division or a clamp.")]
     return Diagnosis(lab, steps, prelude)
 
 
