@@ -240,6 +240,8 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
         cs = ct.cumsum(dt_c * a, axis=0)
     if M == 26:
         cs = ct.exp(cs)
+    if M == 31:
+        cs = cs - ct.extract(dt_c * a, (0,), shape=(1,))
     if M != 27:
         ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
     ct.store(dA_cumsum, (bi, hi, c, 0), cs.reshape((1, 1, 1, Q)))
@@ -269,6 +271,8 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
         if M == 22:
             pos = ct.arange(Q, dtype=ct.int32)
             w = ct.where(pos < Q - 1, w, 0.0)
+        if M == 31:
+            w = ct.minimum(w, 1.0)
         if M == 23:
             xw = x_c
         else:
@@ -314,6 +318,8 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
             a = a - ct.load(dA_cumsum, (bi, hi, c, 0), shape=())
         else:
             a = ct.load(dA_cumsum, (bi, hi, c, Q - 1), shape=())
+        if M == 31:
+            a = ct.maximum(a, -10.0)
         if M == 26:
             decay = 1.0 / (1.0 + ct.exp(-a))
         else:
@@ -402,6 +408,8 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
         else:
             part = ct.sum(dS * S)
         val = g * part
+        if M == 31:
+            val = a * val
         if M == 25:
             total = total + val
             val = total
@@ -441,6 +449,8 @@ CUMSUM = {
          r"doubled.*a nonlinearity to dt)"),
     27: ("term left out: dt_out never stored", r"into dt_out, stored nothing"),
     28: ("operand transposed: dt read as (b, h, l)", r"raised IndexError.*outside.*TILE units"),
+    31: ("term left out: the chunk's first step subtracted", r"leaves out \(or gets wrong\) each chunk's "
+         r"first position"),
 }
 STATE = {
     1: ("wrong index: group h % g", r"reads B of the wrong group"),
@@ -469,6 +479,8 @@ STATE = {
     28: ("wrong dtype: the mma operands cast to bfloat16 on float32 inputs",
          r"rounds to a low-precision dtype"),
     29: ("wrong store index: (bi, hi, c), dt_out's axis order", r"raised IndexError.*outside.*TILE units"),
+    31: ("extra nonlinearity: the weights clamped to at most 1", r"With dt (= 0 your outputs are not 0|"
+         r"doubled.*a nonlinearity to dt)"),
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
@@ -492,6 +504,7 @@ PASSING = {
     27: ("wrong dtype: the stored state rounded to bfloat16", r"rounds to a low-precision dtype"),
     28: ("wrong store index: chunk_init_states stored at c + 1",
          r"into chunk_init_states, left .* unwritten"),
+    31: ("extra nonlinearity: the exponent clamped at -10", r"breaks only where the decay is strong"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),
@@ -544,6 +557,7 @@ PASSING_BWD = {
     28: ("wrong dtype: the ddA products rounded to bfloat16", r"rounds to a low-precision dtype"),
     29: ("wrong store index: ddA_last at (bi, c, hi)", r"holds the right values at the wrong places \(what "
          r"belongs at head i, chunk j"),
+    31: ("extra factor: ddA_last times the exponent a", r"right value times a = dA_cumsum"),
 }
 
 #: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)
