@@ -11,7 +11,7 @@ TORCH_INDEX ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install env lab test test-fast lint compile strip clean
+.PHONY: install env lab test test-fast rung lint compile strip clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,7 +59,13 @@ test: $(STAMP)
 	@echo "make test phases: $$(awk '{printf "%s%s %s s", (NR > 1 ? ", " : ""), $$1, $$2}' $(PHASES))"
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup tests
+
+# One rung alone, e.g. `make rung N=07`: its notebook, and its exercise's solution where it has one.
+rung: $(STAMP)
+	@test -n "$(N)" || { echo 'make rung: say which rung, e.g. `make rung N=07`'; exit 2; }
+	@test -n "$(wildcard notebooks/$(N)_*.ipynb)" || { echo "make rung: no notebooks/$(N)_*.ipynb"; exit 2; }
+	$(BIN)/python -m pytest $(wildcard notebooks/$(N)_*.ipynb notebooks/solutions/ex$(N)_*.ipynb)
 
 strip: $(STAMP)
 	$(BIN)/nbstripout --keep-id notebooks/*.ipynb notebooks/*/*.ipynb
