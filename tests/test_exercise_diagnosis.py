@@ -232,12 +232,17 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
         a = ct.load(A, (0,), shape=(Q,), padding_mode=ZERO)
     else:
         a = ct.load(A, (hi,), shape=())
+    src = dt_c
+    if M == 42:
+        src = ct.load(dt, (bi, c, 0), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
     if M == 23:
         cs = ct.sum(dt_c * a) + ct.zeros((Q,), dtype=ct.float32)
     elif M == 24:
         cs = ct.cumsum((dt_c * a).astype(ct.bfloat16), axis=0).astype(ct.float32)
     else:
-        cs = ct.cumsum(dt_c * a, axis=0)
+        cs = ct.cumsum(src * a, axis=0)
+    if M == 41:
+        cs = cs + dt_c * a
     if M == 26:
         cs = ct.exp(cs)
     if M == 31:
@@ -261,7 +266,7 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
             xf = x_c.astype(ct.float32)
             x_c = (xf / (1.0 + ct.exp(-xf))).astype(x.dtype)
         B_c = ct.load(B, (bi, cc, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
-        dt_c = ct.load(dt_out, (bi, hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+        dt_c = ct.load(dt_out, (bi, g if M == 41 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
         dA_cs = ct.load(dA_cumsum, (bi, g if M == 24 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
         dA_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
         if M == 26:
@@ -333,6 +338,8 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
             state = ct.exp(row)[:, None] * state + local
         elif M == 25:
             state = state + local
+        elif M == 41:
+            state = local
         else:
             state = decay * state + local
     ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
@@ -346,8 +353,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     g = hi // HEADS_PER_GROUP
     x_c = ct.load(x, (bi, c, hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
-    C_c = ct.load(C, (bi, c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
-    B_c = ct.load(B, (bi, c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+    C_c = ct.load(C, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+    B_c = ct.load(B, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
     state = ct.load(chunk_init_states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
     state = state.reshape((TP, TN))
     dt_c = ct.load(dt_out, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
@@ -366,7 +373,7 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
         P = ct.where(causal, CB * decay, 0.0)
         xs = (x_c.astype(ct.float32) * dt_c[None, :]).astype(x.dtype)
     else:
-        P = ct.where(causal, CB * decay * dt_c[None, :], 0.0)
+        P = ct.where(causal, CB * decay * dt_c[None, :], -float("inf") if M == 42 else 0.0)
         xs = x_c
     if M == 27:
         P = P / ct.sum(P, axis=1, keepdims=True)
@@ -405,6 +412,10 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
             S = ct.transpose(S)
         if M == 28:
             part = ct.sum((dS * S).astype(ct.bfloat16)).astype(ct.float32)
+        elif M == 41 or M == 42:
+            own_c = ct.load(dS_out, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+            own_c = own_c.reshape((TP, TN))
+            part = ct.sum((own_c if M == 41 else dS + own_c) * S)
         else:
             part = ct.sum(dS * S)
         val = g * part
@@ -449,6 +460,8 @@ CUMSUM = {
          r"doubled.*a nonlinearity to dt)"),
     27: ("term left out: dt_out never stored", r"into dt_out, stored nothing"),
     28: ("operand transposed: dt read as (b, h, l)", r"raised IndexError.*outside.*TILE units"),
+    41: ("off by one: the own step counted twice (cumsum + v)", r"counts its own step twice"),
+    42: ("wrong index: the running sum from dt of head 0", r"reads dt of another head"),
     31: ("term left out: the chunk's first step subtracted", r"leaves out \(or gets wrong\) each chunk's "
          r"first position"),
 }
@@ -479,6 +492,7 @@ STATE = {
     28: ("wrong dtype: the mma operands cast to bfloat16 on float32 inputs",
          r"rounds to a low-precision dtype"),
     29: ("wrong store index: (bi, hi, c), dt_out's axis order", r"raised IndexError.*outside.*TILE units"),
+    41: ("wrong index: dt_out of the group", r"reads dt of another head"),
     31: ("extra nonlinearity: the weights clamped to at most 1", r"With dt (= 0 your outputs are not 0|"
          r"doubled.*a nonlinearity to dt)"),
 }
@@ -505,6 +519,7 @@ PASSING = {
     28: ("wrong store index: chunk_init_states stored at c + 1",
          r"into chunk_init_states, left .* unwritten"),
     31: ("extra nonlinearity: the exponent clamped at -10", r"breaks only where the decay is strong"),
+    41: ("term left out: no carry, the state restarts each chunk", r"not carried from one chunk to the next"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),
@@ -531,6 +546,8 @@ SCAN = {
     27: ("extra nonlinearity: P's rows normalized", r"something rescales P's entries"),
     28: ("wrong dtype: P and x cast to bfloat16 on float32 inputs", r"rounds to a low-precision dtype"),
     29: ("wrong store index: y stored at the group's head", r"left .* output elements unwritten"),
+    41: ("wrong chunk index: C and B of chunk 0", r"reads C and B of another chunk"),
+    42: ("mask: -inf above the diagonal, not 0", r"your output holds NaN or inf, where it is 0"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),
@@ -558,6 +575,10 @@ PASSING_BWD = {
     29: ("wrong store index: ddA_last at (bi, c, hi)", r"holds the right values at the wrong places \(what "
          r"belongs at head i, chunk j"),
     31: ("extra factor: ddA_last times the exponent a", r"right value times a = dA_cumsum"),
+    41: ("wrong operand: ddA_last pairs S with dS_out", r"pairs S_c with a gradient that includes chunk c's "
+         r"own dS_out"),
+    42: ("ddA_last pairs S with dS + dS_out", r"pairs S_c with a gradient that includes chunk c's own "
+         r"dS_out"),
 }
 
 #: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)

@@ -267,6 +267,21 @@ def same_batch(keys: Sequence[str], batch_axis: int = 0) -> Experiment:
                       "bi in every load and store.")
 
 
+def same_for_every_head(inputs: Inputs, key: str, axis: int) -> Inputs:
+    """``inputs`` with every head of ``inputs[key]`` (its axis ``axis``) a copy of head 0's."""
+    t = inputs[key]
+    return replace(inputs, **{key: t.narrow(axis, 0, 1).expand_as(t).clone()})
+
+
+def by_head(t: torch.Tensor, axis: int, first: float = 1.5, step: float = 0.25) -> torch.Tensor:
+    """A tensor of ``t``'s shape holding first, first + step, ... by head (its axis ``axis``): the same at
+    every position, different from head to head."""
+    shape = [1] * t.dim()
+    shape[axis] = t.shape[axis]
+    values = first + step * torch.arange(t.shape[axis], dtype=t.dtype)
+    return values.reshape(shape).expand_as(t).clone()
+
+
 def small_integers(t: torch.Tensor, seed: int = 0, low: int = -1, high: int = 1) -> torch.Tensor:
     """A tensor of ``t``'s shape and dtype holding random integers in [low, high]: values whose products and
     short sums are exact in bfloat16 (8 significant bits), so that a kernel that rounds to bfloat16 or

@@ -31,6 +31,7 @@ from ._experiments import (
     positions,
     replace,
     same_batch,
+    same_for_every_head,
     small_integers,
 )
 from ._harness import (
@@ -150,7 +151,17 @@ def _read_impulse(lab, inputs, got):
     step = dA[hh, 1].abs() > 1e-6
     pos = torch.arange(Q)
     if bool((step == (pos >= q0)).all()):
-        return None
+        values = dA[hh, 1, q0:]
+        if bool(torch.isclose(values, torch.full_like(values, -1.0), atol=1e-5).all()):
+            return None
+        said = (f"With {where}, your dA_cumsum in that chunk is nonzero at positions {q0}..{Q - 1}, as it "
+                f"should, but holds {', '.join(f'{float(v):.3g}' for v in values[:4])}"
+                f"{', ...' if len(values) > 4 else ''} where every value is dt * A = -1")
+        if abs(float(values[0]) + 2.0) < 1e-5 and len(values) > 1 and abs(float(values[1]) + 1.0) < 1e-5:
+            return (f"{said}: position {q0} counts its own step twice, the later positions once.\n      "
+                    f"ct.cumsum(v, axis=0) already includes position s: add nothing to it.", None)
+        return (f"{said}: the running sum of one step of dt * A is off.\n      dA_cumsum[s] = dt_0*A + ... "
+                f"+ dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing added or scaled.", None)
     said = (f"With {where}, your dA_cumsum in that chunk is nonzero at positions {positions(step)}, not "
             f"{q0}..{Q - 1}")
     if bool((step == (pos > q0)).all()):
@@ -270,6 +281,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "your kernel applies a nonlinearity to A (exp? -exp?)",
                   "A arrives as the (negative) decay rate itself: dA_cumsum is the cumsum of dt * A[hi]."),
         same_batch(["dt"]),
+        Experiment("With dt the same for every head (each a copy of head 0's)",
+                   lambda b: same_for_every_head(b, "dt", 2), "so your kernel reads dt of another head",
+                   "block (bi, c, hi) loads its own head's step sizes: ct.load(dt, (bi, c, hi), shape=(1, Q, "
+                   "1)), for dt_out and for the running sum alike."),
         Reading(_impulse, _read_impulse),
         Reading(_per_head, _read_per_head),
         low_precision(_exact, "dt in {0.5, 1} and A in {-1, -2, -0.5}", ["dt", "A"]),

@@ -28,6 +28,7 @@ from ._experiments import (
     Linearity,
     Reading,
     as_float32,
+    by_head,
     low_precision,
     misplaced,
     nan_on_cpu,
@@ -35,6 +36,7 @@ from ._experiments import (
     positions,
     replace,
     same_batch,
+    same_for_every_head,
     small_integers,
     tame_decay,
 )
@@ -258,6 +260,32 @@ def _exact(b):
                    dA_cumsum=torch.zeros_like(b["dA_cumsum"]))
 
 
+def _same_chunks(b, keys):
+    """The inputs ``keys`` (along l) with every chunk a copy of chunk 0's (None with one chunk)."""
+    Q, l = b["dt_out"].shape[-1], b["x"].shape[1]
+    if l <= Q:
+        return None
+    out = {}
+    for k in keys:
+        t = b[k].clone()
+        for start in range(Q, l, Q):
+            n = min(Q, l - start)
+            t[:, start:start + n] = b[k][:, :n]
+        out[k] = t
+    return replace(b, **out)
+
+
+def _read_nonfinite(lab, inputs, got):
+    """With x = 0 and no entering state, outputs that are not finite (see the steps)."""
+    if bool(torch.isfinite(got["y"]).all()):
+        return None
+    return ("With x = 0 and the entering state = 0 your output holds NaN or inf, where it is 0: P holds an "
+            "inf (or NaN) that meets the zeros of x (0 * inf is NaN), e.g. -inf where the mask should put 0, "
+            "or an exp that overflows above the diagonal.\n      Mask P with ct.where(causal, ..., 0.0), "
+            "zero and not -inf (there is no softmax here), and clamp the exponent: ct.exp(ct.minimum(v, "
+            "0.0)).", None)
+
+
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     """The experiments of exercise 7, in the order they run (see :mod:`._experiments`)."""
     lab = Lab(_run(kernel, backend, device, case), _reference)
@@ -304,8 +332,12 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "left, your output is wrong); the causal mask must keep k <= s, pos[:, None] >= "
                    "pos[None, :]", "y_s includes position s itself: P[s, s] = (C_s . B_s) * dt_s.",
                    controls=[_only_diagonal]),
-        Experiment("With the entering state = 0 and dt the same at every position (1.5)",
-                   lambda b: replace(b, dt_out=torch.full_like(b["dt_out"], 1.5)),
+        Experiment("With the entering state = 0 and dt_out the same for every head (each a copy of head 0's)",
+                   lambda b: same_for_every_head(b, "dt_out", 1), "so your kernel reads dt of another head",
+                   "dt_out is (b, h, nchunks, Q): this block's step sizes are at (bi, hi, c, 0) in tiles of "
+                   "(1, 1, 1, Q), the HEAD hi, not the group."),
+        Experiment("With the entering state = 0 and dt the same at every position (1.5, 1.75, ... by head)",
+                   lambda b: replace(b, dt_out=by_head(b["dt_out"], 1)),
                    "so dt reaches the wrong elements when it differs from position to position",
                    "dt_k belongs to the SOURCE position k, a column of P: P = CB * decay * dt[None, :] "
                    "(dt[:, None] would scale the rows, the targets s)."),
@@ -335,6 +367,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     ]
     steps = [
         misplaced({"y": ("batch entry", "position", "head", "")}),
+        Reading(lambda b: _no_input(_no_state(b)), _read_nonfinite),
         Experiment("With the entering state set to zero", _no_state, "so the state term is wrong",
                    "the chunk also sees the state entering it: y += exp(dA_cs)[:, None] * (C @ stateᵀ), one "
                    "ct.mma of C with the transposed state tile.", then=state_steps, then_base=_no_input),
@@ -344,6 +377,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "diagonal; y += P @ x.", then=input_steps, then_base=_no_state),
         Experiment("With C and B the same for every group", lambda b: same_groups(b, ("C", "B")),
                    "so your kernel reads C and B of the wrong group", group_hint),
+        Experiment("With C and B the same in every chunk (each a copy of chunk 0's)",
+                   lambda b: _same_chunks(b, ("C", "B")), "so your kernel reads C and B of another chunk",
+                   "C and B are (b, l, g, n): chunk c is tile (bi, c, g, 0) in tiles of (1, Q, 1, TN), the "
+                   "same chunk index c as x's."),
         Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
                    "so the decays are wrong", _DECAY_HINT),
         same_batch(list(_KEYS)),

@@ -22,6 +22,7 @@ from ._experiments import (
     Linearity,
     Reading,
     as_float32,
+    by_head,
     close,
     low_precision,
     misplaced,
@@ -29,6 +30,7 @@ from ._experiments import (
     once,
     replace,
     same_batch,
+    same_for_every_head,
     small_integers,
     tame_decay,
 )
@@ -442,15 +444,19 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "the HEAD hi (not the group) and (bi, hi, c, 0) in tiles of (1, 1, 1, Q)."),
         Reading(no_decay, _read_vanishing),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", _DECAY_HINT),
+        Experiment("With dt_out the same for every head (each a copy of head 0's)",
+                   lambda b: same_for_every_head(b, "dt_out", 1), "so your kernel reads dt of another head",
+                   "dt_out is (b, h, nchunks, Q): this block's step sizes are at (bi, hi, c, 0) in tiles of "
+                   "(1, 1, 1, Q), the HEAD hi, not the group."),
         Experiment("With dt = 1 at every position", lambda b: replace(b, dt_out=torch.ones_like(b["dt_out"])),
                    "so the factor dt is wrong (missing, or applied more than once: the check confirmed it, "
                    "with dt = 0.5 at every position your output is wrong)",
                    "each position enters the state as dt_k * x_k (outer) B_k: w_k = exp(dA_cs[Q-1] - "
                    "dA_cs[k]) * dt_k, once.",
                    controls=[lambda b: replace(b, dt_out=torch.full_like(b["dt_out"], 0.5))]),
-        Experiment("With the same weight at every position (dA_cumsum = 0, dt = 1.5)",
+        Experiment("With the same weight at every position (dA_cumsum = 0, dt = 1.5, 1.75, ... by head)",
                    lambda b: replace(b, dA_cumsum=torch.zeros_like(b["dA_cumsum"]),
-                                     dt_out=torch.full_like(b["dt_out"], 1.5)),
+                                     dt_out=by_head(b["dt_out"], 1)),
                    "so the weights w_k reach the wrong elements when they differ from position to position",
                    "w_k belongs to position k, a ROW of the (Q, TP) tile of x: x * w[:, None]. (w[None, :] "
                    "scales the columns, the p axis; it only compiles when Q == TP.)"),

@@ -194,6 +194,11 @@ def read_decay(first: torch.Tensor, second: torch.Tensor, last: torch.Tensor, wh
         return None  # not one factor per chunk: something else than the decay's function
     v = torch.tensor(DECAY_PROBE_V, dtype=torch.float64)
     right = float(torch.exp(v))
+    if abs(g) < 1e-6:
+        return (f"With dA_cumsum = {DECAY_PROBE_V} at every position of every chunk and {what}, the tile "
+                f"your kernel carries is 0 after the first chunk: it is not carried from one chunk to the "
+                f"next (it restarts each chunk).\n      The carried tile is updated, not replaced: "
+                f"{hint}", None)
     if abs(g - right) <= 1e-4 * right:
         return None
     said = (f"With dA_cumsum = {DECAY_PROBE_V} at every position of every chunk and {what}, your kernel "

@@ -225,12 +225,38 @@ def _read_ddA_factor(lab, inputs, got):
     forms = [("a = dA_cumsum[bi, hi, c, Q-1], the exponent itself", a),
              ("g_c once more (g_c squared in all)", torch.exp(a)), ("1 / g_c (no g_c in all)", torch.exp(-a)),
              ("-1 (the sign flipped)", -torch.ones_like(a))]
+    constant = float(ratio[0])
+    if abs(constant - 1.0) > 1e-3 and bool(torch.isclose(ratio, torch.full_like(ratio, constant),
+                                                          rtol=1e-3).all()):
+        forms.append((f"{constant:.4g} (a mean for the sum? a scale?)",
+                      torch.full_like(a, constant)))
     for name, factor in forms:
         if bool(torch.isclose(ratio, factor[keep], rtol=1e-3, atol=1e-6).all()):
             return (f"Your ddA_last is the right value times {name}, in every chunk.\n      The derivative "
                     f"of g_c = exp(a) by a is g_c itself: ddA_last[bi, hi, c] = g_c · sum(dS ∘ S_c), no "
                     f"other factor.", None)
     return None
+
+
+def _own_gradient_last(base):
+    """No d final_states and dS_out zero outside the last chunk: the gradient arriving at the last chunk is
+    0, so its ddA_last is 0 (and every chunk's dstates is 0 there)."""
+    dS_out = torch.zeros_like(base["dS_out"])
+    dS_out[:, -1] = base["dS_out"][:, -1]
+    return replace(base, dS_out=dS_out, dfinal_states=torch.zeros_like(base["dfinal_states"]))
+
+
+def _read_own_gradient_last(lab, inputs, got):
+    ddA = got["ddA_last"][..., -1]
+    if not bool(torch.isfinite(ddA).all()) or not bool((ddA.abs() > 1e-6).any()):
+        return None
+    if not close(got["dstates"][:, -1], torch.zeros_like(got["dstates"][:, -1])):
+        return None  # the gradient stored for the last chunk is not 0 either: not a matter of ddA_last
+    return ("With d final_states = 0 and dS_out zero outside the last chunk, the gradient arriving at the "
+            "last chunk is 0 (your dstates there is 0, as it should), so its ddA_last is 0; yours is not: "
+            "your ddA_last pairs S_c with a gradient that includes chunk c's own dS_out.\n      ddA_last[bi, "
+            "hi, c] = g_c · sum(dS ∘ S_c) with dS as it arrives from the chunks after c: the same dS you "
+            "store into dstates[c], before dS_out[c] is added.", None)
 
 
 def _read_decay_probe(decay_hint):
@@ -272,6 +298,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
             out[k] = t
         return replace(b, **out)
 
+    own_gradient = Reading(_own_gradient_last, _read_own_gradient_last)
     ddA_steps = [
         Experiment("With dS_out = 0 and every decay 1", lambda b: no_decay(no_dS_out(b)),
                    "so ddA_last pairs S_c with dS after chunk c's update (right only when the update changes "
@@ -291,6 +318,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "ct.sum(dS * S), with no ct.transpose (it compiles only when TP == TN, as here).",
                    controls=[lambda b: _square(b, False)]),
         Reading(_one_chunk_of_S, _read_one_chunk_of_S),
+        own_gradient,
         Reading(lambda b: b, _read_ddA_factor),
         Experiment("With every gradient and state nonzero only at element (0, 0)", one_element,
                    "so the reduction in ddA_last mixes elements",
@@ -316,7 +344,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "load): it is the gradient of the state leaving the last chunk."),
         Experiment("With dS_out = 0", no_dS_out, "so the term of chunk c's own dS_out is wrong",
                    "after storing, dS = g * dS + dS_out[bi, c, hi]: the chunk's own dS_out added once, "
-                   "undecayed (it asks about the state ENTERING chunk c)."),
+                   "undecayed (it asks about the state ENTERING chunk c).", then=[own_gradient]),
         Experiment("With chunk_init_states = 0 (so ddA_last must be 0)",
                    lambda b: replace(b, chunk_init_states=zero(b["chunk_init_states"])),
                    "so ddA_last is what goes wrong (dstates and dinitial_states do not depend on it)",
