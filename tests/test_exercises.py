@@ -450,7 +450,7 @@ def cumsum_exclusive(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
 def cumsum_doubled(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int]):
     bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
-    dA_cs = ct.cumsum(dt_c * ct.load(A, (hi,), shape=()), axis=0) * 2.0  # a mistake no detector knows
+    dA_cs = ct.cumsum(dt_c * ct.load(A, (hi,), shape=()), axis=0) * 2.0  # a scaled running sum
     ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
     ct.store(dA_cumsum, (bi, hi, c, 0), dA_cs.reshape((1, 1, 1, Q)))
 
@@ -494,9 +494,9 @@ def test_chunk_cumsum_kernel_hints_name_no_unconfirmed_cause():
         with pytest.raises(ExerciseFailed, match=r"ragged") as info:
             check_chunk_cumsum_kernel(kernel)
         assert "padding" not in _hint_of(info.value), _hint_of(info.value)
-    with pytest.raises(ExerciseFailed) as info:
+    with pytest.raises(ExerciseFailed) as info:  # the impulse reads the factor off
         check_chunk_cumsum_kernel(cumsum_doubled)
-    assert "The wrong elements are in" in _hint_of(info.value)
+    assert "your running sum is scaled by 2" in _hint_of(info.value)
 
 
 # ---------------------------------------------------------------------- exercise 5: the chunk state kernel

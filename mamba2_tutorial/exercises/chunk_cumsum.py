@@ -160,6 +160,9 @@ def _read_impulse(lab, inputs, got):
         if abs(float(values[0]) + 2.0) < 1e-5 and len(values) > 1 and abs(float(values[1]) + 1.0) < 1e-5:
             return (f"{said}: position {q0} counts its own step twice, the later positions once.\n      "
                     f"ct.cumsum(v, axis=0) already includes position s: add nothing to it.", None)
+        if bool(torch.isclose(values, values[:1].expand_as(values), rtol=1e-5).all()):
+            return (f"{said}: your running sum is scaled by {-float(values[0]):.4g}.\n      dA_cumsum[s] = "
+                    f"dt_0*A + ... + dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing added or scaled.", None)
         return (f"{said}: the running sum of one step of dt * A is off.\n      dA_cumsum[s] = dt_0*A + ... "
                 f"+ dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing added or scaled.", None)
     said = (f"With {where}, your dA_cumsum in that chunk is nonzero at positions {positions(step)}, not "
