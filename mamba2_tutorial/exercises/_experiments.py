@@ -13,7 +13,13 @@ experiment:
   the *unchanged* inputs. Right means the change undid the kernel's mistake exactly ("with C and B exchanged
   your output is the right answer: your kernel computes B Cᵀ");
 * a **reading** (:class:`Reading`): an input built so that the right output is easy to read (one nonzero
-  position, a doubled input), and a description of where the kernel's output differs from it.
+  position, one decay for every chunk, the case itself compared with its answer moved as a wrong store index
+  would move it), and a description of where the kernel's output differs from it.
+
+Two experiments are shared by every exercise: :func:`low_precision` (values whose products and sums are exact
+in bfloat16: a kernel right there rounds to a low-precision dtype) and :func:`misplaced` (right values at the
+wrong places). A padding probe counts only when the kernel's outputs hold NaN on the CPU executor
+(:func:`nan_on_cpu`), which fills undetermined padding with NaN.
 
 An experiment may name *controls*: changed inputs on which the kernel must stay wrong for the conclusion to
 hold (e.g. "right when both dS_out and the decays are switched off, but not when either alone is"). A cause is
