@@ -13,11 +13,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install env lab test test-fast rung lint compile strip clean
 
+# --no-compile: Python compiles each module to bytecode when it is first imported, so the install does not
+# compile every file of every package (most of torch's and jupyterlab's are never imported here).
+PIP := $(BIN)/python -m pip install --quiet --no-compile
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(PIP) $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH_SPEC)"
+	$(PIP) -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
