@@ -405,6 +405,31 @@ def require_impl(results: Mapping, impl: str, records: str = "shapes") -> None:
             f"(perf.results.SHIPPED_FORWARD)")
 
 
+#: what :func:`missing` says a run lacks, by implementation or section
+_LACKS = {"taught": "times of the taught kernels ('taught', ssd_forward_taught)",
+          "steps": "staged steps ('steps': every step from the taught kernels to the shipped config, timed)"}
+
+
+def missing(results: Mapping, what: str) -> str | None:
+    """None where the results have ``what``: an implementation of :data:`IMPLS` timed at every shape, or a
+    non-empty section (``"steps"``, ``"sweep"``). Where the run has none of it (a run made before the
+    benchmark measured it), one paragraph to print in place of what it would show: what is missing, from
+    which run, and the command that measures it. Present but incomplete (an implementation at some shapes
+    only, an empty section) is a ResultsError, as in :func:`require_impl` and :func:`require_section`."""
+    if what in IMPLS:
+        if any(what in r["ms"] for r in results.get("shapes") or []):
+            require_impl(results, what)
+            return None
+    elif results.get(what) is not None:
+        require_section(results, what, f"the {what!r} section")
+        return None
+    return (
+        f"Not measured: the results of {results.get('device', '?')} ({results.get('date', '?')}) have no "
+        f"{_LACKS.get(what, repr(what))}, so what they would show here is skipped. A run of "
+        "`python -m mamba2_tutorial bench --out FILE.json` on a GPU measures them (shipped by adding the "
+        "file under mamba2_tutorial/data/benchmarks and its name to perf.results.SHIPPED_FORWARD).")
+
+
 # ----------------------------------------------------------------------------------------------------
 # derived numbers
 
