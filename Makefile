@@ -13,15 +13,18 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install env lab test test-fast rung lint compile strip clean
 
-# --no-compile: Python compiles each module to bytecode when it is first imported, so the install does not
-# compile every file of every package (most of torch's and jupyterlab's are never imported here).
+# --no-compile: the install does not compile every file of every package to bytecode (most of torch's and
+# jupyterlab's are never imported here); one import of what the notebooks and tests use compiles those modules
+# once, so that the test processes started side by side do not each compile them again.
 PIP := $(BIN)/python -m pip install --quiet --no-compile
+WARM := torch, matplotlib.pyplot, ipykernel.kernelapp, nbval.plugin, transformers, mamba2_tutorial
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(PIP) $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH_SPEC)"
 	$(PIP) -e ".[dev]"
+	$(BIN)/python -c "import $(WARM)"
 	touch $(STAMP)
 
 install: $(STAMP)
