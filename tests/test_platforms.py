@@ -286,11 +286,13 @@ def test_on_a_mac_make_test_runs_the_pytorch_notebooks_and_skips_what_needs_cuti
     """`pytest` as `make test` runs it on a Mac: it passes. Notebooks 00-03, 09 and solutions 1-3 pass cell
     by cell under nbval, the kernel notebooks are skipped with the reason, and so are the test modules that
     import cuda.tile (tests/test_executor.py among them); the unit tests that need no cuTile run. (Not this
-    file, which would run itself, nor the browser test, which needs Chromium.)"""
+    file, which would run itself, nor the browser test, which needs Chromium, nor tests/test_exercises.py,
+    whose notebooks on a Mac are the next test's subject: every exercise run as a learner gets it.)"""
     junit = tmp_path / "junit.xml"
     res = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests", "notebooks", "-q", f"--junitxml={junit}",
-         "--deselect", "tests/test_platforms.py", "--deselect", "tests/test_browser.py"],
+        [sys.executable, "-m", "pytest", "tests", "notebooks", "-q", f"--junitxml={junit}", "-p", "no:xdist",
+         "--deselect", "tests/test_platforms.py", "--deselect", "tests/test_browser.py",
+         "--deselect", "tests/test_exercises.py"],
         env=_sim_env(MAC), cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )
     assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
