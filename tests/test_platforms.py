@@ -17,6 +17,7 @@ cuda-tile 1.7 has wheels for Linux and Windows (x86-64, ARM64) only. These tests
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import re
@@ -340,9 +341,40 @@ async def _run_as_a_learner(paths: list[Path], env: dict[str, str]) -> dict[Path
     return dict(await asyncio.gather(*(run(p) for p in paths)))
 
 
+def _first_cells_in_one_kernel(paths: list[Path], env: dict[str, str]):
+    """The first code cell of each notebook, run one after another in one kernel (each raises or not on its
+    own): [(path, the executed cell)]."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    cells = [copy.deepcopy(_code_cells(nbformat.read(path, as_version=4))[0]) for path in paths]
+    for i, cell in enumerate(cells):  # the open and guided tiers of an exercise share their cells' ids
+        cell["id"] = f"first-cell-{i}"
+    nb = nbformat.v4.new_notebook(cells=cells)
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+    asyncio.run(client.async_execute(env=env))
+    return list(zip(paths, nb.cells))
+
+
+def _assert_stops_here(path: Path, first) -> None:
+    errors = [o for o in first.outputs if o.output_type == "error"]
+    assert len(errors) == 1 and errors[0].ename == "CuTileUnavailable", (_rel(path), first.outputs)
+    message = errors[0].evalue
+    assert message.startswith("cuTile is not available on this platform, macOS arm64"), message
+    assert ".devcontainer/" in message and "Linux or Windows machine" in message, message
+    assert errors[0].traceback == [f"\x1b[31mCuTileUnavailable\x1b[0m: {message}"]  # no traceback
+
+
 @pytest.mark.slow
 def test_on_a_mac_exercises_run_and_kernel_notebooks_stop_at_their_first_cell():
-    results = asyncio.run(_run_as_a_learner(TORCH_EXERCISES + KERNEL_NOTEBOOKS, _sim_env(MAC)))
+    """The PyTorch exercises run as shipped (every check fails with a hint, every other cell runs). Every
+    kernel notebook's first code cell stops with CuTileUnavailable and says how to continue (the first cells
+    run one after another in one kernel); and run as a learner does ("Run All"), a kernel notebook and a
+    kernel exercise stop there: no later cell runs."""
+    whole = [next(p for p in KERNEL_NOTEBOOKS if "exercises" not in p.parts),
+             next(p for p in KERNEL_NOTEBOOKS if "exercises" in p.parts)]
+    results = asyncio.run(_run_as_a_learner(TORCH_EXERCISES + whole, _sim_env(MAC)))
     for path in TORCH_EXERCISES:  # as shipped: every check fails with a hint, every other cell runs
         nb, error = results[path]
         assert error is None, (_rel(path), error)
@@ -352,18 +384,15 @@ def test_on_a_mac_exercises_run_and_kernel_notebooks_stop_at_their_first_cell():
                 assert [e.ename for e in errors] == ["ExerciseFailed"], (_rel(path), i, errors)
             else:
                 assert not errors, (_rel(path), i, errors[0].ename, errors[0].evalue)
-    for path in KERNEL_NOTEBOOKS:
+    for path in whole:
         nb, error = results[path]
         assert error is not None and "CuTileUnavailable" in str(error), (_rel(path), error)
         first, *later = _code_cells(nb)
-        errors = [o for o in first.outputs if o.output_type == "error"]
-        assert len(errors) == 1 and errors[0].ename == "CuTileUnavailable", (_rel(path), first.outputs)
-        message = errors[0].evalue
-        assert message.startswith("cuTile is not available on this platform, macOS arm64"), message
-        assert ".devcontainer/" in message and "Linux or Windows machine" in message, message
-        assert errors[0].traceback == [f"\x1b[31mCuTileUnavailable\x1b[0m: {message}"]  # no traceback
+        _assert_stops_here(path, first)
         ran = [i for i, c in enumerate(later, 1) if c.get("execution_count") is not None or c.get("outputs")]
         assert not ran, f"{_rel(path)}: code cells {ran} ran after the first"
+    for path, first in _first_cells_in_one_kernel(KERNEL_NOTEBOOKS, _sim_env(MAC)):
+        _assert_stops_here(path, first)
 
 
 # ------------------------------------------------------------------------------------------ the dev container
