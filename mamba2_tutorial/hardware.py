@@ -103,7 +103,7 @@ H100_SXM = GPUSpec(
     peak_flops=dict(_HOPPER_RATES),
 )
 
-#: H200 (SXM): the same chip as the H100 SXM5, with 141 GB of HBM3e at 4.8 TB/s. This project's GPU.
+#: H200 (SXM): the same chip as the H100 SXM5, with 141 GB of HBM3e at 4.8 TB/s. The tuning table's GPU.
 H200 = replace(H100_SXM, name="NVIDIA H200", memory="HBM3e", memory_bytes=141e9, memory_bandwidth=4.8e12)
 
 
