@@ -261,7 +261,8 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
     acc = ct.zeros((TP, TN), dtype=ct.float32)
     first = 0 if M == 25 else c
     for cc in range(first, c + 1):
-        x_c = ct.load(x, (bi, cc, hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
+        x_c = ct.load(x, (bi, cc, g if M == 42 else hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO)
+        x_c = x_c.reshape((Q, TP))
         if M == 27:
             xf = x_c.astype(ct.float32)
             x_c = (xf / (1.0 + ct.exp(-xf))).astype(x.dtype)
@@ -340,9 +341,13 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
             state = state + local
         elif M == 41:
             state = local
+        elif M == 42:
+            ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
+            state = decay * state + local
         else:
             state = decay * state + local
-    ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
+    if M != 42:
+        ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
 
 
 @ct.kernel
@@ -354,7 +359,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     g = hi // HEADS_PER_GROUP
     x_c = ct.load(x, (bi, c, hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
     C_c = ct.load(C, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
-    B_c = ct.load(B, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+    B_c = ct.load(C if M == 45 else B, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN),
+                  padding_mode=ZERO).reshape((Q, TN))
     state = ct.load(chunk_init_states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
     state = state.reshape((TP, TN))
     dt_c = ct.load(dt_out, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
@@ -387,6 +393,10 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     if M == 24:
         d0 = ct.extract(dA_cs, (0,), shape=(1,))
         y_c = y_c + past * ct.exp(dA_cs - d0)[:, None]
+    elif M == 43:
+        y_c = y_c + past * ct.exp(ct.extract(dA_cs, (Q - 1,), shape=(1,)))
+    elif M == 44:
+        y_c = y_c + past * (ct.exp(dA_cs) * dt_c)[:, None]
     else:
         y_c = y_c + past * ct.exp(dA_cs)[:, None]
     ct.store(y, (bi, c, g if M == 29 else hi, 0), y_c.astype(y.dtype).reshape((1, Q, 1, TP)))
@@ -406,7 +416,7 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
         ct.store(dstates, (bi, c, hi, 0, 0), dS.reshape((1, 1, 1, TP, TN)))
         a = ct.load(dA_cumsum, (bi, hi, nchunks - 1 if M == 24 else c, Q - 1), shape=())
         g = ct.log(1.0 + ct.exp(a)) if M == 27 else ct.exp(a)
-        S = ct.load(chunk_init_states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN),
+        S = ct.load(dS_out if M == 43 else chunk_init_states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN),
                     padding_mode=ZERO).reshape((TP, TN))
         if M == 21:
             S = ct.transpose(S)
@@ -429,13 +439,16 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
         else:
             ct.store(ddA_last, (bi, hi, c), val.reshape((1, 1, 1)))
         own = ct.load(dS_out, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+        if M == 44:
+            ct.store(dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
         if M == 23:
             dS = dS + g * own
         elif M == 26:
             dS = dS + own
         else:
             dS = g * dS + own
-    ct.store(dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
+    if M != 44:
+        ct.store(dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
 
 
 #: M -> (class, the cause the hint must name)
@@ -470,14 +483,15 @@ STATE = {
     2: ("wrong decay index: the chunk's first position", r"end from position 0 instead of Q-1"),
     3: ("decay exponent flipped", r"sign flipped"),
     4: ("exp2 without LOG2E", r"computes 2\*\*v where the decay is exp\(v\)"),
-    5: ("term left out: no dt", r"With dt = 1 at every position, your output is right"),
-    6: ("extra nonlinearity: softplus(dt)", r"With dt (= 0 your outputs are not 0|"
-        r"doubled.*a nonlinearity to dt)"),
+    5: ("term left out: no dt", r"(With dt = 1 at every position, your output is right|the factor dt is "
+        r"missing)"),
+    6: ("extra nonlinearity: softplus(dt)", r"(With dt (= 0 your outputs are not 0|"
+        r"doubled.*a nonlinearity to dt)|dt is already through its softplus)"),
     7: ("scaling on the wrong axis: w[None, :] (Q == TP)", r"weights w_k reach the wrong elements"),
     8: ("operand transposed: Bᵀ (x w) on square tiles", r"your state is transposed"),
     9: ("decay from the chunk start", r"decay from the chunk's START"),
-    10: ("term left out: no decay", r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the "
-         r"decay"),
+    10: ("term left out: no decay", r"(With dA_cumsum = 0 \(every decay 1\), your output is right, so the "
+         r"decay|dt_k alone: the decay is missing)"),
     21: ("operand transposed: a reshape used as the transpose", r"rows follow the chunk's positions k"),
     22: ("mask off by one: each chunk's last position masked out", r"leaves out \(or gets wrong\) each "
          r"chunk's last position"),
@@ -493,8 +507,9 @@ STATE = {
          r"rounds to a low-precision dtype"),
     29: ("wrong store index: (bi, hi, c), dt_out's axis order", r"raised IndexError.*outside.*TILE units"),
     41: ("wrong index: dt_out of the group", r"reads dt of another head"),
-    31: ("extra nonlinearity: the weights clamped to at most 1", r"With dt (= 0 your outputs are not 0|"
-         r"doubled.*a nonlinearity to dt)"),
+    42: ("wrong index: x of the group", r"reads x of another head"),
+    31: ("extra nonlinearity: the weights clamped to at most 1", r"(With dt (= 0 your outputs are not 0|"
+         r"doubled.*a nonlinearity to dt)|dt is already through its softplus)"),
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
@@ -520,6 +535,9 @@ PASSING = {
          r"into chunk_init_states, left .* unwritten"),
     31: ("extra nonlinearity: the exponent clamped at -10", r"breaks only where the decay is strong"),
     41: ("term left out: no carry, the state restarts each chunk", r"not carried from one chunk to the next"),
+    42: ("off by one: final_states stored inside the loop, before the update",
+         r"final_states equals the right chunk_init_states of chunk \d+: it is stored before the last "
+         r"chunk's update"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),
@@ -528,7 +546,7 @@ SCAN = {
     4: ("scaling on the wrong axis: dt[:, None]", r"dt reaches the wrong elements"),
     5: ("term left out: the state term", r"With the entering state set to zero, your output is right, so the "
         r"state term is wrong"),
-    6: ("term left out: the state term's decay", r"decay of the state term is wrong"),
+    6: ("term left out: the state term's decay", r"the state term is not decayed"),
     7: ("extra nonlinearity: softplus(dt)", r"the entering state = 0 and dt (= 0 your outputs are not 0|"
         r"doubled.*nonlinearity to dt)"),
     8: ("wrong index: group h % g", r"C and B of the wrong group"),
@@ -539,15 +557,21 @@ SCAN = {
     21: ("operand transposed: Pᵀ @ x", r"your P is transposed \(Pᵀ @ x\)"),
     22: ("mask off by one: one future position kept", r"later positions leak into earlier outputs"),
     23: ("scaling on the wrong axis: dt on x's columns (TP == Q)", r"dt reaches the wrong elements"),
-    24: ("wrong decay index: the state term decayed from position 0", r"decay of the state term is wrong"),
-    25: ("reduction over the wrong set: a row-wise dot C_s . B_s", r"factor C_s \. B_k of P is what goes "
-         r"wrong"),
-    26: ("term left out: C Bᵀ", r"factor C_s \. B_k of P is what goes wrong"),
+    24: ("wrong decay index: the state term decayed from position 0", r"the decay from position 0, which "
+         r"leaves out position 0's own step"),
+    25: ("reduction over the wrong set: a row-wise dot C_s . B_s", r"(factor C_s \. B_k of P is what goes "
+         r"wrong|C = 0 your outputs are not 0 \(every output is linear in C\))"),
+    26: ("term left out: C Bᵀ", r"(factor C_s \. B_k of P is what goes wrong|C = 0 your outputs are not 0 "
+         r"\(every output is linear in C\))"),
     27: ("extra nonlinearity: P's rows normalized", r"something rescales P's entries"),
     28: ("wrong dtype: P and x cast to bfloat16 on float32 inputs", r"rounds to a low-precision dtype"),
     29: ("wrong store index: y stored at the group's head", r"left .* output elements unwritten"),
     41: ("wrong chunk index: C and B of chunk 0", r"reads C and B of another chunk"),
     42: ("mask: -inf above the diagonal, not 0", r"your output holds NaN or inf, where it is 0"),
+    43: ("wrong decay index: the chunk's last decay for every position of the state term",
+         r"exp\(dA_cs\[Q-1\]\) at every position: the decay across the whole chunk"),
+    44: ("extra factor: dt on the state term", r"dt multiplies the state term"),
+    45: ("wrong operand: C loaded in B's place (C Cᵀ)", r"never reads B, it reads C in its place"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),
@@ -579,6 +603,10 @@ PASSING_BWD = {
          r"own dS_out"),
     42: ("ddA_last pairs S with dS + dS_out", r"pairs S_c with a gradient that includes chunk c's own "
          r"dS_out"),
+    43: ("wrong operand: S loaded from dS_out",
+         r"never reads chunk_init_states, it reads dS_out in its place"),
+    44: ("off by one: dinitial_states stored inside the loop, before the update",
+         r"dinitial_states equals the right dstates of chunk 0: it is stored before chunk 0's update"),
 }
 
 #: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)

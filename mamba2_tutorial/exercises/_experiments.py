@@ -146,10 +146,10 @@ class Reading:
 @dataclass
 class Linearity:
     """Every output named in ``outputs`` is linear in the inputs ``keys`` (together): run the kernel with
-    those inputs zero, as they are, and doubled; if the outputs are not zero, or do not double, the kernel
-    applies a nonlinearity or adds a constant (``finding``). Run it after the experiments that catch a
-    missing factor (a missing factor is linear too, but a term that ignores the doubled input does not double
-    either)."""
+    those inputs zero, as they are, doubled and negated; if the outputs are not zero, or do not double, or
+    do not change sign, the kernel applies a nonlinearity or adds a constant (``finding``). Run it after
+    the experiments that catch a missing factor (a missing factor is linear too, but a term that ignores the
+    doubled input does not double either)."""
 
     keys: Sequence[str]
     outputs: Sequence[str]
@@ -173,10 +173,18 @@ class Linearity:
                     f"{self.what}): part of your output does not come through {self.what}, a term without "
                     f"{self.what} or a function of {self.what} that is not 0 at 0 (softplus, exp, a bias)."
                     f"\n      {self.hint}", self.recipe)
-        if all(close(b[k], 2 * a[k], lab.rtol, lab.atol) for k in self.outputs):
+        if not all(close(b[k], 2 * a[k], lab.rtol, lab.atol) for k in self.outputs):
+            return (f"With {self.setting}{self.what} doubled your outputs do not double (every output is "
+                    f"linear in {self.what}): {self.finding}.\n      {self.hint}", self.recipe)
+        negated = dict(base)
+        for k in self.keys:
+            negated[k] = -base[k]
+        m = lab.run(negated)
+        if m is None or all(close(m[k], -a[k], lab.rtol, lab.atol) for k in self.outputs):
             return None
-        return (f"With {self.setting}{self.what} doubled your outputs do not double (every output is linear "
-                f"in {self.what}): {self.finding}.\n      {self.hint}", self.recipe)
+        return (f"With {self.setting}{self.what} negated your outputs are not negated (every output is "
+                f"linear in {self.what}), though doubling doubles them: {self.finding} that treats negative "
+                f"values apart (a clamp at 0, a ReLU, an abs).\n      {self.hint}", self.recipe)
 
 
 @dataclass
@@ -361,3 +369,30 @@ def nan_on_cpu(run: Callable[[Inputs], Outputs], inputs: Inputs) -> bool:
     except Exception:  # noqa: BLE001 - a run that fails confirms nothing
         return False
     return any(not bool(torch.isfinite(v).all()) for v in got.values())
+
+
+@dataclass
+class Confusion:
+    """Two inputs of the same shape, ``a`` and ``b``, one read where the other belongs: with ``b`` set equal
+    to ``a`` the kernel's output is right. Then which one it reads twice: the input whose zeroing leaves
+    every output unchanged is the one the kernel never reads."""
+
+    a: str
+    b: str
+    hint: str
+
+    def __call__(self, lab: Lab, base: Inputs) -> Finding | None:
+        if tuple(base[self.a].shape) != tuple(base[self.b].shape):
+            return None
+        changed = replace(base, **{self.b: base[self.a].clone()})
+        if not lab.right(changed):
+            return None
+        said = f"With {self.b} equal to {self.a} your output is right"
+        got = lab.run(base)
+        for unread, read in ((self.b, self.a), (self.a, self.b)):
+            without = lab.run(replace(base, **{unread: torch.zeros_like(base[unread])}))
+            if got is not None and without is not None and bool(base[unread].any()) and all(
+                    close(without[k], got[k]) for k in got):
+                return (f"{said}, and with {unread} = 0 your output does not change: your kernel never reads "
+                        f"{unread}, it reads {read} in its place.\n      {self.hint}", None)
+        return (f"{said}: your kernel reads one of them where the other belongs.\n      {self.hint}", None)

@@ -230,6 +230,24 @@ def _last_step_only(base, where: str):
     return replace(base, dt=dt)
 
 
+def _read_unreached(lab, inputs, got):
+    """A reading of the base case itself: dA_cumsum right except at some positions of every chunk, where
+    it is 0 (nothing was summed or stored there)."""
+    want = lab.reference(inputs)["dA_cumsum"]
+    cs = got["dA_cumsum"].double()
+    if not bool(torch.isfinite(cs).all()):
+        return None
+    full = want.shape[2] - 1 if want.shape[2] > 1 else want.shape[2]  # the last chunk may be ragged
+    wrong = ~torch.isclose(cs[:, :, :full], want[:, :, :full], rtol=lab.rtol, atol=lab.atol)
+    at = wrong.flatten(0, 2).any(0)  # (Q,): positions wrong in some full chunk
+    if not bool(at.any()) or bool(at.all()) or not bool((cs[:, :, :full][..., at] == 0).all()):
+        return None
+    return (f"Your dA_cumsum is right except at position(s) {positions(at)} of the chunks, where it is 0: "
+            f"nothing is summed into (or stored at) those positions, so a loop, a range or a mask stops "
+            f"short.\n      ct.cumsum(v, axis=0) on the chunk's (Q,) tile gives every position 0..Q-1; a "
+            f"hand-written loop must run over all Q positions.", None)
+
+
 def _exact(base):
     """dt in {0.5, 1} and A in {-1, -2, -0.5}: every product and running sum exact in bfloat16."""
     h = base["dt"].shape[2]
@@ -249,6 +267,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     h = case.inputs["dt"].shape[2]
     steps = [
         misplaced({"dt_out": _AXES, "dA_cumsum": _AXES}),
+        Reading(lambda b: b, _read_unreached),
         Experiment("With A the same number for every head", lambda b: replace(b, A=torch.full((h,), -0.7)),
                    "so A is read at the wrong index",
                    "A has one entry per head: load A[hi] with this block's head index hi (the grid's axis "

@@ -22,6 +22,7 @@ import torch
 
 from ..kernels._host import next_power_of_two
 from ._experiments import (
+    Confusion,
     Diagnosis,
     Experiment,
     Lab,
@@ -29,6 +30,7 @@ from ._experiments import (
     Reading,
     as_float32,
     by_head,
+    close,
     low_precision,
     misplaced,
     nan_on_cpu,
@@ -50,6 +52,7 @@ from ._harness import (
     run_kernel,
     unwritten,
 )
+from .state_passing import one_decay
 
 CHECK = "check_chunk_scan_kernel"
 
@@ -249,6 +252,154 @@ def _read_one_source(lab, inputs, got):
     return None
 
 
+#: dt at every position in :func:`_state_decay_probe`
+STATE_PROBE_DT = 1.5
+
+
+def _state_probe_dA(Q: int) -> torch.Tensor:
+    """dA_cumsum of one chunk in :func:`_state_decay_probe`: the running sum of steps -0.1, -0.2, -0.3,
+    -0.1, ... (uneven, so that a decay from the wrong position cannot pass for another)."""
+    steps = 0.1 + 0.1 * (torch.arange(Q, dtype=torch.float64) % 3)
+    return -torch.cumsum(steps, 0)
+
+
+def _state_decay_probe(b):
+    """The state term alone, built so that C_s . state_p = 1 for every position s and element p (x = 0, C a
+    unit vector, the entering state 1 in column 0), in float32: the right y at position s is then the decay
+    the state has reached there, exp(dA_cs[s]), the same for every p. dt = 1.5 (the state term has none)."""
+    C = torch.zeros(b["C"].shape)
+    C[..., 0] = 1.0
+    S = torch.zeros_like(b["chunk_init_states"])
+    S[..., 0] = 1.0
+    dA = b["dA_cumsum"]
+    row = _state_probe_dA(dA.shape[-1]).to(dA.dtype)
+    B = torch.randn(b["B"].shape, generator=torch.Generator().manual_seed(76))
+    return replace(b, x=torch.zeros(b["x"].shape), C=C, B=B, chunk_init_states=S,
+                   dA_cumsum=row.expand_as(dA).clone(), dt_out=torch.full_like(b["dt_out"], STATE_PROBE_DT))
+
+
+def _read_state_decay(lab, inputs, got):
+    """Which function of dA_cumsum the state term applies at each position (:func:`_state_decay_probe`)."""
+    Q = inputs["dt_out"].shape[-1]
+    y = got["y"].double()
+    if y.shape[1] < Q or not bool(torch.isfinite(y).all()):
+        return None
+    tile = y[0, :Q, 0, :]  # chunk 0 of batch entry 0, head 0: (Q, p)
+    v = _state_probe_dA(Q)
+    said = (f"With x = 0, C_s . state_p = 1 for every position s and element p, and dA_cumsum = "
+            f"{v[0]:.1f}, {v[1]:.1f}, {v[2]:.1f}, ... at positions 0, 1, 2, ... (so that y[s] is the decay "
+            f"the entering state has reached at s, exp(dA_cs[s])), your y")
+    hint = ("the state entering the chunk has decayed by exp(dA_cs[s]) at position s (the decay from the "
+            "chunk's start to s, position s's own step included): y += ct.exp(dA_cs)[:, None] * "
+            "(C @ stateᵀ), one factor per ROW s.")
+    p = tile.shape[1]
+
+    def near(a, b):
+        return bool(torch.isclose(a, b.expand_as(a), rtol=2e-3, atol=1e-6).all())
+
+    if p > 1 and near(tile, tile[:, :1]):
+        f = tile[:, 0]
+        forms = [
+            (torch.ones(Q, dtype=torch.float64), "1 at every position: the state term is not decayed"),
+            (torch.exp(-v), "exp(-dA_cs[s]): the exponent's sign is flipped"),
+            (torch.exp2(v), "2**dA_cs[s]: ct.exp2 takes the place of ct.exp"),
+            (v, "dA_cs[s] itself: the exp is missing"),
+            (torch.exp(v[-1:]).expand(Q), "exp(dA_cs[Q-1]) at every position: the decay across the whole "
+             "chunk, where position s has decayed only by exp(dA_cs[s])"),
+            (torch.exp(v[:1]).expand(Q), "exp(dA_cs[0]) at every position: the first position's decay for "
+             "all"),
+            (torch.exp(v[-1] - v), "exp(dA_cs[Q-1] - dA_cs[s]): the decay from s to the chunk's END (the "
+             "chunk state's weight), where the state term needs the decay from the chunk's start to s"),
+            (torch.exp(v - v[0]), "exp(dA_cs[s] - dA_cs[0]): the decay from position 0, which leaves out "
+             "position 0's own step (dA_cs[s] already counts from the chunk's start)"),
+            (STATE_PROBE_DT * torch.exp(v), f"dt_s * exp(dA_cs[s]) (dt = {STATE_PROBE_DT:g} here): dt "
+             f"multiplies the state term, which has none (the entering state already holds every dt)"),
+            (torch.exp(torch.cat([v.new_zeros(1), v[:-1]])), "exp(dA_cs[s-1]): the decay of the position "
+             "before, one off"),
+            (torch.exp(torch.cat([v[1:], v[-1:]])), "exp(dA_cs[s+1]): the decay of the position after, one "
+             "off"),
+        ]
+        for want, meaning in forms:
+            if near(f, want):
+                return f"{said} is {meaning}.\n      {hint}", None
+        return None
+    if 1 < p <= Q and near(tile, tile[:1, :]) and near(tile[0], torch.exp(v[:p])):
+        return (f"{said} changes along p, not along s: at element p it is exp(dA_cs[p]), so the decay "
+                f"scales the columns (exp(dA_cs)[None, :]) where it belongs to the rows.\n      {hint} "
+                f"(Scaling the columns compiles only when Q == TP, as in this case.)", None)
+    return None
+
+
+def _p_matrix(lab, base):
+    """P as the kernel builds it, read column by column: with no entering state, no decay, dt = 1, float32
+    inputs and x = e_j at position k = r*p + j of every chunk (zero elsewhere), y = P @ x holds P's columns
+    r*p .. r*p + p - 1; ceil(Q / p) runs read all of chunk 0's P (batch entry 0, head 0). Then which
+    matrix it is (None when none of the ways P goes wrong)."""
+    Q, x = base["dt_out"].shape[-1], base["x"]
+    l, p = x.shape[1], x.shape[-1]
+    if l < Q:
+        return None
+    inputs = replace(_no_state(base), C=base["C"].float(), B=base["B"].float(),
+                     dA_cumsum=torch.zeros_like(base["dA_cumsum"]), dt_out=torch.ones_like(base["dt_out"]))
+    P = torch.zeros(Q, Q, dtype=torch.float64)
+    for first in range(0, Q, p):
+        unit = torch.zeros(x.shape)
+        for start in range(0, l, Q):
+            for k in range(first, min(first + p, Q, l - start)):
+                unit[:, start + k, :, k - first] = 1.0
+        got = lab.run(replace(inputs, x=unit))
+        if got is None or not bool(torch.isfinite(got["y"]).all()):
+            return None
+        cols = min(p, Q - first)
+        P[:, first:first + cols] = got["y"][0, :Q, 0, :cols].double()
+    C, B = inputs["C"][0, :Q, 0].double(), inputs["B"][0, :Q, 0].double()
+    CB = C @ B.T
+    s, k = torch.arange(Q)[:, None], torch.arange(Q)[None, :]
+    low = (k <= s).double()
+    if close(P, CB * low, 1e-3, 1e-4):
+        return None
+    said = ("With no entering state, no decay, dt = 1 and x a unit vector at one position at a time (so that "
+            "y = P @ x reads P column by column), your P is")
+    forms = [
+        (CB.T * low, "B_s . C_k under the mask: C and B exchanged (B Cᵀ)"),
+        (C @ C.T * low, "C_s . C_k under the mask: C in B's place"),
+        (B @ B.T * low, "B_s . B_k under the mask: B in C's place"),
+        (CB * (k < s).double(), "C_s . B_k for k < s only: the mask leaves out the diagonal k = s"),
+        (CB * (k >= s).double(), "C_s . B_k for k >= s: the mask keeps the future and drops the past"),
+        (CB * (k <= s + 1).double(), "C_s . B_k for k <= s + 1: the mask keeps one future position"),
+        (CB, "C_s . B_k for every k: no causal mask"),
+        (CB.clamp(min=0) * low, "C_s . B_k where it is positive and 0 where it is negative: a clamp (or "
+         "ReLU) on C Bᵀ"),
+        (CB * low / C.shape[-1] ** 0.5, "C_s . B_k / sqrt(n): a scale as in attention"),
+    ]
+    if next_power_of_two(C.shape[-1]) == Q:  # Cᵀ B compiles on (Q, TN) tiles when TN == Q
+        pad = Q - C.shape[-1]
+        CtB = torch.nn.functional.pad(C, (0, pad)).T @ torch.nn.functional.pad(B, (0, pad))
+        forms.append((CtB * low, "(Cᵀ B)[s, k] under the mask: the product sums over the positions, not "
+                      "over n (ct.mma(ct.transpose(C), B) where ct.mma(C, ct.transpose(B)) belongs)"))
+    hint = ("P[s, k] = (C_s . B_k) * exp(dA_cs[s] - dA_cs[k]) * dt_k for k <= s and 0 above the diagonal: "
+            "CB = ct.mma(C, ct.transpose(B), acc), a (Q, Q) tile, masked with ct.where(pos[:, None] >= "
+            "pos[None, :], ..., 0.0).")
+    for want, meaning in forms:
+        if not close(want, CB * low) and close(P, want, 1e-3, 1e-4):
+            return f"{said} {meaning}.\n      {hint}", None
+    tol = 1e-3 * max(1.0, float(CB.abs().max()))
+    wrong = (P - CB * low).abs() > tol
+    parts = [f"{int(wrong[m].sum())} of {int(m.sum())} entries {name}"
+             for m, name in ((k < s, "below the diagonal"), (k == s, "on the diagonal"),
+                             (k > s, "above the diagonal (where P is 0)")) if bool(wrong[m].any())]
+    return (f"{said} wrong at {', '.join(parts)}; the right P there is (C_s . B_k) for k <= s and 0 above.\n"
+            f"      {hint}", None)
+
+
+def _same_chunks_state(b):
+    """The entering state the same in every chunk (each a copy of chunk 0's; None with one chunk)."""
+    S = b["chunk_init_states"]
+    if S.shape[1] < 2:
+        return None
+    return replace(b, chunk_init_states=S[:, :1].expand_as(S).clone())
+
+
 def _exact(b):
     """x, C, B and a nonzero state small integers, dt in {0.5, 1}, no decay: every product and sum exact in
     bfloat16."""
@@ -296,6 +447,15 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
 
     group_hint = "head hi reads group hi // HEADS_PER_GROUP (consecutive heads share a group), for C and B."
     state_steps = [  # run on the case with x = 0: the state term alone
+        Reading(_state_decay_probe, _read_state_decay),
+        Experiment("With x = 0 (the state term alone) and the entering state the same in every chunk",
+                   _same_chunks_state, "so the state term reads the entering state of another chunk",
+                   "chunk_init_states is (b, nchunks, h, p, n): chunk c's entering state is tile (bi, c, hi, "
+                   "0, 0), the same chunk index c as x's (the state passing already shifted it by one)."),
+        Experiment("With x = 0 (the state term alone) and the entering state the same for every head",
+                   lambda b: same_for_every_head(b, "chunk_init_states", 2),
+                   "so the state term reads the entering state of another head",
+                   "the entering state is per HEAD: tile (bi, c, hi, 0, 0), not the group."),
         Experiment("With x = 0 (the state term alone) and the entering state stored transposed in memory",
                    _transposed_state, "your kernel multiplies C by the state untransposed",
                    "C_s . state is C (Q, TN) times stateᵀ (TN, TP): ct.mma(C, ct.transpose(state), acc). "
@@ -314,6 +474,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    lambda b: replace(b, C=b["B"].clone(), B=b["C"].clone()), "your kernel computes B Cᵀ",
                    "C reads (the query, row s), B writes (the key, column k): CB = ct.mma(C, "
                    "ct.transpose(B), acc), P[s, k] = (C_s . B_k) * ...", undo=True),
+        Confusion("C", "B", "C reads (the query, row s), B writes (the key, column k): CB = ct.mma(C, "
+                  "ct.transpose(B), acc), one load of each."),
         Experiment("With the entering state = 0 and dA_cumsum multiplied by log2(e)",
                    lambda b: replace(b, dA_cumsum=b["dA_cumsum"] * LOG2E),
                    "your kernel computes 2**v where the decay is exp(v)",
@@ -331,7 +493,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "so the diagonal k = s is what goes wrong (the check confirmed it: with only the diagonal "
                    "left, your output is wrong); the causal mask must keep k <= s, pos[:, None] >= "
                    "pos[None, :]", "y_s includes position s itself: P[s, s] = (C_s . B_s) * dt_s.",
-                   controls=[_only_diagonal]),
+                   controls=[_only_diagonal, lambda b: _parity(b, same=True)]),
         Experiment("With the entering state = 0 and dt_out the same for every head (each a copy of head 0's)",
                    lambda b: same_for_every_head(b, "dt_out", 1), "so your kernel reads dt of another head",
                    "dt_out is (b, h, nchunks, Q): this block's step sizes are at (bi, hi, c, 0) in tiles of "
@@ -353,6 +515,12 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With the entering state = 0 and C and B the same for every group",
                    lambda b: same_groups(b, ("C", "B")), "so your kernel reads C and B of the wrong group",
                    group_hint),
+        Linearity(["C"], ["y"], "C", "your kernel applies a nonlinearity to C or to C Bᵀ",
+                  "P = (C Bᵀ) * decay * dt[None, :] under the causal mask, nothing applied to C Bᵀ: its "
+                  "entries may be negative.", setting="the entering state = 0 and "),
+        Linearity(["B"], ["y"], "B", "your kernel applies a nonlinearity to B or to C Bᵀ",
+                  "P = (C Bᵀ) * decay * dt[None, :] under the causal mask, nothing applied to C Bᵀ: its "
+                  "entries may be negative.", setting="the entering state = 0 and "),
         Experiment("With the entering state = 0 and C_s . B_k = 1 for every s and k (C = B = one unit "
                    "vector)", _unit_CB, "so the factor C_s . B_k of P is what goes wrong (missing, or not "
                    "the matrix C Bᵀ)", "CB[s, k] = C_s . B_k for EVERY pair of positions: CB = ct.mma(C, "
@@ -364,6 +532,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "dt_out arrives as the step sizes themselves: P = CB * decay * dt[None, :].",
                   setting="the entering state = 0 and "),
         Reading(_one_source, _read_one_source),
+        _p_matrix,
     ]
     steps = [
         misplaced({"y": ("batch entry", "position", "head", "")}),
@@ -381,6 +550,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    lambda b: _same_chunks(b, ("C", "B")), "so your kernel reads C and B of another chunk",
                    "C and B are (b, l, g, n): chunk c is tile (bi, c, g, 0) in tiles of (1, Q, 1, TN), the "
                    "same chunk index c as x's."),
+        Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
+                   one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
+                   "dA_cumsum is (b, h, nchunks, Q): this block's decays are dA_cumsum[bi, hi, c, :], at "
+                   "the HEAD hi (not the group hi // HEADS_PER_GROUP that C and B use)."),
         Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
                    "so the decays are wrong", _DECAY_HINT),
         same_batch(list(_KEYS)),

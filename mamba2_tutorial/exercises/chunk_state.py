@@ -400,6 +400,88 @@ def _read_chunk0_only(lab, inputs, got):
             f"carrying the states across chunks is the next kernel's job, state passing.", None)
 
 
+def _sequence_end_zero(base, where: str = "last"):
+    """dt = 0 at the sequence's last step ("last"), or at its first ("first"): a kernel that masks the
+    ragged end off by one is right on the first."""
+    dt = base["dt_out"].clone()
+    Q, l = dt.shape[-1], base["x"].shape[1]
+    at = l - 1 if where == "last" else 0
+    dt[:, :, at // Q, at % Q] = 0.0
+    return replace(base, dt_out=dt)
+
+
+def _weights_probe(base):
+    """Float32 inputs with uneven decays (steps 0.1, 0.2, 0.3, 0.1, ...) and a different dt at every
+    position, the same in every chunk and head: the weights w_k a kernel applies can be read back from its
+    state (see :func:`_read_weights`)."""
+    dA, dt = base["dA_cumsum"], base["dt_out"]
+    Q = dA.shape[-1]
+    steps = 0.1 + 0.1 * (torch.arange(Q, dtype=torch.float32) % 3)
+    dts = 0.5 + 0.75 * torch.arange(Q, dtype=torch.float32) / Q
+    return replace(base, x=base["x"].float(), B=base["B"].float(),
+                   dA_cumsum=(-torch.cumsum(steps, 0)).expand_as(dA).clone(),
+                   dt_out=dts.expand_as(dt).clone())
+
+
+def _read_weights(lab, inputs, got):
+    """The weights w_k of chunk 0 (batch entry 0, head 0), solved from the kernel's state: state =
+    sum_k w_k x_k (outer) B_k is linear in w, so a least-squares fit finds them when the kernel has that
+    form (a small residual), and the weights are compared with the ways they go wrong."""
+    Q = inputs["dA_cumsum"].shape[-1]
+    x, B = inputs["x"][0, :Q, 0].double(), inputs["B"][0, :Q, 0].double()  # (Q, p), (Q, n)
+    if x.shape[0] < Q or x.shape[1] * B.shape[1] < 2 * Q:
+        return None
+    state = got["states"][0, 0, 0].double()  # (p, n)
+    if not bool(torch.isfinite(state).all()):
+        return None
+    basis = (x[:, :, None] * B[:, None, :]).reshape(Q, -1).T  # (p*n, Q)
+    w = torch.linalg.lstsq(basis, state.reshape(-1, 1)).solution.flatten()
+    if float((basis @ w - state.reshape(-1)).norm()) > 1e-4 * max(1.0, float(state.norm())):
+        return None  # not a weighted sum of x_k (outer) B_k
+    v = inputs["dA_cumsum"][0, 0, 0].double()
+    d = inputs["dt_out"][0, 0, 0].double()
+    right = torch.exp(v[-1] - v) * d
+    if torch.allclose(w, right, rtol=1e-3, atol=1e-5):
+        return None
+    softplus = torch.nn.functional.softplus
+    forms = [
+        (torch.exp(v) * d, "exp(dA_cs[k]) * dt_k: your weight is exp(dA_cs[k]), the decay from the "
+         "chunk's START"),
+        (torch.exp(v[-1] + v) * d, "exp(dA_cs[Q-1] + dA_cs[k]) * dt_k: a + where the decay from k to the "
+         "end has a -"),
+        (torch.exp(v - v[-1]) * d, "exp(dA_cs[k] - dA_cs[Q-1]) * dt_k: the decay's exponent has its sign "
+         "flipped"),
+        (torch.exp(v[-1] - v), "exp(dA_cs[Q-1] - dA_cs[k]) without dt_k: the factor dt is missing"),
+        (d, "dt_k alone: the decay is missing"),
+        (torch.exp2(v[-1] - v) * d, "2**(dA_cs[Q-1] - dA_cs[k]) * dt_k: your kernel computes 2**v where the "
+         "decay is exp(v)"),
+        ((v[-1] - v) * d, "(dA_cs[Q-1] - dA_cs[k]) * dt_k: your decay is dA_cs[Q-1] - dA_cs[k] itself, "
+         "without its exp"),
+        (right / right.sum(), "the right weights divided by their sum: the weights are normalized (they are "
+         "not a distribution)"),
+        (torch.exp(v.sum() - v) * d, "exp(sum(dA_cs) - dA_cs[k]) * dt_k: the chunk's dA_cumsum summed, where "
+         "its last element (already the chunk's total) belongs"),
+        (torch.exp(v[-2] - v) * d, "exp(dA_cs[Q-2] - dA_cs[k]) * dt_k: your decay takes the chunk's end "
+         "from position Q-2, one short of the last"),
+        (torch.exp(v[0] - v) * d, "exp(dA_cs[0] - dA_cs[k]) * dt_k: your decay takes the chunk's end from "
+         "position 0 instead of Q-1"),
+        (torch.exp(v[-1] - v) * softplus(d), "exp(dA_cs[Q-1] - dA_cs[k]) * softplus(dt_k): dt is already "
+         "through its softplus"),
+        (torch.exp(v[-1] - v) * d * d, "exp(dA_cs[Q-1] - dA_cs[k]) * dt_k²: dt applied twice"),
+        (torch.cat([right[:-1], right.new_zeros(1)]), "right except 0 at the chunk's last position: your "
+         "kernel leaves out (or gets wrong) each chunk's last position, a mask or a bound off by one"),
+        (torch.cat([right.new_zeros(1), right[1:]]), "right except 0 at the chunk's first position: your "
+         "kernel leaves out (or gets wrong) each chunk's first position, a mask or a bound off by one"),
+    ]
+    said = ("With float32 inputs, uneven decays and a different dt at every position, the weights w_k your "
+            "state gives each position k of chunk 0 (solved from your state, which is a weighted sum of "
+            "x_k (outer) B_k) are")
+    for want, meaning in forms:
+        if torch.allclose(w, want, rtol=1e-3, atol=1e-5):
+            return f"{said} {meaning}.\n      " + _DECAY_HINT, None
+    return None
+
+
 def _exact(base):
     """x and B small integers, dt in {0.5, 1}, no decay: every product and sum exact in bfloat16."""
     return replace(base, x=small_integers(base["x"], 51), B=small_integers(base["B"], 52),
@@ -421,6 +503,7 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
     no_decay = lambda b: replace(b, dA_cumsum=torch.zeros_like(b["dA_cumsum"]))  # noqa: E731
     steps = [
         misplaced({"states": ("batch entry", "chunk", "head", "", "")}),
+        Reading(_weights_probe, _read_weights),
         Experiment("With dA_cumsum multiplied by log2(e)",
                    lambda b: replace(b, dA_cumsum=b["dA_cumsum"] * LOG2E),
                    "your kernel computes 2**v where the decay is exp(v)", _EXP2_HINT, undo=True),
@@ -438,6 +521,10 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    lambda b: replace(b, B=b["B"][:, :, :1].expand_as(b["B"]).clone()),
                    "so your kernel reads B of the wrong group",
                    "head hi reads group hi // HEADS_PER_GROUP (consecutive heads share a group)."),
+        Experiment("With x the same for every head (each a copy of head 0's)",
+                   lambda b: same_for_every_head(b, "x", 2), "so your kernel reads x of another head",
+                   "x is (b, l, h, p): chunk c of head hi is tile (bi, c, hi, 0) in tiles of (1, Q, 1, TP), "
+                   "at the HEAD hi; only B is per group (hi // HEADS_PER_GROUP)."),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    _one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
                    "dA_cumsum is (b, h, nchunks, Q): this block's decays are dA_cumsum[bi, hi, c, :], at "
@@ -475,6 +562,11 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "compiles only when TP == TN, as in this case.)", controls=[_one_group_per_head]),
         Reading(_x_impulse, _read_x_impulse),
         Reading(_chunk0_only, _read_chunk0_only),
+        Experiment("With dt = 0 at the sequence's last step", _sequence_end_zero,
+                   "so your kernel leaves out (or gets wrong) the sequence's last step: a mask or a bound "
+                   "off by one at the ragged end", "the positions inside the sequence are c*Q + k < l, the "
+                   "last one l - 1 included; dt_out is already 0 past the end, so no mask is needed.",
+                   controls=[lambda b: _sequence_end_zero(b, "first")]),
         same_batch(["x", "B", "dt_out", "dA_cumsum"]),
         Linearity(["dt_out"], ["states"], "dt",
                   "your kernel applies a nonlinearity to dt or to the weights (softplus? exp? a clamp?)",

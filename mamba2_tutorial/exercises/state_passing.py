@@ -24,6 +24,7 @@ from ._experiments import (
     Diagnosis,
     Experiment,
     Lab,
+    Linearity,
     Reading,
     close,
     low_precision,
@@ -239,6 +240,25 @@ def _read_impulse(lab, inputs, got):
     return None
 
 
+def read_last_store(entering: str, last: str, what: str, hint: str):
+    """A reading of the base case itself: ``entering`` (one tile per chunk, on axis 1) right, and ``last``
+    (the tile carried out of the loop) equal to the right ``entering`` tile of some chunk: the kernel stores
+    ``last`` before the loop's final update (inside the loop, or before the last update)."""
+
+    def read(lab, inputs, got):
+        want = lab.reference(inputs)
+        if not close(got[entering], want[entering], lab.rtol, lab.atol) or close(got[last], want[last]):
+            return None
+        order = range(want[entering].shape[1])
+        for c in (order if "initial" in last else reversed(order)):
+            if close(got[last], want[entering][:, c], lab.rtol, lab.atol):
+                return (f"Your {entering} are right, but your {last} equals the right {entering} of chunk "
+                        f"{c}: {what}.\n      {hint}", None)
+        return None
+
+    return Reading(lambda b: b, read)
+
+
 def _reversed_chunks(b):
     """The chunks in reverse order (a kernel that walks them last to first is right on this, reordered)."""
     return replace(b, states=b["states"].flip(1), dA_cumsum=b["dA_cumsum"].flip(2))
@@ -293,6 +313,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     steps = [
         misplaced({"chunk_init_states": ("batch entry", "chunk", "head", "", ""),
                    "final_states": ("batch entry", "head", "", "")}),
+        read_last_store("chunk_init_states", "final_states", "it is stored before the last chunk's update "
+                        "(inside the loop, or before the update)", "final_states is the state LEAVING the "
+                        "last chunk: store it once, after the loop, when every chunk has been added."),
         *decay_experiments(decay_hint),
         Experiment("With p = n and every local and initial state symmetric", lambda b: _square(b, True),
                    "so your kernel transposes a state (the check confirmed it: with p = n and states that "
@@ -300,6 +323,12 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "the states are (p, n) tiles, (TP, TN): add states[bi, c, hi] as it is loaded, no "
                    "ct.transpose (it only compiles when TP == TN, as in this case).",
                    controls=[lambda b: _square(b, False)]),
+        low_precision(_exact, "small integer states and no decay", ["states", "initial_states"],
+                      "the carried state is a float32 tile, stored as it is", controls=[no_decay]),
+        Linearity(["states", "initial_states"], ["chunk_init_states", "final_states"], "the states",
+                  "your kernel applies a nonlinearity to the carried state (an activation? a clamp?)",
+                  "the recurrence is linear: state = exp(dA_last) * state + states[c], nothing applied to "
+                  "the state."),
         Experiment("With initial_states = 0", lambda b: replace(b, initial_states=zero(b["initial_states"])),
                    "so the initial state's path is wrong",
                    "the carried state starts from initial_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
@@ -321,8 +350,6 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                 _read_decay_probe(decay_hint)),
         same_batch(["states", "dA_cumsum", "initial_states"]),
         Reading(_impulse, _read_impulse),
-        low_precision(_exact, "small integer states and no decay", ["states", "initial_states"],
-                      "the carried state is a float32 tile, stored as it is", controls=[no_decay]),
     ]
     prelude = [(tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output "
                 "is right: your kernel breaks only where the decay is strong",

@@ -26,9 +26,11 @@ import torch
 
 from ..kernels._host import next_power_of_two
 from ._experiments import (
+    Confusion,
     Diagnosis,
     Experiment,
     Lab,
+    Linearity,
     Reading,
     close,
     low_precision,
@@ -278,7 +280,7 @@ def _exact(base):
 
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     """The experiments of exercise 8, in the order they run (see :mod:`._experiments`)."""
-    from .state_passing import decay_experiments, decay_probe, one_decay
+    from .state_passing import decay_experiments, decay_probe, one_decay, read_last_store
 
     lab = Lab(_run(kernel, backend, device, case), _reference)
     zero = torch.zeros_like
@@ -333,11 +335,31 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         misplaced({"dstates": ("batch entry", "chunk", "head", "", ""),
                    "ddA_last": ("batch entry", "head", "chunk"),
                    "dinitial_states": ("batch entry", "head", "", "")}),
+        read_last_store("dstates", "dinitial_states", "it is stored before chunk 0's update (inside the "
+                        "loop, or before the update)", "dinitial_states is the gradient that reaches the "
+                        "state ENTERING chunk 0, through chunk 0's decay: store it once, after the loop, "
+                        "when every chunk has been walked."),
+        Confusion("chunk_init_states", "dS_out", ddA_rule + ": S_c is chunk_init_states[bi, c, hi], the "
+                  "state entering chunk c; dS_out[bi, c, hi] is a gradient, added to dS."),
         *decay_experiments(decay_hint),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
                    "dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is "
                    "dA_cumsum[bi, hi, c, Q-1] (mind the axis order: it differs from dS_out's)."),
+        Experiment("With chunk_init_states = 0 (so ddA_last must be 0)",
+                   lambda b: replace(b, chunk_init_states=zero(b["chunk_init_states"])),
+                   "so ddA_last is what goes wrong (dstates and dinitial_states do not depend on it)",
+                   ddA_rule + ".", then=ddA_steps),
+        Experiment("With p = n and every state and gradient symmetric", lambda b: _square(b, True),
+                   "so your kernel transposes a state or a gradient (the check confirmed it: with p = n and "
+                   "tiles that are not symmetric, your output is wrong)",
+                   "dS_out, dfinal_states, chunk_init_states and the carried dS are all (p, n) tiles, "
+                   "(TP, TN), used as they are loaded: no ct.transpose (it compiles only when TP == TN, as "
+                   "here).", controls=[lambda b: _square(b, False)]),
+        Linearity(["dS_out", "dfinal_states"], ["dstates", "ddA_last", "dinitial_states"], "the gradients",
+                  "your kernel applies a nonlinearity to the carried gradient (a clip? an activation?)",
+                  "the backward recurrence is linear in the gradients: dS = g * dS + dS_out[c], "
+                  "ddA_last = g * sum(dS * S_c), nothing applied to dS."),
         Experiment("With dfinal_states = 0", lambda b: replace(b, dfinal_states=zero(b["dfinal_states"])),
                    "so the path of d final_states is wrong",
                    "the carried gradient starts from dfinal_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
@@ -345,10 +367,6 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With dS_out = 0", no_dS_out, "so the term of chunk c's own dS_out is wrong",
                    "after storing, dS = g * dS + dS_out[bi, c, hi]: the chunk's own dS_out added once, "
                    "undecayed (it asks about the state ENTERING chunk c).", then=[own_gradient]),
-        Experiment("With chunk_init_states = 0 (so ddA_last must be 0)",
-                   lambda b: replace(b, chunk_init_states=zero(b["chunk_init_states"])),
-                   "so ddA_last is what goes wrong (dstates and dinitial_states do not depend on it)",
-                   ddA_rule + ".", then=ddA_steps),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong",
                    decay_hint + " It multiplies the carried dS (dS = g * dS + dS_out[c]) and ddA_last."),
         Experiment("With the chunks given in reverse order (and your outputs put back in order)",
