@@ -33,7 +33,7 @@ FIXTURE_PATH = ROOT / "tests" / "data" / "bench_results_fixture.json"
 FIXTURE_DEVICE = "TEST FIXTURE: CPU stand-ins with FAKE timings, not a measurement"
 # made-up times, only so that tables and plots have something to show: each kernel a factor x its roofline
 # floor; ours end to end FAKE_E2E_OVERHEAD x its kernels' sum; the others a factor x ours
-FAKE_FACTORS = {"taught": 1.9, "mamba_ssm": 2.6, "fla": 2.2, "torch": 60.0}
+FAKE_FACTORS = {"taught": 1.9, "mamba_ssm": 2.6, "fla": 2.2, "tilegym": 1.3, "torch": 60.0}
 FAKE_E2E_OVERHEAD = 1.02
 #: shapes whose fake end-to-end time is this many times more (the kernels' times stay): host-bound
 FAKE_HOST_BOUND = {"tiny": 3.0}
@@ -81,7 +81,7 @@ def _reference_kernels(inp, Q):
 
 
 def stand_in_impls() -> dict[str, bench.Impl]:
-    """Correct CPU stand-ins under the five implementation names (NOT the real implementations)."""
+    """Correct CPU stand-ins under the six implementation names (NOT the real implementations)."""
 
     def chunked(inp, Q):
         return lambda: reference.ssd_chunked(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], Q)
@@ -93,11 +93,18 @@ def stand_in_impls() -> dict[str, bench.Impl]:
         f = bench.fla_inputs(inp)
         return lambda: simple_gla(f["q"], f["k"], f["v"], f["g"]).to(inp["x"].dtype)
 
+    def tilegym(inp, Q):  # TileGym's signature and semantics: its own dt dtype, A and D as float32 (h,)
+        a = bench.tilegym_inputs(inp, Q)
+
+        return lambda: reference.ssd_chunked(a["x"], a["dt"], a["a"], a["b"], a["c"], Q, D=a["d"],
+                                             initial_states=a["init_state"], return_final_states=True)[0]
+
     return {
         "cutile": bench.Impl("cutile", chunked, kernels=_reference_kernels),
         "taught": bench.Impl("taught", chunked),
         "mamba_ssm": bench.Impl("mamba_ssm", quadratic),
         "fla": bench.Impl("fla", gla),
+        "tilegym": bench.Impl("tilegym", tilegym),
         "torch": bench.Impl("torch", chunked),
     }
 

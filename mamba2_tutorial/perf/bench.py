@@ -41,6 +41,7 @@ import json
 import math
 import re
 import sys
+import time
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -212,6 +213,36 @@ def _make_fla() -> Impl:
     return Impl("fla", prepare)
 
 
+def tilegym_inputs(inp: Mapping[str, torch.Tensor], Q: int) -> dict[str, torch.Tensor]:
+    """The arguments of TileGym's ``mamba2_chunk_forward(x, a, b, c, d, dt, init_state, chunk_size)``: ``a``
+    and ``d`` (h,) float32 (d = 0: the benchmark has no skip term), ``dt`` (b, l, h) in x's dtype and
+    already through its softplus (as the benchmark's dt is), ``init_state`` (b, h, p, n) float32 zeros.
+    TileGym needs the length to be a multiple of the chunk size."""
+    x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
+    b, l, h, p = x.shape
+    if l % Q:
+        raise ValueError(f"TileGym needs the sequence length to be a multiple of the chunk size: l = {l}, "
+                         f"chunk_size = {Q}")
+    return {"x": x, "a": A.float().contiguous(), "b": B, "c": C,
+            "d": torch.zeros(h, dtype=torch.float32, device=x.device),
+            "dt": dt.to(x.dtype).contiguous(),
+            "init_state": torch.zeros(b, h, p, B.shape[-1], dtype=torch.float32, device=x.device)}
+
+
+def _make_tilegym() -> Impl:
+    """TileGym's cuTile Mamba-2 forward (``tilegym.ops.cutile.mamba2``), with its own tuner on: the first
+    call of each shape searches its launch settings (the record's ``first_call_s``), later calls reuse
+    them."""
+    from tilegym.ops.cutile.mamba2 import mamba2_chunk_forward
+
+    def prepare(inp, Q):
+        a = tilegym_inputs(inp, Q)
+        return lambda: _first(mamba2_chunk_forward(a["x"], a["a"], a["b"], a["c"], a["d"], a["dt"],
+                                                   a["init_state"], chunk_size=Q))
+
+    return Impl("tilegym", prepare)
+
+
 def _make_torch() -> Impl:
     from ..reference import ssd_chunked
 
@@ -223,7 +254,7 @@ def _make_torch() -> Impl:
 
 
 FACTORIES = {"cutile": _make_cutile, "taught": _make_taught, "mamba_ssm": _make_mamba, "fla": _make_fla,
-             "torch": _make_torch}
+             "tilegym": _make_tilegym, "torch": _make_torch}
 
 
 def load_implementations(names: Sequence[str] = IMPLS) -> tuple[dict[str, Impl], dict[str, str]]:
@@ -268,6 +299,7 @@ def versions() -> dict[str, str | None]:
         "triton": dist("triton"),
         "mamba_ssm": dist("mamba-ssm", "mamba_ssm") or from_init("mamba_ssm"),
         "fla": dist("fla-core", "flash-linear-attention") or from_init("fla"),
+        "tilegym": dist("tilegym"),
     }
 
 
@@ -422,11 +454,18 @@ def bench_shape(
     forwards: dict[str, Forward] = {}
     kernel_fns: dict[str, Forward] | None = None
     kernel_meta: dict = {}
+    first_call: dict[str, float] = {}
     for name, impl in impls.items():
         try:
             fwd = impl.prepare(inp, d.Q)
             _poison_allocator(y_ref.shape, inp["x"].dtype, y_ref.device)
-            rel[name] = check_output(name, fwd(), y_ref, gate=gate)
+            start = time.perf_counter()
+            y = fwd()
+            if y_ref.is_cuda:
+                torch.cuda.synchronize()
+            first_call[name] = round(time.perf_counter() - start, 3)
+            rel[name] = check_output(name, y, y_ref, gate=gate)
+            del y
             forwards[name] = fwd
             if kernels and impl.kernels is not None:
                 try:
@@ -475,6 +514,7 @@ def bench_shape(
         "bytes": fwd_cost.bytes,
         "bound": fwd_cost.bound(ceilings),
         "kernel_floor_ms": roofline.kernel_floors_ms(d, ceilings, **cost_kw, **kernel_meta),
+        "first_call_s": first_call,
     }
     if kernel_ms is not None:
         rec["cutile_kernels_ms"] = kernel_ms

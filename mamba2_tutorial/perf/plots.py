@@ -45,8 +45,8 @@ __all__ = [
 ]
 
 IMPL_COLORS = {"cutile": "tab:green", "taught": "tab:olive", "mamba_ssm": "tab:blue", "fla": "tab:orange",
-               "torch": "tab:gray"}
-_MARKERS = {"cutile": "o", "taught": "v", "mamba_ssm": "s", "fla": "^", "torch": "D"}
+               "tilegym": "tab:red", "torch": "tab:gray"}
+_MARKERS = {"cutile": "o", "taught": "v", "mamba_ssm": "s", "fla": "^", "tilegym": "P", "torch": "D"}
 KERNEL_COLORS = {"chunk_state": "tab:purple", "state_passing": "tab:brown", "chunk_state_passing": "tab:pink",
                  "chunk_scan": "tab:cyan"}
 

@@ -29,6 +29,8 @@ Schema (``SCHEMA_VERSION`` 1)::
                                    kernels 1 and 2,
               "kernel_floor_ms": {the same keys: float},
               "flops": float, "bytes": float,
+              "first_call_s": {impl: float},   # wall time of each implementation's first call, apart from
+                                               # the timed runs: compiles, and TileGym's own tuning
               "cutile_config": {"state": {...}, "scan": {...}}}   # the FastConfig our forward ran with
                                                                   # (fast.config.config_to_json)
 
@@ -64,7 +66,7 @@ from . import roofline
 from .roofline import FUSED_KERNELS, KERNELS  # the three kernels; the two when kernels 1 and 2 are fused
 
 SCHEMA_VERSION = 1
-IMPLS = ("cutile", "taught", "mamba_ssm", "fla", "torch")
+IMPLS = ("cutile", "taught", "mamba_ssm", "fla", "tilegym", "torch")
 #: the implementations every record has (results measured before the taught forward was benchmarked lack it)
 REQUIRED_IMPLS = ("cutile", "mamba_ssm", "fla", "torch")
 IMPL_LABELS = {
@@ -72,6 +74,7 @@ IMPL_LABELS = {
     "taught": "cuTile, taught kernels",
     "mamba_ssm": "mamba_ssm Triton",
     "fla": "fla chunk_simple_gla",
+    "tilegym": "TileGym cuTile",
     "torch": "PyTorch chunked (fp32)",
 }
 STAGE_ORDER = ("chunk_state", "state_passing", "chunk_state_passing", "chunk_scan")  # launch order
