@@ -518,8 +518,8 @@ PASSING = {
     4: ("term left out: initial_states", r"initial state's path is wrong"),
     5: ("reduction over the wrong set: the decay from a sum over the chunk", r"a sum over the chunk"),
     6: ("wrong chunk index: dA_cumsum indexed like states", r"decay of another chunk, head or batch entry"),
-    7: ("extra nonlinearity: the decay squared", r"With dA_cumsum = 0 \(every decay 1\).*so the decay is "
-        r"wrong"),
+    7: ("extra nonlinearity: the decay squared", r"(With dA_cumsum = 0 \(every decay 1\).*so the decay is "
+        r"wrong|exp\(v\)\*\*2 for v = -0.5, so the decay is applied twice)"),
     8: ("term left out: the local state", r"term of the chunk's own state is wrong"),
     9: ("the chunks walked backwards", r"walks the chunks from the last to the first"),
     21: ("operand transposed: the local state added transposed (square tiles)", r"your kernel transposes a "
@@ -528,7 +528,8 @@ PASSING = {
          r"another position than the chunk's last"),
     23: ("wrong chunk index: the decay of chunk c - 1", r"decay of another chunk, head or batch entry"),
     24: ("reduction over the wrong set: the decay as dA[Q-1] - dA[0]", r"a sum over the chunk"),
-    25: ("term left out: no decay", r"With dA_cumsum = 0 \(every decay 1\).*so the decay is wrong"),
+    25: ("term left out: no decay", r"(With dA_cumsum = 0 \(every decay 1\).*so the decay is wrong|"
+         r"the carried tile is not decayed at all)"),
     26: ("extra nonlinearity: a sigmoid gate as the decay", r"a sigmoid takes the place of the exp"),
     27: ("wrong dtype: the stored state rounded to bfloat16", r"rounds to a low-precision dtype"),
     28: ("wrong store index: chunk_init_states stored at c + 1",
@@ -586,14 +587,14 @@ PASSING_BWD = {
     10: ("no padding on the state's load", r"loads without padding_mode=ZERO"),
     21: ("operand transposed: sum(dS * Sᵀ) (square tiles)", r"pairs dS with a transposed state"),
     22: ("off by one: c = nchunks - i", r"raised IndexError.*outside.*TILE units"),
-    23: ("scaling on the wrong term: g on dS_out, not on the carried dS", r"With dA_cumsum = 0 \(every decay "
-         r"1\), your output is right, so the decay is wrong"),
+    23: ("scaling on the wrong term: g on dS_out, not on the carried dS", r"(With dA_cumsum = 0 \(every "
+         r"decay 1\), your output is right, so the decay is wrong|the carried tile is not decayed at all)"),
     24: ("wrong decay index: the last chunk's decay for every chunk",
          r"decay of another chunk, head or batch entry"),
     25: ("reduction over the wrong set: ddA_last a running sum over the chunks", r"takes in the states of "
          r"other chunks"),
-    26: ("term left out: the carried gradient's decay", r"With dA_cumsum = 0 \(every decay 1\), your output "
-         r"is right, so the decay is wrong"),
+    26: ("term left out: the carried gradient's decay", r"(With dA_cumsum = 0 \(every decay 1\), your "
+         r"output is right, so the decay is wrong|the carried tile is not decayed at all)"),
     27: ("extra nonlinearity: softplus as the decay", r"a softplus takes the place of the exp"),
     28: ("wrong dtype: the ddA products rounded to bfloat16", r"rounds to a low-precision dtype"),
     29: ("wrong store index: ddA_last at (bi, c, hi)", r"holds the right values at the wrong places \(what "

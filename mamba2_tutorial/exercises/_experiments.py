@@ -171,8 +171,8 @@ class Linearity:
         if not all(close(z[k], torch.zeros_like(z[k]), lab.rtol, lab.atol) for k in self.outputs):
             return (f"With {self.setting}{self.what} = 0 your outputs are not 0 (every output is linear in "
                     f"{self.what}): part of your output does not come through {self.what}, a term without "
-                    f"{self.what} or a function of {self.what} that is not 0 at 0 (softplus, exp, a bias)."
-                    f"\n      {self.hint}", self.recipe)
+                    f"{self.what} or a function of {self.what} that is not 0 at 0 (softplus, exp, a bias, a "
+                    f"clamp).\n      {self.hint}", self.recipe)
         if not all(close(b[k], 2 * a[k], lab.rtol, lab.atol) for k in self.outputs):
             return (f"With {self.setting}{self.what} doubled your outputs do not double (every output is "
                     f"linear in {self.what}): {self.finding}.\n      {self.hint}", self.recipe)
@@ -343,11 +343,25 @@ def misplaced(outputs: dict[str, Sequence[str]]) -> Reading:
     whose values are all right but at the wrong places, e.g. two axes exchanged."""
 
     def read(lab, inputs, got):
+        from ._harness import UNWRITTEN
+
         want = lab.reference(inputs)
         for name, axes in outputs.items():
             g, w = got[name], want[name]
             if close(g, w, lab.rtol, lab.atol):
                 continue
+            for other in outputs:
+                if other != name and close(g, want[other], lab.rtol, lab.atol):
+                    return (f"Your {name} holds what belongs in {other}: the stores' arrays are exchanged.\n"
+                            f"      The kernel's outputs come in the order of its signature; store each "
+                            f"result into its own array.", None)
+            eps = torch.finfo(g.dtype).eps if g.dtype.is_floating_point else 0.0
+            if not bool((g == UNWRITTEN).all()) and bool(torch.isclose(
+                    g.double() - UNWRITTEN, w.double(), rtol=lab.rtol, atol=8 * eps * abs(UNWRITTEN)).all()):
+                return (f"Your {name} is the right answer plus {UNWRITTEN:g}, the value the check filled the "
+                        f"output with before the launch: your kernel adds to the output array's old contents "
+                        f"(an accumulator loaded from the output, or an output += ...).\n      Start the "
+                        f"accumulator from ct.zeros(..., dtype=ct.float32) and store the result once.", None)
             for how, moved in _moves(w, axes):
                 if not close(moved, w, lab.rtol, lab.atol) and close(g, moved, lab.rtol, lab.atol):
                     return (f"Your {name} holds the right values at the wrong places ({how}), so the "

@@ -321,9 +321,10 @@ def describe_cases(cases: Sequence[Case]) -> str:
     return ", ".join(sorted({c.name for c in cases}))
 
 
-#: what kernel outputs are filled with before the launch: finite, exact in bf16 and float32, and a value no
-#: right kernel produces, so that "never written" is told apart from "written with NaN" (e.g. NaN padding)
-UNWRITTEN = -(2.0**100)
+#: what kernel outputs are filled with before the launch: finite, exact in bf16, float16 and float32, and a
+#: value no right kernel produces, so that "never written" is told apart from "written with NaN" (e.g. NaN
+#: padding); small enough that a kernel that adds to the output's old contents shows it (right + UNWRITTEN)
+UNWRITTEN = -(2.0**13)
 
 
 def prefilled(shape, *, dtype=torch.float32, device="cpu") -> torch.Tensor:
@@ -340,6 +341,17 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
             "is the skeleton's placeholder (ct.zeros(...)) still there? Replace it with the computation.",
         )
     never = actual == UNWRITTEN
+    eps = torch.finfo(actual.dtype).eps if actual.dtype.is_floating_point else 0.0
+    if actual.shape == expected.shape and bool(torch.isclose(
+            actual.double().cpu() - UNWRITTEN, expected.double().cpu(), rtol=1e-3,
+            atol=8 * eps * abs(UNWRITTEN)).all()) and bool((expected != 0).any()):
+        return (
+            f"{what} stored the right answer plus {UNWRITTEN:g}, the value the check filled the output with "
+            f"before the launch.",
+            "your kernel adds to the output array's old contents (an accumulator loaded from the output, or "
+            "an output += ...): start the accumulator from ct.zeros(..., dtype=ct.float32) and store the "
+            "result once.",
+        )
     if bool(never.all()):
         return (
             f"{what} stored nothing: every output element still holds the value the check filled it with "

@@ -108,18 +108,19 @@ def _reference(inputs):
     return {"dt_out": dt_out, "dA_cumsum": dA}
 
 
-def _impulse(base):
-    """dt 1 at a single position (batch 0, the last head, chunk 1, position Q // 2), 0 elsewhere; A = -1."""
+def _impulse(base, at: int | None = None):
+    """dt 1 at a single position (batch 0, the last head, chunk 1, position ``at``, Q // 2 by default), 0
+    elsewhere; A = -1."""
     Q, h = base["Q"], base["dt"].shape[2]
     dt = torch.zeros(1, 3 * Q, h)
-    dt[0, Q + Q // 2, h - 1] = 1.0
+    dt[0, Q + (Q // 2 if at is None else at), h - 1] = 1.0
     return replace(base, dt=dt, A=-torch.ones(h))
 
 
 def _read_impulse(lab, inputs, got):
     """Where the kernel puts a single step of size 1 (see :func:`_impulse`)."""
     Q, h = inputs["Q"], inputs["dt"].shape[2]
-    q0, hh = Q // 2, h - 1
+    q0, hh = int(inputs["dt"][0, :, h - 1].nonzero()[0]) - Q, h - 1
     where = f"dt = 1 at one position (position {Q + q0}: chunk 1, position {q0}; head {hh}) and 0 elsewhere"
     dt_out, dA = got["dt_out"][0], got["dA_cumsum"][0]  # (h, nc, Q)
     if not bool(torch.isfinite(dt_out).all() and torch.isfinite(dA).all()):
@@ -167,6 +168,12 @@ def _read_impulse(lab, inputs, got):
                 f"+ dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing added or scaled.", None)
     said = (f"With {where}, your dA_cumsum in that chunk is nonzero at positions {positions(step)}, not "
             f"{q0}..{Q - 1}")
+    last = int(step.nonzero().max()) if bool(step.any()) else -1
+    if q0 < last < Q - 1 and bool((step == ((pos >= q0) & (pos <= last))).all()):
+        return (f"{said}: the running sum stops at position {last}, so the step does not reach positions "
+                f"{last + 1}..{Q - 1} (a sum taken in pieces whose totals are not carried on, or a loop that "
+                f"stops short).\n      One ct.cumsum(v, axis=0) over the chunk's whole (Q,) tile carries "
+                f"every step to the chunk's end.", None)
     if bool((step == (pos > q0)).all()):
         return (f"{said}: it starts one position late, so position s is left out of its own sum.\n      The "
                 f"cumsum is inclusive: dA_cumsum[s] = dt_0*A + ... + dt_s*A, as ct.cumsum(v, axis=0) "
@@ -248,6 +255,47 @@ def _read_unreached(lab, inputs, got):
             f"hand-written loop must run over all Q positions.", None)
 
 
+def _read_cut(lab, inputs, got):
+    """A reading of the base case itself: outputs right up to a position X of the sequence and 0 from X on
+    (X inside the sequence: a mask or a bound with the wrong length; X at its end: dA_cumsum zeroed past the
+    end, where it holds the last running sum)."""
+    want = lab.reference(inputs)
+    l = inputs["dt"].shape[1]
+    wrong_at = None
+    for name in ("dt_out", "dA_cumsum"):  # dt_out first: a cut in dt shows there as zeros, in the sum not
+        g, w = got[name].double().flatten(2), want[name].flatten(2)  # (b, h, nchunks*Q): by position
+        if not bool(torch.isfinite(g).all()):
+            return None
+        bad = (~torch.isclose(g, w, rtol=lab.rtol, atol=lab.atol)).flatten(0, 1).any(0)
+        if not bool(bad.any()):
+            continue
+        first = int(bad.nonzero()[0])
+        if not bool((g[..., first:] == 0).all()):
+            return None
+        wrong_at = first
+        break
+    if wrong_at is None:
+        return None
+    if wrong_at >= l:
+        return (f"Your outputs are right inside the sequence (positions 0..{l - 1}) and 0 past its end: past "
+                f"the end dt = 0 adds nothing, so dA_cumsum there holds the last running sum, not 0.\n      "
+                f"With padding_mode=ZERO on the load of dt, no mask is needed: ct.cumsum(dt * A[hi], axis=0) "
+                f"is right past the end too.", None)
+    if wrong_at == l - 1:
+        return (f"Your outputs are right up to position {l - 2} and 0 from position {l - 1}, the sequence's "
+                f"last step, on: your kernel leaves out (or gets wrong) the sequence's last step, a mask or "
+                f"a bound off by one.\n      The steps inside the sequence are c*Q + pos < l, the last one "
+                f"l - 1 included (with padding_mode=ZERO no mask is needed: the padding is 0).", None)
+    sizes = {"b": inputs["dt"].shape[0], "h": inputs["dt"].shape[2], "Q": inputs["Q"],
+             "nchunks": got["dt_out"].shape[2]}
+    same = [k for k, v in sizes.items() if v == wrong_at]
+    also = f" ({wrong_at} is {', '.join(same)}: a length read from another axis?)" if same else ""
+    return (f"Your outputs are right up to position {wrong_at - 1} of the sequence and 0 from position "
+            f"{wrong_at} on, where the sequence has l = {l} positions: a mask or a bound cuts it at "
+            f"{wrong_at}{also}.\n      The positions inside the sequence are c*Q + pos < l, l = dt.shape[1]; "
+            f"with padding_mode=ZERO on the load no mask is needed.", None)
+
+
 def _exact(base):
     """dt in {0.5, 1} and A in {-1, -2, -0.5}: every product and running sum exact in bfloat16."""
     h = base["dt"].shape[2]
@@ -268,6 +316,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     steps = [
         misplaced({"dt_out": _AXES, "dA_cumsum": _AXES}),
         Reading(lambda b: b, _read_unreached),
+        Reading(lambda b: b, _read_cut),
         Experiment("With A the same number for every head", lambda b: replace(b, A=torch.full((h,), -0.7)),
                    "so A is read at the wrong index",
                    "A has one entry per head: load A[hi] with this block's head index hi (the grid's axis "
@@ -308,6 +357,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "block (bi, c, hi) loads its own head's step sizes: ct.load(dt, (bi, c, hi), shape=(1, Q, "
                    "1)), for dt_out and for the running sum alike."),
         Reading(_impulse, _read_impulse),
+        Reading(lambda b: _impulse(b, 1), _read_impulse),
         Reading(_per_head, _read_per_head),
         low_precision(_exact, "dt in {0.5, 1} and A in {-1, -2, -0.5}", ["dt", "A"]),
     ]

@@ -13,7 +13,7 @@ as two tile matrix products: ``P = (C Bᵀ) ∘ decay ∘ dt`` (Q × Q, zero abo
 
 Shapes: x (b, l, h, p), C and B (b, l, g, n) (head hi reads group ``hi // HEADS_PER_GROUP``), dt_out and
 dA_cumsum (b, h, nchunks, Q) float32, chunk_init_states (b, nchunks, h, p, n) float32; y (b, l, h, p) in x's
-dtype, filled with a sentinel (-2**100) before the launch.
+dtype, filled with a sentinel (-2**13) before the launch.
 """
 
 from __future__ import annotations
@@ -301,6 +301,7 @@ def _read_state_decay(lab, inputs, got):
         f = tile[:, 0]
         forms = [
             (torch.ones(Q, dtype=torch.float64), "1 at every position: the state term is not decayed"),
+            (-torch.exp(v), "-exp(dA_cs[s]): the state term is subtracted"),
             (torch.exp(-v), "exp(-dA_cs[s]): the exponent's sign is flipped"),
             (torch.exp2(v), "2**dA_cs[s]: ct.exp2 takes the place of ct.exp"),
             (v, "dA_cs[s] itself: the exp is missing"),
@@ -536,6 +537,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     ]
     steps = [
         misplaced({"y": ("batch entry", "position", "head", "")}),
+        same_batch(list(_KEYS)),
         Reading(lambda b: _no_input(_no_state(b)), _read_nonfinite),
         Experiment("With the entering state set to zero", _no_state, "so the state term is wrong",
                    "the chunk also sees the state entering it: y += exp(dA_cs)[:, None] * (C @ stateᵀ), one "
@@ -556,7 +558,6 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "the HEAD hi (not the group hi // HEADS_PER_GROUP that C and B use)."),
         Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
                    "so the decays are wrong", _DECAY_HINT),
-        same_batch(list(_KEYS)),
         low_precision(_exact, "x, C, B and the entering state small integers, dt in {0.5, 1} and no decay",
                       ["x", "C", "B"], _MMA_CAST,
                       controls=[lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"]))]),
@@ -658,7 +659,7 @@ def check_chunk_scan_kernel(kernel) -> None:
 
     Signature: ``kernel(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q, TP, TN, HEADS_PER_GROUP)`` (the
     last four are ``ct.Constant[int]``), grid ``(b, nchunks, h)``; ``y`` (b, l, h, p) in x's dtype is filled
-    with a sentinel (-2**100) before the launch.
+    with a sentinel (-2**13) before the launch.
     """
     __tracebackhide__ = True
     check_kernel_on_backends(

@@ -28,6 +28,7 @@ from ._experiments import (
     misplaced,
     nan_on_cpu,
     once,
+    positions,
     replace,
     same_batch,
     same_for_every_head,
@@ -476,9 +477,24 @@ def _read_weights(lab, inputs, got):
     said = ("With float32 inputs, uneven decays and a different dt at every position, the weights w_k your "
             "state gives each position k of chunk 0 (solved from your state, which is a weighted sum of "
             "x_k (outer) B_k) are")
+    Q_ = len(right)
+    forms += [(right * right, "the right weights squared: the weights applied twice (to x and to B, or twice "
+               "to x)"),
+              (right / Q_, f"the right weights divided by Q = {Q_}: a mean over the chunk where the state is "
+               f"a sum")]
     for want, meaning in forms:
         if torch.allclose(w, want, rtol=1e-3, atol=1e-5):
             return f"{said} {meaning}.\n      " + _DECAY_HINT, None
+    scale = float(w[0] / right[0])
+    if abs(scale - 1) > 1e-3 and torch.allclose(w, right * scale, rtol=1e-3, atol=1e-6):
+        return (f"{said} the right weights times {scale:.4g}: the state is scaled by a constant.\n      "
+                + _DECAY_HINT, None)
+    kept = torch.isclose(w, right, rtol=1e-3, atol=1e-6)
+    if bool(kept.any()) and bool((w[~kept].abs() < 1e-6).all()):
+        return (f"{said} right at positions {positions(kept)} and 0 at positions {positions(~kept)} of the "
+                f"chunk: a mask (or a bound) removes positions that belong to the state.\n      Every "
+                f"position k = 0..Q-1 of a chunk inside the sequence enters its state; dt_out is already 0 "
+                f"past the sequence's end, so no mask is needed.", None)
     return None
 
 
@@ -503,6 +519,7 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
     no_decay = lambda b: replace(b, dA_cumsum=torch.zeros_like(b["dA_cumsum"]))  # noqa: E731
     steps = [
         misplaced({"states": ("batch entry", "chunk", "head", "", "")}),
+        same_batch(["x", "B", "dt_out", "dA_cumsum"]),
         Reading(_weights_probe, _read_weights),
         Experiment("With dA_cumsum multiplied by log2(e)",
                    lambda b: replace(b, dA_cumsum=b["dA_cumsum"] * LOG2E),
@@ -567,7 +584,6 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "off by one at the ragged end", "the positions inside the sequence are c*Q + k < l, the "
                    "last one l - 1 included; dt_out is already 0 past the end, so no mask is needed.",
                    controls=[lambda b: _sequence_end_zero(b, "first")]),
-        same_batch(["x", "B", "dt_out", "dA_cumsum"]),
         Linearity(["dt_out"], ["states"], "dt",
                   "your kernel applies a nonlinearity to dt or to the weights (softplus? exp? a clamp?)",
                   "dt_out arrives as the step sizes themselves: w_k = exp(dA_cs[Q-1] - dA_cs[k]) * dt_k."),
@@ -668,7 +684,7 @@ def check_chunk_state_kernel(kernel) -> None:
 
     Signature: ``kernel(x, B, dt_out, dA_cumsum, states, Q, TP, TN, HEADS_PER_GROUP)`` (the last four are
     ``ct.Constant[int]``), grid ``(b, nchunks, h)``; ``states`` (b, nchunks, h, p, n) float32 is filled with
-    a sentinel (-2**100) before the launch.
+    a sentinel (-2**13) before the launch.
     """
     __tracebackhide__ = True
     check_kernel_on_backends(

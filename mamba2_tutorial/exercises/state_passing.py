@@ -15,6 +15,7 @@ final_states (b, h, p, n), all float32.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import torch
@@ -159,6 +160,7 @@ def decay_experiments(hint: str, log2e: float = LOG2E) -> list[Experiment]:
 
 #: what a wrong decay function gives for v = dA_cumsum[c, Q-1] (the right one is exp(v))
 _DECAY_FORMS = [
+    ("1", lambda v: torch.ones_like(v), "the carried tile is not decayed at all"),
     ("exp(-v)", lambda v: torch.exp(-v), "the exponent's sign is flipped"),
     ("2**v", lambda v: torch.exp2(v), "ct.exp2 takes the place of ct.exp"),
     ("v", lambda v: v, "dA_cumsum itself takes the place of its exp"),
@@ -208,6 +210,20 @@ def read_decay(first: torch.Tensor, second: torch.Tensor, last: torch.Tensor, wh
     for form, fn, meaning in _DECAY_FORMS:
         if abs(g - float(fn(v))) <= 1e-4 * max(1.0, abs(g)):
             return f"{said}: {form} for v = {DECAY_PROBE_V}, so {meaning}.\n      {hint}", None
+    for dtype in (torch.float16, torch.bfloat16):
+        if g == float(torch.exp(v).to(dtype)):
+            return (f"{said}: exp(v) rounded to {str(dtype).replace('torch.', '')}, so the decay is computed "
+                    f"or kept in a low-precision dtype.\n      {hint} Keep it in float32.", None)
+    if 0 < g < 1:
+        k = math.log(g) / DECAY_PROBE_V  # g = exp(k * v)
+        named = {LOG2E: "log2(e) = 1.4427: the factor that goes with exp2 kept with exp",
+                 math.log(2): "ln(2) = 0.6931: exp2 of v * ln(2), where exp2 needs v * log2(e)",
+                 math.log(2) ** 2: "ln(2)² = 0.4805: exp2 of v * ln(2), where exp2 needs v * log2(e)",
+                 2.0: "2: the decay applied twice"}
+        for factor, meaning in named.items():
+            if abs(k - factor) <= 1e-3 * factor:
+                return (f"{said}: exp({k:.4g} * v) for v = {DECAY_PROBE_V}, the exponent scaled by {meaning}."
+                        f"\n      {hint}", None)
     return (f"{said}: your decay is another function of dA_cumsum[bi, hi, c, Q-1] than its exp.\n      "
             f"{hint}", None)
 
@@ -316,6 +332,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         read_last_store("chunk_init_states", "final_states", "it is stored before the last chunk's update "
                         "(inside the loop, or before the update)", "final_states is the state LEAVING the "
                         "last chunk: store it once, after the loop, when every chunk has been added."),
+        same_batch(["states", "dA_cumsum", "initial_states"]),
+        Experiment("With the local states negated", lambda b: replace(b, states=-b["states"]),
+                   "your kernel subtracts the chunk's own state", "state = exp(dA_last) * state + states[c]: "
+                   "the chunk's own state is added.", undo=True),
         *decay_experiments(decay_hint),
         Experiment("With p = n and every local and initial state symmetric", lambda b: _square(b, True),
                    "so your kernel transposes a state (the check confirmed it: with p = n and states that "
@@ -341,14 +361,13 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
                    "dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is "
                    "dA_cumsum[bi, hi, c, Q-1] (mind the axis order: it differs from states')."),
+        Reading(lambda b: decay_probe(b, {"zero": "states", "start": "initial_states"}),
+                _read_decay_probe(decay_hint)),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", decay_hint),
         Experiment("With the chunks given in reverse order (and your outputs put back in order)",
                    _reversed_chunks, "so your kernel walks the chunks from the last to the first",
                    "the state flows forwards: c = 0, 1, ..., nchunks-1, starting from initial_states.",
                    undo=True, unmake=_chunks_back_in_order),
-        Reading(lambda b: decay_probe(b, {"zero": "states", "start": "initial_states"}),
-                _read_decay_probe(decay_hint)),
-        same_batch(["states", "dA_cumsum", "initial_states"]),
         Reading(_impulse, _read_impulse),
     ]
     prelude = [(tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output "

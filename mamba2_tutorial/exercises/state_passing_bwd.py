@@ -226,7 +226,8 @@ def _read_ddA_factor(lab, inputs, got):
     ratio = ddA[keep] / want[keep]
     forms = [("a = dA_cumsum[bi, hi, c, Q-1], the exponent itself", a),
              ("g_c once more (g_c squared in all)", torch.exp(a)), ("1 / g_c (no g_c in all)", torch.exp(-a)),
-             ("-1 (the sign flipped)", -torch.ones_like(a))]
+             ("-1 (the sign flipped)", -torch.ones_like(a)),
+             ("1 - g_c (a sigmoid's derivative, g (1 - g), in place of exp's)", 1 - torch.exp(a))]
     constant = float(ratio[0])
     if abs(constant - 1.0) > 1e-3 and bool(torch.isclose(ratio, torch.full_like(ratio, constant),
                                                           rtol=1e-3).all()):
@@ -237,6 +238,22 @@ def _read_ddA_factor(lab, inputs, got):
             return (f"Your ddA_last is the right value times {name}, in every chunk.\n      The derivative "
                     f"of g_c = exp(a) by a is g_c itself: ddA_last[bi, hi, c] = g_c · sum(dS ∘ S_c), no "
                     f"other factor.", None)
+    return None
+
+
+def _read_dinitial_factor(lab, inputs, got):
+    """A reading of the base case itself: dstates and ddA_last right, dinitial_states the right one times a
+    decay (chunk 0's, once more) or divided by it."""
+    want = lab.reference(inputs)
+    if not all(close(got[k], want[k], lab.rtol, lab.atol) for k in ("dstates", "ddA_last")):
+        return None
+    g0 = torch.exp(inputs["dA_cumsum"][:, :, 0, -1].double())[..., None, None]  # (b, h, 1, 1)
+    for factor, said in ((g0, "times g_0, chunk 0's decay, once more"), (1 / g0, "divided by g_0, chunk 0's "
+                                                                         "decay")):
+        if close(got["dinitial_states"], want["dinitial_states"] * factor, lab.rtol, lab.atol):
+            return (f"Your dstates and ddA_last are right, but your dinitial_states is the right one {said}: "
+                    f"the carried dS already holds chunk 0's decay when the loop ends.\n      Store "
+                    f"dinitial_states = dS as the loop leaves it, nothing applied after.", None)
     return None
 
 
@@ -335,6 +352,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         misplaced({"dstates": ("batch entry", "chunk", "head", "", ""),
                    "ddA_last": ("batch entry", "head", "chunk"),
                    "dinitial_states": ("batch entry", "head", "", "")}),
+        same_batch(list(_KEYS)),
+        Experiment("With dS_out negated", lambda b: replace(b, dS_out=-b["dS_out"]),
+                   "your kernel subtracts chunk c's own dS_out", "dS = g * dS + dS_out[bi, c, hi]: the "
+                   "chunk's own gradient is added.", undo=True),
+        Reading(lambda b: b, _read_dinitial_factor),
         read_last_store("dstates", "dinitial_states", "it is stored before chunk 0's update (inside the "
                         "loop, or before the update)", "dinitial_states is the gradient that reaches the "
                         "state ENTERING chunk 0, through chunk 0's decay: store it once, after the loop, "
@@ -367,6 +389,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With dS_out = 0", no_dS_out, "so the term of chunk c's own dS_out is wrong",
                    "after storing, dS = g * dS + dS_out[bi, c, hi]: the chunk's own dS_out added once, "
                    "undecayed (it asks about the state ENTERING chunk c).", then=[own_gradient]),
+        Reading(lambda b: decay_probe(b, {"zero": "dS_out chunk_init_states", "start": "dfinal_states"}),
+                _read_decay_probe(decay_hint)),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong",
                    decay_hint + " It multiplies the carried dS (dS = g * dS + dS_out[c]) and ddA_last."),
         Experiment("With the chunks given in reverse order (and your outputs put back in order)",
@@ -374,9 +398,6 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "the gradient flows backwards: start at the LAST chunk, where d final_states enters: "
                    "for i in range(nchunks): c = nchunks - 1 - i.", undo=True,
                    unmake=_chunks_back_in_order),
-        Reading(lambda b: decay_probe(b, {"zero": "dS_out chunk_init_states", "start": "dfinal_states"}),
-                _read_decay_probe(decay_hint)),
-        same_batch(list(_KEYS)),
         Reading(_impulse, _read_impulse),
         low_precision(_exact, "small integer gradients and states and no decay",
                       ["dS_out", "chunk_init_states", "dfinal_states"],
