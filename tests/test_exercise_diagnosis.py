@@ -487,7 +487,7 @@ STATE = {
         r"missing)"),
     6: ("extra nonlinearity: softplus(dt)", r"(With dt (= 0 your outputs are not 0|"
         r"doubled.*a nonlinearity to dt)|dt is already through its softplus)"),
-    7: ("scaling on the wrong axis: w[None, :] (Q == TP)", r"weights w_k reach the wrong elements"),
+    7: ("scaling on the wrong axis: w[None, :] (Q == TP)", r"weights w_k go wrong only when they differ from position to position"),
     8: ("operand transposed: Bᵀ (x w) on square tiles", r"your state is transposed"),
     9: ("decay from the chunk start", r"decay from the chunk's START"),
     10: ("term left out: no decay", r"(With dA_cumsum = 0 \(every decay 1\), your output is right, so the "
@@ -496,7 +496,7 @@ STATE = {
     22: ("mask off by one: each chunk's last position masked out", r"leaves out \(or gets wrong\) each "
          r"chunk's last position"),
     23: ("scaling on the wrong axis: the weights applied to the state's rows after the mma (TP == Q)",
-         r"weights w_k reach the wrong elements"),
+         r"weights w_k go wrong only when they differ from position to position"),
     24: ("wrong decay index: dA_cumsum of the group", r"reads the decay of another chunk, head or batch "
          r"entry"),
     25: ("reduction over the wrong set: the state summed over chunks 0..c", r"takes in positions of other "

@@ -178,6 +178,13 @@ def _read_impulse(lab, inputs, got):
         return (f"{said}: it starts one position late, so position s is left out of its own sum.\n      The "
                 f"cumsum is inclusive: dA_cumsum[s] = dt_0*A + ... + dt_s*A, as ct.cumsum(v, axis=0) "
                 f"computes it; do not subtract v or shift by one.", None)
+    before = dA[hh, 1, :q0]
+    ones = torch.ones_like(before)
+    if bool((step == (pos < q0)).all()) and bool(torch.isclose(before, ones, atol=1e-5).all()):
+        return (f"{said}, holding +1 there: your running sum is measured from the chunk's END (cs - "
+                f"cs[Q-1]), so it is 0 at the end and -(the steps after s) before it.\n      dA_cumsum runs "
+                f"from the chunk's START: dA_cumsum[s] = dt_0*A + ... + dt_s*A, ct.cumsum(v, axis=0) as it "
+                f"is.", None)
     if bool((step == (pos <= q0)).all()) or bool((step == (pos < q0)).all()):
         return (f"{said}: the sum runs backwards, toward the chunk's start.\n      The cumsum runs forward "
                 f"in time: ct.cumsum(v, axis=0), with the default reverse=False.", None)

@@ -302,6 +302,8 @@ def _read_state_decay(lab, inputs, got):
         forms = [
             (torch.ones(Q, dtype=torch.float64), "1 at every position: the state term is not decayed"),
             (-torch.exp(v), "-exp(dA_cs[s]): the state term is subtracted"),
+            (1 + torch.exp(v), "1 + exp(dA_cs[s]): the state term is added twice, once undecayed (as the "
+             "mma's accumulator, say)"),
             (torch.exp(-v), "exp(-dA_cs[s]): the exponent's sign is flipped"),
             (torch.exp2(v), "2**dA_cs[s]: ct.exp2 takes the place of ct.exp"),
             (v, "dA_cs[s] itself: the exp is missing"),
@@ -449,6 +451,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     group_hint = "head hi reads group hi // HEADS_PER_GROUP (consecutive heads share a group), for C and B."
     state_steps = [  # run on the case with x = 0: the state term alone
         Reading(_state_decay_probe, _read_state_decay),
+        Confusion("C", "B", "the state term reads the state out with C: exp(dA_cs)[:, None] * (C @ stateᵀ); "
+                  "B writes into the state, in the chunk state kernel."),
         Experiment("With x = 0 (the state term alone) and the entering state the same in every chunk",
                    _same_chunks_state, "so the state term reads the entering state of another chunk",
                    "chunk_init_states is (b, nchunks, h, p, n): chunk c's entering state is tile (bi, c, hi, "
@@ -538,6 +542,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     steps = [
         misplaced({"y": ("batch entry", "position", "head", "")}),
         same_batch(list(_KEYS)),
+        Confusion("dt_out", "dA_cumsum", "dt_out holds the step sizes dt_k, dA_cumsum the running sums of "
+                  "dt * A: both are (b, h, nchunks, Q), loaded the same way from their own arrays."),
         Reading(lambda b: _no_input(_no_state(b)), _read_nonfinite),
         Experiment("With the entering state set to zero", _no_state, "so the state term is wrong",
                    "the chunk also sees the state entering it: y += exp(dA_cs)[:, None] * (C @ stateᵀ), one "

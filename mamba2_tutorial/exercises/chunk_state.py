@@ -16,6 +16,7 @@ import torch
 
 from ..kernels._host import next_power_of_two
 from ._experiments import (
+    Confusion,
     Diagnosis,
     Experiment,
     Lab,
@@ -346,8 +347,9 @@ def _read_vanishing(lab, inputs, got):
     if not bool((got["states"] == 0).all()):
         return None
     return ("With dA_cumsum = 0 (every decay exp(0) = 1) your states are all 0: your weights vanish where "
-            "the decay is 1, so your decay is dA_cs[Q-1] - dA_cs[k] itself (0 here), without its exp.\n"
-            "      " + _DECAY_HINT, None)
+            "the decay is 1, so they hold a difference of the decays (dA_cs[Q-1] - dA_cs[k] itself, or "
+            "exp(dA_cs[Q-1]) - exp(dA_cs[k])) where the exp of the difference belongs.\n      " + _DECAY_HINT,
+            None)
 
 
 def _x_impulse(base):
@@ -478,6 +480,13 @@ def _read_weights(lab, inputs, got):
             "state gives each position k of chunk 0 (solved from your state, which is a weighted sum of "
             "x_k (outer) B_k) are")
     Q_ = len(right)
+    decay = torch.exp(v[-1] - v)
+    forms += [(decay * d[j], f"exp(dA_cs[Q-1] - dA_cs[k]) * dt_{j % Q_}: the step of position {j % Q_} for "
+               f"every position, where each position k has its own dt_k") for j in (-1, 0)]
+    forms += [((torch.exp(v[-1]) - torch.exp(v)) * d, "(exp(dA_cs[Q-1]) - exp(dA_cs[k])) * dt_k: the exp "
+               "taken of each term, where it belongs to their difference"),
+              (right * torch.exp(v[-1]), "the right weights times exp(dA_cs[Q-1]): the chunk's whole decay "
+               "applied once more")]
     forms += [(right * right, "the right weights squared: the weights applied twice (to x and to B, or twice "
                "to x)"),
               (right / Q_, f"the right weights divided by Q = {Q_}: a mean over the chunk where the state is "
@@ -520,6 +529,8 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
     steps = [
         misplaced({"states": ("batch entry", "chunk", "head", "", "")}),
         same_batch(["x", "B", "dt_out", "dA_cumsum"]),
+        Confusion("dA_cumsum", "dt_out", "dt_out holds the step sizes dt_k, dA_cumsum the running sums of "
+                  "dt * A: both are (b, h, nchunks, Q), loaded the same way from their own arrays."),
         Reading(_weights_probe, _read_weights),
         Experiment("With dA_cumsum multiplied by log2(e)",
                    lambda b: replace(b, dA_cumsum=b["dA_cumsum"] * LOG2E),
@@ -561,9 +572,11 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
         Experiment("With the same weight at every position (dA_cumsum = 0, dt = 1.5, 1.75, ... by head)",
                    lambda b: replace(b, dA_cumsum=torch.zeros_like(b["dA_cumsum"]),
                                      dt_out=by_head(b["dt_out"], 1)),
-                   "so the weights w_k reach the wrong elements when they differ from position to position",
-                   "w_k belongs to position k, a ROW of the (Q, TP) tile of x: x * w[:, None]. (w[None, :] "
-                   "scales the columns, the p axis; it only compiles when Q == TP.)"),
+                   "so the weights w_k go wrong only when they differ from position to position: taken at "
+                   "the wrong position, or applied along the wrong axis",
+                   "w_k = exp(dA_cs[Q-1] - dA_cs[k]) * dt_k belongs to position k, a ROW of the (Q, TP) tile "
+                   "of x: x * w[:, None], with dt_k the step of position k. (w[None, :] scales the columns, "
+                   "the p axis; it only compiles when Q == TP.)"),
         Experiment("With dt = 0 at each chunk's last position", lambda b: _dt_zero_at(b, -1),
                    "so your kernel leaves out (or gets wrong) each chunk's last position: a mask or a bound "
                    "off by one", "every position k = 0..Q-1 enters the state, the last one too (its decay "

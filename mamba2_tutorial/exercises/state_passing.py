@@ -16,6 +16,7 @@ final_states (b, h, p, n), all float32.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import partial
 
 import torch
@@ -161,6 +162,9 @@ def decay_experiments(hint: str, log2e: float = LOG2E) -> list[Experiment]:
 #: what a wrong decay function gives for v = dA_cumsum[c, Q-1] (the right one is exp(v))
 _DECAY_FORMS = [
     ("1", lambda v: torch.ones_like(v), "the carried tile is not decayed at all"),
+    ("1 + exp(v)", lambda v: 1 + torch.exp(v), "the carried tile is added once more, undecayed (a local term "
+     "read from the carried or stored state, or the tile added twice)"),
+    ("1 + v", lambda v: 1 + v, "the first-order approximation 1 + v takes the place of the exp"),
     ("exp(-v)", lambda v: torch.exp(-v), "the exponent's sign is flipped"),
     ("2**v", lambda v: torch.exp2(v), "ct.exp2 takes the place of ct.exp"),
     ("v", lambda v: v, "dA_cumsum itself takes the place of its exp"),
@@ -173,7 +177,7 @@ _DECAY_FORMS = [
 DECAY_PROBE_V = -0.5
 
 
-def decay_probe(base, keys: dict[str, str], b: int = 1, nc: int = 2):
+def decay_probe(base, keys: dict[str, str], b: int = 1, nc: int = 3):
     """Inputs on which the carried tile can only change by the decay: every tile of ``keys["zero"]`` 0 (the
     local states, or dS_out and the states), the start ``keys["start"]`` all ones, and dA_cumsum =
     DECAY_PROBE_V at every position of every chunk (so that the decay's position and chunk do not matter)."""
@@ -185,15 +189,23 @@ def decay_probe(base, keys: dict[str, str], b: int = 1, nc: int = 2):
                    dA_cumsum=torch.full((b, dA.shape[1], nc, dA.shape[3]), DECAY_PROBE_V))
 
 
-def read_decay(first: torch.Tensor, second: torch.Tensor, last: torch.Tensor, what: str, hint: str):
-    """The decay per chunk a kernel applies on :func:`decay_probe`'s inputs, from the carried tile before
-    any chunk (``first``, all ones), after one chunk (``second``) and after both (``last``): a finding when
-    the kernel multiplies the tile by one factor g per chunk and g is not exp(DECAY_PROBE_V)."""
-    tiles = (first, second, last)
+def read_decay(carried: Sequence[torch.Tensor], last: torch.Tensor, what: str, hint: str):
+    """The decay per chunk a kernel applies on :func:`decay_probe`'s inputs, from the tile it carries into
+    each chunk in the order it walks them (``carried``: the first all ones) and the tile it leaves with
+    (``last``): a finding when the kernel multiplies the tile by one factor g per chunk and g is not
+    exp(DECAY_PROBE_V), or when the carried tile never changes though the tile it leaves with does."""
+    first, second = carried[0], carried[1]
+    tiles = (*carried, last)
     if not all(bool(torch.isfinite(t).all()) for t in tiles) or not close(first, torch.ones_like(first)):
         return None
+    if all(close(t, first) for t in carried) and not close(last, first):
+        return (f"With dA_cumsum = {DECAY_PROBE_V} at every position of every chunk and {what}, the tile "
+                f"your kernel carries into every chunk is still the starting tile, though the tile it leaves "
+                f"with has changed: the update is computed but never carried on (a new variable that "
+                f"does not replace the carried one?).\n      Reassign the carried tile in the loop: {hint}",
+                None)
     g = float(second.flatten()[0])
-    if not close(second, torch.full_like(second, g)) or not close(last, torch.full_like(last, g * g)):
+    if not all(close(t, torch.full_like(t, g**k)) for k, t in enumerate(tiles)):
         return None  # not one factor per chunk: something else than the decay's function
     v = torch.tensor(DECAY_PROBE_V, dtype=torch.float64)
     right = float(torch.exp(v))
@@ -286,8 +298,8 @@ def _chunks_back_in_order(out):
 
 def _read_decay_probe(decay_hint):
     def read(lab, inputs, got):
-        entering, final = got["chunk_init_states"][0], got["final_states"][0]  # (2, h, p, n), (h, p, n)
-        return read_decay(entering[0], entering[1], final, "no local states, an initial state of ones",
+        entering, final = got["chunk_init_states"][0], got["final_states"][0]  # (nc, h, p, n), (h, p, n)
+        return read_decay(list(entering), final, "no local states, an initial state of ones",
                           decay_hint)
 
     return read
@@ -349,6 +361,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "your kernel applies a nonlinearity to the carried state (an activation? a clamp?)",
                   "the recurrence is linear: state = exp(dA_last) * state + states[c], nothing applied to "
                   "the state."),
+        Experiment("With initial_states equal to chunk 0's local state",
+                   lambda b: replace(b, initial_states=b["states"][:, 0].clone()),
+                   "so your kernel reads the initial state from states (chunk 0's local state) where "
+                   "initial_states belongs", "the carried state starts from initial_states[bi, hi], its own "
+                   "array: ct.load(initial_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN))."),
         Experiment("With initial_states = 0", lambda b: replace(b, initial_states=zero(b["initial_states"])),
                    "so the initial state's path is wrong",
                    "the carried state starts from initial_states[bi, hi] (a zero-padded (1, 1, TP, TN) "

@@ -282,8 +282,8 @@ def _read_decay_probe(decay_hint):
     from .state_passing import read_decay
 
     def read(lab, inputs, got):
-        dstates, dinit = got["dstates"][0], got["dinitial_states"][0]  # (2, h, p, n), (h, p, n)
-        return read_decay(dstates[1], dstates[0], dinit, "no dS_out, no states, d final_states all ones",
+        dstates, dinit = got["dstates"][0], got["dinitial_states"][0]  # (nc, h, p, n), (h, p, n)
+        return read_decay(list(dstates.flip(0)), dinit, "no dS_out, no states, d final_states all ones",
                           decay_hint)
 
     return read
@@ -382,6 +382,16 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "your kernel applies a nonlinearity to the carried gradient (a clip? an activation?)",
                   "the backward recurrence is linear in the gradients: dS = g * dS + dS_out[c], "
                   "ddA_last = g * sum(dS * S_c), nothing applied to dS."),
+        Experiment("With dfinal_states equal to the last chunk's dS_out",
+                   lambda b: replace(b, dfinal_states=b["dS_out"][:, -1].clone()),
+                   "so your kernel starts the carried gradient from dS_out where dfinal_states belongs",
+                   "the carried gradient starts from dfinal_states[bi, hi], its own array: ct.load("
+                   "dfinal_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN))."),
+        Experiment("With every chunk's dS_out equal to dfinal_states",
+                   lambda b: replace(b, dS_out=b["dfinal_states"][:, None].expand_as(b["dS_out"]).clone()),
+                   "so your kernel reads dfinal_states where chunk c's own dS_out belongs",
+                   "chunk c's own gradient is dS_out[bi, c, hi]: ct.load(dS_out, (bi, c, hi, 0, 0), "
+                   "shape=(1, 1, 1, TP, TN)) inside the loop."),
         Experiment("With dfinal_states = 0", lambda b: replace(b, dfinal_states=zero(b["dfinal_states"])),
                    "so the path of d final_states is wrong",
                    "the carried gradient starts from dfinal_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
