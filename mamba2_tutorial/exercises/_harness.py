@@ -364,7 +364,9 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
             f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
             f"{UNWRITTEN:.4g}), first at index {idx}.",
             "the stores do not cover the whole output: check each store's index (in TILE units), the grid, "
-            "and the range of any loop over chunks, so that the blocks' tiles reach every element.",
+            "and the range of any loop over chunks, so that the blocks' tiles reach every element. (Or "
+            "those elements were computed from an output array your kernel reads before writing it, which "
+            "holds the fill value: read inputs only.)",
         )
     return None
 

@@ -18,6 +18,8 @@ dtype, filled with a sentinel (-2**13) before the launch.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..kernels._host import next_power_of_two
@@ -304,6 +306,10 @@ def _read_state_decay(lab, inputs, got):
             (-torch.exp(v), "-exp(dA_cs[s]): the state term is subtracted"),
             (1 + torch.exp(v), "1 + exp(dA_cs[s]): the state term is added twice, once undecayed (as the "
              "mma's accumulator, say)"),
+            (torch.exp(v - v[-1]), "exp(dA_cs[s] - dA_cs[Q-1]): the decay measured against the chunk's end, "
+             "where the state term needs it from the chunk's start"),
+            (torch.full((Q,), math.exp(STATE_PROBE_DT), dtype=torch.float64), f"exp(dt) (dt = "
+             f"{STATE_PROBE_DT:g} here): dt where dA_cs belongs"),
             (torch.exp(-v), "exp(-dA_cs[s]): the exponent's sign is flipped"),
             (torch.exp2(v), "2**dA_cs[s]: ct.exp2 takes the place of ct.exp"),
             (v, "dA_cs[s] itself: the exp is missing"),
@@ -544,6 +550,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         same_batch(list(_KEYS)),
         Confusion("dt_out", "dA_cumsum", "dt_out holds the step sizes dt_k, dA_cumsum the running sums of "
                   "dt * A: both are (b, h, nchunks, Q), loaded the same way from their own arrays."),
+        Confusion("C", "B", "C reads (the query: row s of C Bᵀ, and the state term), B writes (the key: "
+                  "column k): one load of each, from its own array."),
         Reading(lambda b: _no_input(_no_state(b)), _read_nonfinite),
         Experiment("With the entering state set to zero", _no_state, "so the state term is wrong",
                    "the chunk also sees the state entering it: y += exp(dA_cs)[:, None] * (C @ stateᵀ), one "

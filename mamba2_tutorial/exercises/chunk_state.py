@@ -313,12 +313,13 @@ def _kernel_reference(inputs):
 
 
 def _symmetric(base):
-    """x and B the same tensor (one group per head, n = p): every state x ⊗ x is symmetric. None when the
-    case's tiles are not square (a transposed state does not compile there)."""
+    """B = 2x (one group per head, n = p): every state 2 x ⊗ x is symmetric, and a kernel that reads x where
+    B belongs is still wrong (x ⊗ x). None when the case's tiles are not square (a transposed state does not
+    compile there)."""
     x, B = base["x"], base["B"]
     if next_power_of_two(x.shape[3]) != next_power_of_two(B.shape[3]):
         return None
-    return replace(base, B=x.clone())
+    return replace(base, B=2 * x)
 
 
 def _one_group_per_head(base):
@@ -585,7 +586,7 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "so your kernel leaves out (or gets wrong) each chunk's first position: a mask or a bound "
                    "off by one", "every position k = 0..Q-1 enters the state, the first one too: check a "
                    "mask or a loop bound.", controls=[lambda b: _dt_zero_at(b, -1)]),
-        Experiment("With B equal to x (so that every state is symmetric)", _symmetric,
+        Experiment("With B equal to 2x (so that every state is symmetric)", _symmetric,
                    "so your state is transposed",
                    "state[i, j] = sum_k w_k x_k[i] B_k[j]: its rows come from x and its columns from B, "
                    "ct.mma(ct.transpose(xw), B, acc) is (TP, Q) @ (Q, TN). (The transposed product "

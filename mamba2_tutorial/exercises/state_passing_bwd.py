@@ -257,6 +257,25 @@ def _read_dinitial_factor(lab, inputs, got):
     return None
 
 
+def _read_ddA_pairs_dfinal(lab, inputs, got):
+    """A reading of the base case: dstates and dinitial_states right, ddA_last[c] = g_c · sum(dF * S_c) with
+    dF = dfinal_states in every chunk, where the gradient arriving at chunk c belongs."""
+    want = lab.reference(inputs)
+    if not all(close(got[k], want[k], lab.rtol, lab.atol) for k in ("dstates", "dinitial_states")):
+        return None
+    nc = got["ddA_last"].shape[-1]
+    g = torch.exp(inputs["dA_cumsum"][:, :, :nc, -1].double())  # (b, h, nc)
+    S = inputs["chunk_init_states"].double()  # (b, nc, h, p, n)
+    dF = inputs["dfinal_states"].double()  # (b, h, p, n)
+    paired = g * (dF[:, None] * S).sum((-1, -2)).transpose(1, 2)  # (b, h, nc)
+    if close(paired, want["ddA_last"]) or not close(got["ddA_last"].double(), paired, lab.rtol, lab.atol):
+        return None
+    return ("Your dstates are right, but your ddA_last pairs S_c with d final_states in every chunk: "
+            "ddA_last[c] = g_c · sum(dfinal_states * S_c), where the gradient arriving at chunk c belongs "
+            "(the carried dS, as you store it in dstates).\n      ddA_last[bi, hi, c] = g_c · sum(dS ∘ "
+            "S_c), with the carried dS, not the tile it started from.", None)
+
+
 def _own_gradient_last(base):
     """No d final_states and dS_out zero outside the last chunk: the gradient arriving at the last chunk is
     0, so its ddA_last is 0 (and every chunk's dstates is 0 there)."""
@@ -319,6 +338,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
 
     own_gradient = Reading(_own_gradient_last, _read_own_gradient_last)
     ddA_steps = [
+        Reading(lambda b: b, _read_ddA_pairs_dfinal),
         Experiment("With dS_out = 0 and every decay 1", lambda b: no_decay(no_dS_out(b)),
                    "so ddA_last pairs S_c with dS after chunk c's update (right only when the update changes "
                    "nothing: with either change alone it is wrong)", ddA_rule + ": store the pair before "
@@ -379,7 +399,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "(TP, TN), used as they are loaded: no ct.transpose (it compiles only when TP == TN, as "
                    "here).", controls=[lambda b: _square(b, False)]),
         Linearity(["dS_out", "dfinal_states"], ["dstates", "ddA_last", "dinitial_states"], "the gradients",
-                  "your kernel applies a nonlinearity to the carried gradient (a clip? an activation?)",
+                  "your kernel applies a nonlinearity to the carried gradient (a clip? an activation?), or "
+                  "multiplies two gradient tiles (a gradient read where S_c belongs?)",
                   "the backward recurrence is linear in the gradients: dS = g * dS + dS_out[c], "
                   "ddA_last = g * sum(dS * S_c), nothing applied to dS."),
         Experiment("With dfinal_states equal to the last chunk's dS_out",
@@ -387,6 +408,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "so your kernel starts the carried gradient from dS_out where dfinal_states belongs",
                    "the carried gradient starts from dfinal_states[bi, hi], its own array: ct.load("
                    "dfinal_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN))."),
+        Experiment("With dS_out the same in every chunk (each a copy of chunk 0's)",
+                   lambda b: replace(b, dS_out=b["dS_out"][:, :1].expand_as(b["dS_out"]).clone()),
+                   "so your kernel reads dS_out of another chunk than c",
+                   "chunk c's own gradient is dS_out[bi, c, hi], at the chunk c the loop is at (c = "
+                   "nchunks - 1 - i when the loop counter i runs forward)."),
         Experiment("With every chunk's dS_out equal to dfinal_states",
                    lambda b: replace(b, dS_out=b["dfinal_states"][:, None].expand_as(b["dS_out"]).clone()),
                    "so your kernel reads dfinal_states where chunk c's own dS_out belongs",
