@@ -3,7 +3,7 @@
 Everything the notebooks use lives here. Names are imported lazily so that ``import mamba2_tutorial``
 stays cheap and works without cuTile: no cuTile import until a kernel is needed, and where cuTile is not
 available (macOS has no cuda-tile wheels) a name that needs it raises :class:`CuTileUnavailable`, which says
-how to continue (:mod:`mamba2_tutorial.platforms`).
+how to continue (:mod:`mamba2_tutorial.runtime.platforms`).
 
 Shapes follow the math throughout: x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n),
 chunk size Q, state (b, h, p, n).
@@ -36,19 +36,19 @@ _EXPORTS = {
     "default_tolerance": "checks",
     "relative_error": "checks",
     "ssd_gradients": "checks",
-    "validate_ssd_inputs": "validation",
+    "validate_ssd_inputs": "runtime.validation",
     # environment and tiers
     "environment_report": "env",
-    "cutile_available": "platforms",
-    "require_cutile": "platforms",
-    "CuTileUnavailable": "platforms",
-    "launch": "backends",
-    "select_backend": "backends",
-    "BackendChoice": "backends",
+    "cutile_available": "runtime.platforms",
+    "require_cutile": "runtime.platforms",
+    "CuTileUnavailable": "runtime.platforms",
+    "launch": "runtime.backends",
+    "select_backend": "runtime.backends",
+    "BackendChoice": "runtime.backends",
     # the compiler's view and tile figures (notebooks 04-07)
-    "tile_ir": "compile",
-    "show_tile_ir": "compile",
-    "show_source": "compile",
+    "tile_ir": "runtime.compile",
+    "show_tile_ir": "runtime.compile",
+    "show_source": "callouts",
     "plot_tile_grid": "plots_tiles",
     "plot_matmul_tiles": "plots_tiles",
     # the taught kernels and their three-launch forward (notebooks 05-08)
@@ -80,7 +80,17 @@ _EXPORTS = {
     "memory_at": "model.memory",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "all_kernel_specs"])
+
+
+def all_kernel_specs():
+    """Every kernel spec of the package: the taught kernels' and the fast path's, in that order. Importing
+    ``kernels`` and ``fast`` registers their kernel modules with the runtime
+    (:mod:`mamba2_tutorial.runtime.specs`), which collects the specs."""
+    from . import fast  # noqa: F401  (it and the taught kernels' package register their kernel modules)
+    from .runtime.specs import all_kernel_specs as registered_specs
+
+    return registered_specs()
 
 
 def __getattr__(name: str):
@@ -90,7 +100,7 @@ def __getattr__(name: str):
     try:
         value = getattr(importlib.import_module(f".{module}", __name__), name)
     except ModuleNotFoundError as exc:
-        from .platforms import CuTileUnavailable, cutile_unavailable_message, is_cutile_import_error
+        from .runtime.platforms import CuTileUnavailable, cutile_unavailable_message, is_cutile_import_error
 
         if not is_cutile_import_error(exc):
             raise

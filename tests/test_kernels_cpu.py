@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-import mamba2_tutorial.backends as launch_module
+import mamba2_tutorial.runtime.backends as launch_module
 from mamba2_tutorial import reference as ref
 from mamba2_tutorial.checks import assert_close, relative_error
 from mamba2_tutorial.fast.forward import ssd_forward as ssd_forward_fast

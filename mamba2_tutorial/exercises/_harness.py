@@ -373,7 +373,7 @@ def kernel_backends() -> list[tuple[str, str, str]]:
     The executor fills UNDETERMINED padding with NaN, so a kernel that relies on whatever a GPU happens to
     read past the end of an array (often zeros) fails on every machine, not only on laptops.
     """
-    from mamba2_tutorial.backends import select_backend
+    from mamba2_tutorial.runtime.backends import select_backend
 
     choice = select_backend("auto")
     if choice.name != "gpu":
@@ -401,7 +401,7 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
     A compile or runtime error becomes an ExerciseFailed naming the case and the backend.
     """
     __tracebackhide__ = True
-    from mamba2_tutorial.backends import launch
+    from mamba2_tutorial.runtime.backends import launch
 
     try:
         launch(kernel, grid, args, backend=backend)

@@ -30,11 +30,12 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, launch, next_power_of_two, placeholder
+from ..kernels._host import LaunchPlan, allocate, cdiv, next_power_of_two, placeholder
 from ..kernels.bwd_chunk import decay_tile, decay_tile_transposed, load_positions, load_rows
 from ..kernels.chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, d_mode
 from ..kernels.chunk_state import LOG2E
-from ..kernels.spec import KernelSpec
+from ..runtime.launch import launch
+from ..runtime.specs import KernelSpec
 
 __all__ = ["SPECS", "ChunkBwdHeads", "bwd_cb_kernel", "chunk_bwd_dc_heads_kernel",
            "chunk_bwd_dx_heads_kernel", "chunk_bwd_heads_plan", "heads_per_block", "launch_chunk_bwd_heads",

@@ -15,12 +15,13 @@ import dataclasses
 
 import torch
 
-from ..kernels._host import resolve_backend, strided_ok
-from ..kernels.autograd import SSDOptions, needs_grad, ssd_autograd
+from ..kernels._host import strided_ok
 from ..kernels.chunk_scan import launch_chunk_scan
 from ..kernels.chunk_state import launch_chunk_state
 from ..kernels.state_passing import launch_state_passing
-from ..validation import validate_kernel_inputs
+from ..runtime.autograd import SSDOptions, needs_grad, ssd_autograd
+from ..runtime.launch import resolve_backend
+from ..runtime.validation import validate_kernel_inputs
 from .backward import ssd_backward_fast
 from .config import ChunkScan, Decay, FastConfig, Fused, Segmented, SharedScan
 from .scan_chunk import launch_scan_chunk
@@ -91,7 +92,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
 
     ``config``: a :class:`~mamba2_tutorial.fast.config.FastConfig` in place of the shipped one for this size
     (``ssd_config``); ``FastConfig()`` runs the taught kernels. Differentiable: when an input requires a
-    gradient, the forward keeps what the backward needs (:mod:`mamba2_tutorial.kernels.autograd`) and the
+    gradient, the forward keeps what the backward needs (:mod:`mamba2_tutorial.runtime.autograd`) and the
     backward runs the cuTile backward kernels. ``_poison`` (tests only) fills every
     intermediate with NaN first, so that an element no block wrote shows up in the result.
     """
@@ -117,7 +118,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
 
 def training_stages(cfg: FastConfig):
     """The forward under autograd with ``cfg``'s stages: ``stages`` for
-    :class:`~mamba2_tutorial.kernels.autograd.SSDOptions`. The backward needs the true dt, its cumsum and the
+    :class:`~mamba2_tutorial.runtime.autograd.SSDOptions`. The backward needs the true dt, its cumsum and the
     state entering every chunk: the fused state stage stores them when it does not store kd in place of dt,
     so it runs with ``store_kd=False``; the segmented one stores segment-local states, which the scan,
     given the carry, turns into the true ones as it reads them (``store_states``). And y before the gate."""

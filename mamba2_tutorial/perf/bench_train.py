@@ -257,10 +257,10 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     from ..fast.bwd_chunk import launch_chunk_bwd_heads
     from ..fast.forward import training_stages
     from ..fast.tuning import ssd_config
-    from ..kernels.autograd import SSDOptions
     from ..kernels.backward import ssd_backward_taught
     from ..kernels.bwd_chunk import launch_chunk_bwd
     from ..kernels.bwd_states import launch_state_grads
+    from ..runtime.autograd import SSDOptions
 
     timer = _median_timer(warmup_ms, rep_ms) if timer is None else timer
     inp = make_inputs(shape, seed=seed, dtype=dtype, device=device, D=False)
