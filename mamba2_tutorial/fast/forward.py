@@ -21,7 +21,7 @@ from ..kernels.chunk_state import launch_chunk_state
 from ..kernels.state_passing import launch_state_passing
 from ..runtime.autograd import SSDOptions, needs_grad, ssd_autograd
 from ..runtime.launch import resolve_backend
-from ..runtime.validation import validate_kernel_inputs
+from ..runtime.validation import check_not_varlen, validate_kernel_inputs
 from .backward import ssd_backward_fast
 from .config import ChunkScan, Decay, FastConfig, Fused, Segmented, SharedScan
 from .scan_chunk import launch_scan_chunk
@@ -78,13 +78,16 @@ def run_scan(scan, x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, p
     return launch_chunk_scan(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, poison=poison)
 
 
-def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None,
-                dt_softplus=False, dt_limit=_NO_LIMIT, return_final_states=False, backend="auto",
-                config: FastConfig | None = None, _poison=False):
+def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None, seq_idx=None,
+                cu_seqlens=None, dt_softplus=False, dt_limit=_NO_LIMIT, return_final_states=False,
+                return_varlen_states=False, *, backend="auto", config: FastConfig | None = None,
+                _poison=False):
     """Mamba-2 SSD forward with the tuned cuTile kernels: ``out`` or ``(out, final_states)``.
 
-    Arguments and results as ``mamba_chunk_scan_combined``: x (b, l, h, p), dt (b, l, h), A (h,), B and C
-    (b, l, g, n); optional D (h,) or (h, p), z (b, l, h, p), dt_bias (h,), initial_states (b, h, p, n).
+    Arguments (in their positions) and results as ``mamba_chunk_scan_combined``: x (b, l, h, p), dt (b, l, h),
+    A (h,), B and C (b, l, g, n); optional D (h,) or (h, p), z (b, l, h, p), dt_bias (h,), initial_states
+    (b, h, p, n). ``seq_idx``, ``cu_seqlens`` and ``return_varlen_states`` (packed sequences of different
+    lengths) are not supported yet: anything but None / False raises NotImplementedError.
     out (b, l, h, p) in x's dtype; final_states (b, h, p, n) float32. x, B, C (and z) share one dtype:
     float32, float16 or bfloat16 (mma operands; every product accumulates in float32). ``chunk_size`` (Q)
     must be a power of two; the sequence length l is arbitrary. All arguments are checked before any kernel
@@ -96,6 +99,7 @@ def ssd_forward(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, ini
     backward runs the cuTile backward kernels. ``_poison`` (tests only) fills every
     intermediate with NaN first, so that an element no block wrote shows up in the result.
     """
+    check_not_varlen(seq_idx, cu_seqlens, return_varlen_states)
     b, l, h, p, g, n = validate_kernel_inputs(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states,
                                               dt_limit)
     where = resolve_backend(backend, x)

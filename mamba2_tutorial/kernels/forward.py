@@ -15,7 +15,7 @@ import torch
 
 from ..runtime.autograd import SSDOptions, needs_grad, ssd_autograd
 from ..runtime.launch import resolve_backend
-from ..runtime.validation import validate_kernel_inputs
+from ..runtime.validation import check_not_varlen, validate_kernel_inputs
 from ._host import LaunchPlan, cdiv, strided_ok
 from .backward import ssd_backward_taught
 from .chunk_scan import chunk_scan_plan, launch_chunk_scan
@@ -25,19 +25,22 @@ from .state_passing import launch_state_passing, state_passing_plan
 __all__ = ["ssd_forward_taught", "ssd_plan"]
 
 
-def ssd_forward_taught(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None,
-                       dt_softplus=False, dt_limit=(0.0, float("inf")), return_final_states=False,
-                       backend="auto", _poison=False):
+def ssd_forward_taught(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+                       seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+                       return_final_states=False, return_varlen_states=False, *, backend="auto",
+                       _poison=False):
     """Mamba-2 SSD forward with the three taught cuTile kernels: ``out`` or ``(out, final_states)``.
 
     x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n); optional D (h,) or (h, p), z (b, l, h, p),
-    dt_bias (h,), initial_states (b, h, p, n). out (b, l, h, p) in x's dtype; final_states (b, h, p, n)
-    float32. ``backend``: "auto" (the GPU when usable, else the CPU tile executor), "gpu" or "cpu".
-    Differentiable: when an input requires a gradient, the backward runs the taught backward kernels
-    (``kernels/backward.py``). ``_poison`` (tests only) fills every intermediate with NaN first, so an
-    element no block wrote shows up.
+    dt_bias (h,), initial_states (b, h, p, n), in ``mamba_chunk_scan_combined``'s positions (its ``seq_idx``,
+    ``cu_seqlens`` and ``return_varlen_states`` are not supported yet: NotImplementedError). out (b, l, h, p)
+    in x's dtype; final_states (b, h, p, n) float32. ``backend``: "auto" (the GPU when usable, else the CPU
+    tile executor), "gpu" or "cpu". Differentiable: when an input requires a gradient, the backward runs the
+    taught backward kernels (``kernels/backward.py``). ``_poison`` (tests only) fills every intermediate with
+    NaN first, so an element no block wrote shows up.
     """
     # 0. check every argument before any launch: a clear error, never a silent wrong answer
+    check_not_varlen(seq_idx, cu_seqlens, return_varlen_states)
     validate_kernel_inputs(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
     where = resolve_backend(backend, x)
     x, dt, A, B, C, D, z, dt_bias, initial_states = (

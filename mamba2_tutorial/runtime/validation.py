@@ -25,8 +25,8 @@ import torch
 from .launch import float64_tier
 
 __all__ = ["FLOAT_DTYPES", "KERNEL_DTYPES", "SSDDims", "check_chunk_size", "check_decay_nonpositive",
-           "check_kernel_chunk_size", "check_kernel_dtype", "check_shape", "validate_decode_inputs",
-           "validate_kernel_inputs", "validate_ssd_inputs"]
+           "check_kernel_chunk_size", "check_kernel_dtype", "check_not_varlen", "check_shape",
+           "validate_decode_inputs", "validate_kernel_inputs", "validate_ssd_inputs"]
 
 #: dtypes of x, B, C, z that the cuTile SSD kernels take (mma operands; float32 accumulation)
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -348,6 +348,23 @@ def check_decay_nonpositive(A: torch.Tensor) -> None:
     if len(_A_CHECKED) > 256:
         _A_CHECKED.clear()
     _A_CHECKED[id(A)] = key
+
+
+def check_not_varlen(seq_idx=None, cu_seqlens=None, return_varlen_states=False) -> None:
+    """NotImplementedError for the arguments of ``mamba_chunk_scan_combined`` that describe a packed batch of
+    sequences of different lengths (``seq_idx``, ``cu_seqlens``, ``return_varlen_states``): the cuTile
+    forwards take them in mamba_ssm's positions but do not support them yet, and never ignore one silently."""
+    for name, value, given in (("seq_idx", seq_idx, seq_idx is not None),
+                               ("cu_seqlens", cu_seqlens, cu_seqlens is not None),
+                               ("return_varlen_states", return_varlen_states, bool(return_varlen_states))):
+        if given:
+            shown = (f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
+                     else repr(value))
+            default = "False" if name == "return_varlen_states" else "None"
+            raise NotImplementedError(
+                f"{name} is not supported yet (got {shown}): the cuTile forwards run one sequence per batch "
+                f"row. Pass {name}={default}, and split a packed batch into rows (padding each to one "
+                "length) or call ssd_chunked per sequence")
 
 
 def validate_kernel_inputs(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
