@@ -11,7 +11,7 @@ chunk size Q, state (b, h, p, n).
 
 from __future__ import annotations
 
-import importlib
+from .runtime.lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -29,16 +29,16 @@ _EXPORTS = {
     "segsum": "reference",
     "segsum_naive": "reference",
     # inputs and checks
-    "make_inputs": "inputs",
-    "SHAPES": "inputs",
-    "SSDShape": "inputs",
-    "assert_close": "checks",
-    "default_tolerance": "checks",
-    "relative_error": "checks",
-    "ssd_gradients": "checks",
+    "make_inputs": "lessons.inputs",
+    "SHAPES": "lessons.inputs",
+    "SSDShape": "lessons.inputs",
+    "assert_close": "lessons.checks",
+    "default_tolerance": "lessons.checks",
+    "relative_error": "lessons.checks",
+    "ssd_gradients": "lessons.checks",
     "validate_ssd_inputs": "runtime.validation",
     # environment and tiers
-    "environment_report": "env",
+    "environment_report": "lessons.env",
     "cutile_available": "runtime.platforms",
     "require_cutile": "runtime.platforms",
     "CuTileUnavailable": "runtime.platforms",
@@ -48,9 +48,9 @@ _EXPORTS = {
     # the compiler's view and tile figures (notebooks 04-07)
     "tile_ir": "runtime.compile",
     "show_tile_ir": "runtime.compile",
-    "show_source": "callouts",
-    "plot_tile_grid": "plots_tiles",
-    "plot_matmul_tiles": "plots_tiles",
+    "show_source": "lessons.callouts",
+    "plot_tile_grid": "figures.tiles",
+    "plot_matmul_tiles": "figures.tiles",
     # the taught kernels and their three-launch forward (notebooks 05-08)
     "chunk_state_fwd": "kernels.chunk_state",
     "state_passing_fwd": "kernels.state_passing",
@@ -93,22 +93,4 @@ def all_kernel_specs():
     return registered_specs()
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mamba2_tutorial' has no attribute {name!r}")
-    try:
-        value = getattr(importlib.import_module(f".{module}", __name__), name)
-    except ModuleNotFoundError as exc:
-        from .runtime.platforms import CuTileUnavailable, cutile_unavailable_message, is_cutile_import_error
-
-        if not is_cutile_import_error(exc):
-            raise
-        message = f"mamba2_tutorial.{name} needs cuTile. {cutile_unavailable_message(exc)}"
-        raise CuTileUnavailable(message) from exc
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

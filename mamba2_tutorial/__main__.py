@@ -7,7 +7,7 @@ import importlib
 import sys
 
 COMMANDS = {
-    "env": ("env", "print the environment report (versions, GPU, which tier runs the kernels)"),
+    "env": ("lessons.env", "print the environment report (versions, GPU, which tier runs the kernels)"),
     "compile": ("runtime.compile", "compile every kernel ahead of time with tileiras (no GPU needed)"),
     "bench": ("perf.bench", "benchmark ssd_forward against mamba_ssm, fla and PyTorch on the GPU"),
     "bench-train": ("perf.bench_train", "benchmark forward + backward against mamba_ssm and fla on the GPU"),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mamba2_tutorial.callouts import (
+from mamba2_tutorial.lessons.callouts import (
     ALIGN,
     MARKERS,
     CalloutListing,

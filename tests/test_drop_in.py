@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from mamba2_tutorial import reference as ref
-from mamba2_tutorial.checks import relative_error
 from mamba2_tutorial.fast.forward import ssd_forward
-from mamba2_tutorial.inputs import SSDShape, make_inputs
 from mamba2_tutorial.kernels.forward import ssd_forward_taught
+from mamba2_tutorial.lessons.checks import relative_error
+from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
 
 #: mamba_chunk_scan_combined's parameters, in order, with their defaults
 MAMBA_SSM_PARAMETERS = [

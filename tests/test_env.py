@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mamba2_tutorial import env
-from mamba2_tutorial.env import Problem, diagnose
+from mamba2_tutorial.lessons import env
+from mamba2_tutorial.lessons.env import Problem, diagnose
 from mamba2_tutorial.runtime.platforms import cutile_available
 
 HEALTHY = dict(

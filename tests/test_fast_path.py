@@ -16,7 +16,6 @@ import pytest
 import torch
 
 from mamba2_tutorial import reference as ref
-from mamba2_tutorial.checks import relative_error
 from mamba2_tutorial.fast import (
     TAUGHT,
     ChunkScan,
@@ -37,8 +36,9 @@ from mamba2_tutorial.fast import (
 from mamba2_tutorial.fast.forward import ssd_forward
 from mamba2_tutorial.fast.steps import STEPS, steps_for
 from mamba2_tutorial.fast.tuning import segments_for, table_names
-from mamba2_tutorial.inputs import SSDShape, make_inputs
 from mamba2_tutorial.kernels.forward import ssd_forward_taught
+from mamba2_tutorial.lessons.checks import relative_error
+from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
 
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}  # relative L2 error vs float64
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

@@ -29,14 +29,12 @@ FLOORS: dict[str, int] = {
     "kernels": 3,
     "fast": 4,
     "lessons": 5,
-    "inputs": 5, "checks": 5, "costs": 5, "tables": 5, "callouts": 5, "env": 5,
-    "figures": 6, "plots": 6, "plots_gpu": 6, "plots_kernels": 6, "plots_model": 6, "plots_tiles": 6,
-    "perf": 6, "model": 6, "exercises": 6,
+    "figures": 6, "perf": 6, "model": 6, "exercises": 6,
     "__init__": 7, "__main__": 7,
 }
 
 #: imports between two parts of one floor that are allowed: (importer, imported)
-SIDEWAYS: set[tuple[str, str]] = {("plots_kernels", "plots_tiles")}
+SIDEWAYS: set[tuple[str, str]] = set()
 
 
 def module_files(root: Path, package: str) -> dict[str, tuple[Path, bool]]:
@@ -164,6 +162,17 @@ def test_every_module_imports_only_from_its_floor_and_below(graph):
 def test_no_import_circle(graph):
     cycles = import_cycles(graph)
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_package_root_is_its_audience_packages():
+    """The root holds the packages a reader looks for by audience, and no loose modules beside ``__init__``
+    and ``__main__``: a new module joins one of the floors."""
+    entries = sorted(p.name for p in ROOT.iterdir() if not p.name.startswith((".", "__pycache__")))
+    loose = [e for e in entries if e.endswith(".py") and e not in ("__init__.py", "__main__.py")]
+    assert not loose, f"modules at the package root: {loose}"
+    packages = [e for e in entries if (ROOT / e / "__init__.py").exists()]
+    assert sorted(packages) == sorted(p for p in FLOORS if not p.startswith("__")), packages
+    assert len(entries) <= 14, entries   # the packages, data/, __init__.py and __main__.py
 
 
 def test_the_taught_kernels_do_not_name_the_fast_path():

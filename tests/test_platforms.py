@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from mamba2_tutorial.env import EnvironmentReport, diagnose
+from mamba2_tutorial.lessons.env import EnvironmentReport, diagnose
 from mamba2_tutorial.runtime import platforms
 from mamba2_tutorial.runtime.platforms import (
     CUTILE_MARKER,
@@ -226,7 +226,7 @@ _PROBE = textwrap.dedent("""
             out[what] = "no error"
         except m2.CuTileUnavailable as exc:
             out[what] = f"CuTileUnavailable: {exc}"
-    from mamba2_tutorial import env as env_cli
+    from mamba2_tutorial.lessons import env as env_cli
     from mamba2_tutorial.runtime import compile as compile_cli
     runs = [("env", env_cli.main, []), ("compile_skip", compile_cli.main, ["--skip-unsupported"]),
             ("compile", compile_cli.main, [])]

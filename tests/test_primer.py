@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mamba2_tutorial.checks import assert_close
 from mamba2_tutorial.kernels.primer import matmul, row_cumsum, vector_add
+from mamba2_tutorial.lessons.checks import assert_close
 
 SEEDS = [0, 1, 2]
 

@@ -109,8 +109,8 @@ def train_launches(device: str) -> list[Launch]:
     import torch
 
     from mamba2_tutorial.fast.forward import ssd_forward
-    from mamba2_tutorial.inputs import BENCHMARK_SHAPES, get_shape, make_inputs
     from mamba2_tutorial.kernels.forward import ssd_forward_taught
+    from mamba2_tutorial.lessons.inputs import BENCHMARK_SHAPES, get_shape, make_inputs
     from mamba2_tutorial.perf.bench_train import CHECK_LEN, GRADS
 
     backend = "gpu" if device == "cuda" else "cpu"

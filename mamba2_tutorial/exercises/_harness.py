@@ -2,8 +2,8 @@
 
 A check runs the learner's function on hidden cases (distinct sizes in every dimension, ragged lengths,
 several seeds, extreme decay, low precision) and compares with :mod:`mamba2_tutorial.reference` through
-:func:`mamba2_tutorial.checks.assert_close`. On a wrong answer it raises :class:`ExerciseFailed` naming the
-case, the error, the first wrong element, where the wrong elements are, and a hint.
+:func:`mamba2_tutorial.lessons.checks.assert_close`. On a wrong answer it raises :class:`ExerciseFailed`
+naming the case, the error, the first wrong element, where the wrong elements are, and a hint.
 
 A hint names a cause only once a check has confirmed it:
 
@@ -230,7 +230,7 @@ def compare(
     dimensions).
     """
     __tracebackhide__ = True
-    from mamba2_tutorial.checks import assert_close
+    from mamba2_tutorial.lessons.checks import assert_close
 
     if not isinstance(actual, torch.Tensor):
         raise fail(

@@ -284,7 +284,7 @@ def rel_err_gate(dtype: torch.dtype) -> float:
 def check_output(name: str, y: torch.Tensor, y_ref: torch.Tensor, *, gate: float) -> float:
     """Relative L2 error of ``y`` against ``y_ref``; raise IncorrectOutput if it is not finite or above
     ``gate``."""
-    from ..checks import relative_error
+    from ..lessons.checks import relative_error
 
     if not isinstance(y, torch.Tensor):
         raise IncorrectOutput(
@@ -365,7 +365,7 @@ def shape_spec(shape) -> ShapeSpec:
 
 
 def _make_inputs(spec: ShapeSpec, *, dtype, device, seed) -> dict[str, torch.Tensor]:
-    from ..inputs import SSDShape, make_inputs
+    from ..lessons.inputs import SSDShape, make_inputs
 
     d = spec.dims
     shape = SSDShape(
@@ -714,7 +714,7 @@ def results_writer(path: Path) -> Callable[[dict], None]:
 
 
 def default_shapes(names: Sequence[str] = DEFAULT_SHAPES) -> list[ShapeSpec]:
-    from ..inputs import SHAPES
+    from ..lessons.inputs import SHAPES
 
     unknown = [n for n in names if n not in SHAPES]
     if unknown:
@@ -756,7 +756,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=list(DEFAULT_SHAPES),
         metavar="NAME",
-        help="presets from mamba2_tutorial.inputs.SHAPES (default: the four benchmark shapes)",
+        help="presets from mamba2_tutorial.lessons.inputs.SHAPES (default: the four benchmark shapes)",
     )
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     p.add_argument(
@@ -839,7 +839,7 @@ def config_mismatches(results: Mapping) -> list[str]:
 def read_configs(path: Path) -> dict[tuple, object]:
     """``--configs``: {shape preset name: FastConfig as JSON} -> {(b, l, h, p, g, n, Q): FastConfig}."""
     from ..fast.config import config_from_json
-    from ..inputs import SHAPES
+    from ..lessons.inputs import SHAPES
 
     data = json.loads(Path(path).read_text())
     if not isinstance(data, Mapping):

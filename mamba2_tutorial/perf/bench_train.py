@@ -39,8 +39,8 @@ from pathlib import Path
 
 import torch
 
-from ..checks import relative_error, ssd_gradients
-from ..inputs import BENCHMARK_SHAPES, get_shape, make_inputs
+from ..lessons.checks import relative_error, ssd_gradients
+from ..lessons.inputs import BENCHMARK_SHAPES, get_shape, make_inputs
 from .bench import DTYPES, fla_inputs, import_mamba_chunk_scan_combined, versions
 from .sources import kernels_sha256
 from .timing import time_cuda, time_host

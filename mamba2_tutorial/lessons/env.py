@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .runtime.platforms import (
+from ..runtime.platforms import (
     HOW_TO_CONTINUE,
     course_map,
     cutile_import_error,
@@ -430,7 +430,7 @@ def environment_report(*, select_backend: Callable | None = None) -> Environment
         machine=machine,
     )
     if select_backend is None:
-        from .runtime.backends import select_backend
+        from ..runtime.backends import select_backend
     choice = select_backend()
     tier, reason = str(choice.name), str(choice.reason)
     return EnvironmentReport(

@@ -21,7 +21,7 @@ import inspect
 import textwrap
 from collections.abc import Mapping
 
-from .runtime.compile import IRListing
+from ..runtime.compile import IRListing
 
 __all__ = ["MARKERS", "CalloutListing", "DiffListing", "marker", "show_callouts", "show_diff", "show_source"]
 

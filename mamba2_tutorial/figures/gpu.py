@@ -20,7 +20,7 @@ import math
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from .runtime.hardware import H200, GPUSpec, KiB, MiB
+from ..runtime.hardware import H200, GPUSpec, KiB, MiB
 
 __all__ = ["plot_gpu_model", "SM_GID"]
 
