@@ -172,6 +172,26 @@ def test_a_broken_table_is_refused(tmp_path, monkeypatch):
         tuning.load_table.cache_clear()
 
 
+def test_the_sm_count_has_one_source_the_gpus_description():
+    """A table's SM count is its GPU's, from ``runtime/hardware.py``: a table that states its own, or names a
+    GPU no GPUSpec describes, is refused; the CPU executor's count (the fast backward's head split) is the
+    H200's, the GPU the shipped tables are tuned on."""
+    from mamba2_tutorial.fast import tuning
+    from mamba2_tutorial.fast.bwd_chunk import heads_per_block
+    from mamba2_tutorial.runtime.hardware import H200, gpu_spec, sm_count
+
+    raw = json.loads((tuning.resources.files("mamba2_tutorial") / "data/configs/h200.json").read_text())
+    assert tuning.table_from_json("h200", raw).sms == gpu_spec(raw["gpu"]).sm_count == H200.sm_count
+    with pytest.raises(ValueError, match="not the table's to say"):
+        tuning.table_from_json("h200", {**raw, "sms": 132})
+    with pytest.raises(ValueError, match="no GPUSpec for GPU 'NVIDIA B300'"):
+        tuning.table_from_json("b300", {**raw, "gpu": "NVIDIA B300"})
+    assert sm_count(torch.device("cpu")) == sm_count("cpu") == H200.sm_count
+    # the default of the head split is that count: 24 heads, one group, a small grid
+    assert heads_per_block(24, 1, blocks_per_head=4) == heads_per_block(24, 1, blocks_per_head=4,
+                                                                        sms=sm_count("cpu"))
+
+
 # ----------------------------------------------------------------------------------------------------
 # FastConfig: invalid combinations cannot be built
 # ----------------------------------------------------------------------------------------------------
