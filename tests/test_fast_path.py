@@ -119,6 +119,35 @@ def test_key_log2_falls_back_to_the_exact_decay_for_negative_dt():
     _check(cfg, PROBLEMS[1], torch.float32, seed=4, dt_limit=(0.002, 0.06))
 
 
+def test_a_config_is_resolved_once_per_call():
+    """``resolve`` derives what the stages launch with, in one place: key_log2 only where dt >= 0 is
+    guaranteed, kd stored by the state stage only then and never under autograd, a segmented stage's count
+    filled in from the table, and the scan told to store true states only for a segmented stage in
+    training."""
+    from mamba2_tutorial.fast.forward import resolve
+    from mamba2_tutorial.fast.tuning import with_segments
+
+    kd = CONFIGS["fused-occ2-acc-kd+chunk-bf16cb-kd"]
+    plan = resolve(kd, 2, 8, 16, "cpu", (0.0, float("inf")))
+    assert plan.key_log2 and plan.store_kd and plan.state == kd.state and not plan.store_states
+    exact = resolve(kd, 2, 8, 16, "cpu", (-0.01, 0.5))
+    assert not exact.key_log2 and not exact.store_kd and not exact.state.store_kd
+    training = resolve(kd, 2, 8, 16, "cpu", (0.0, float("inf")), training=True)
+    assert training.key_log2 and not training.store_kd and not training.state.store_kd
+    segmented = FastConfig(Segmented(tiles=(64, 128), store_kd=True), ChunkScan(decay=Decay.KEY_LOG2))
+    plan = resolve(segmented, 1, 8, 128, "cpu", (0.0, float("inf")), training=True)
+    assert plan.state.segments == segments_for(1, 8, 128, TABLE) and plan.store_states and not plan.store_kd
+    assert with_segments(segmented, 1, 8, 128, TABLE).state == dataclasses.replace(plan.state, store_kd=True)
+    assert resolve(TAUGHT, 1, 8, 128, "cpu", (0.0, float("inf"))) == (TAUGHT.state, TAUGHT.scan, False, False,
+                                                                     False)
+
+
+def test_a_segmented_config_without_a_count_runs_with_the_tables():
+    """``FastConfig(Segmented(), ChunkScan())`` (segments=None: the table's count for the problem) passed to
+    ssd_forward runs, and gives the taught path's results."""
+    _check(FastConfig(Segmented(), ChunkScan()), PROBLEMS[1], torch.bfloat16, seed=7)
+
+
 def test_float32_runs_the_taught_kernels():
     assert ssd_config(2, 4096, 8, 64, 1, 128, 256, torch.float32) == TAUGHT
 

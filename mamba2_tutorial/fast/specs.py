@@ -10,15 +10,13 @@ are kept. Distinct (kernel, hint, argument signature) launches become :class:`Ke
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import torch
 
 from ..runtime.launch import recording
 from ..runtime.specs import KernelSpec
-from .config import Segmented
-from .tuning import load_table, segments_for, table_names
+from .tuning import load_table, table_names, with_segments
 
 __all__ = ["SPECS", "shipped_specs"]
 
@@ -74,12 +72,9 @@ def shipped_specs() -> tuple[KernelSpec, ...]:
     for table_name in table_names():
         table = load_table(table_name)
         for key in sorted(table.classes):
-            cfg = table.config(key)
             inp = _problem(key)
-            if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
-                b, l, h = inp["x"].shape[:3]
-                segments = segments_for(b, h, -(-l // inp["chunk_size"]), table)
-                cfg = dataclasses.replace(cfg, state=dataclasses.replace(cfg.state, segments=segments))
+            b, l, h = inp["x"].shape[:3]
+            cfg = with_segments(table.config(key), b, h, -(-l // inp["chunk_size"]), table)
             runs = (("", lambda inp=inp, cfg=cfg: ssd_forward(**inp, backend="cpu", config=cfg)),
                     (".train", lambda inp=inp, cfg=cfg: _training_forward(inp, cfg)))
             for suffix, run in runs:

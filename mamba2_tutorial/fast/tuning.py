@@ -34,7 +34,7 @@ from ..runtime.hardware import gpu_spec
 from .config import FastConfig, Segmented, config_from_json
 
 __all__ = ["DEFAULT_TABLE", "TuningTable", "load_table", "problem_class", "segments_for", "ssd_config",
-           "table_for_device", "table_from_json", "table_names"]
+           "table_for_device", "table_from_json", "table_names", "with_segments"]
 
 #: the table used where no table names the GPU (and on the CPU executor)
 DEFAULT_TABLE = "h200"
@@ -150,6 +150,15 @@ def segments_for(b: int, h: int, nchunks: int, table: TuningTable) -> int:
     return segments
 
 
+def with_segments(cfg: FastConfig, b: int, h: int, nchunks: int, table: TuningTable) -> FastConfig:
+    """``cfg`` with a segmented stage's ``segments=None`` ("the table's count for the problem") filled in by
+    :func:`segments_for`; any other config as it is. The one place the count is filled in."""
+    if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
+        state = dataclasses.replace(cfg.state, segments=segments_for(b, h, nchunks, table))
+        return dataclasses.replace(cfg, state=state)
+    return cfg
+
+
 def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype,
                device: torch.device | str = "cpu") -> FastConfig:
     """The config ``ssd_forward`` runs for this problem on ``device``: the table's config of its class, with a
@@ -158,8 +167,4 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
     key = problem_class(b, l, h, p, n, Q, dtype, table)
     if key is None:
         return FastConfig()
-    cfg = table.config(key)
-    if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
-        state = dataclasses.replace(cfg.state, segments=segments_for(b, h, -(-l // Q), table))
-        cfg = dataclasses.replace(cfg, state=state)
-    return cfg
+    return with_segments(table.config(key), b, h, -(-l // Q), table)

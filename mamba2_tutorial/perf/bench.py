@@ -32,7 +32,6 @@ timers and deliberately wrong implementations; performance is measured only by t
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as _dt
 import importlib
 import importlib.metadata
@@ -811,7 +810,7 @@ def config_mismatches(results: Mapping) -> list[str]:
     """The shapes of a results object whose recorded ``cutile_config`` is not what ``ssd_config`` picks now
     for that size and dtype on its GPU (a shipped result must be the shipped configs' measurement)."""
     from ..fast.config import config_from_json
-    from ..fast.tuning import load_table, problem_class, segments_for, table_names
+    from ..fast.tuning import load_table, problem_class, table_names, with_segments
 
     tables = [load_table(n) for n in table_names()]
     table = next((t for t in tables if t.gpu == results.get("device")), None)
@@ -827,9 +826,8 @@ def config_mismatches(results: Mapping) -> list[str]:
         key = problem_class(d["b"], d["l"], d["h"], d["p"], d["n"], d["Q"], dtype, table)
         now = table.config(key)
         ran = config_from_json(rec["cutile_config"])
-        if getattr(ran.state, "segments", None) is not None and getattr(now.state, "segments", 1) is None:
-            segments = segments_for(d["b"], d["h"], -(-d["l"] // d["Q"]), table)
-            now = dataclasses.replace(now, state=dataclasses.replace(now.state, segments=segments))
+        if getattr(ran.state, "segments", None) is not None:
+            now = with_segments(now, d["b"], d["h"], -(-d["l"] // d["Q"]), table)
         if ran != now:
             problems.append(f"{rec['name']}: measured with {ran}, but the {table.name} table's class {key} "
                             f"now runs {now}")
