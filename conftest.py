@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from mamba2_tutorial.platforms import (
+from mamba2_tutorial.runtime.platforms import (
     cutile_available,
     cutile_unavailable_reason,
     is_cutile_import_error,

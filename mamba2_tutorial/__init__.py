@@ -3,7 +3,7 @@
 Everything the notebooks use lives here. Names are imported lazily so that ``import mamba2_tutorial``
 stays cheap and works without cuTile: no cuTile import until a kernel is needed, and where cuTile is not
 available (macOS has no cuda-tile wheels) a name that needs it raises :class:`CuTileUnavailable`, which says
-how to continue (:mod:`mamba2_tutorial.platforms`).
+how to continue (:mod:`mamba2_tutorial.runtime.platforms`).
 
 Shapes follow the math throughout: x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n),
 chunk size Q, state (b, h, p, n).
@@ -11,7 +11,7 @@ chunk size Q, state (b, h, p, n).
 
 from __future__ import annotations
 
-import importlib
+from .runtime.lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -29,28 +29,28 @@ _EXPORTS = {
     "segsum": "reference",
     "segsum_naive": "reference",
     # inputs and checks
-    "make_inputs": "inputs",
-    "SHAPES": "inputs",
-    "SSDShape": "inputs",
-    "assert_close": "checks",
-    "default_tolerance": "checks",
-    "relative_error": "checks",
-    "ssd_gradients": "checks",
-    "validate_ssd_inputs": "validation",
+    "make_inputs": "lessons.inputs",
+    "SHAPES": "lessons.inputs",
+    "SSDShape": "lessons.inputs",
+    "assert_close": "lessons.checks",
+    "default_tolerance": "lessons.checks",
+    "relative_error": "lessons.checks",
+    "ssd_gradients": "lessons.checks",
+    "validate_ssd_inputs": "runtime.validation",
     # environment and tiers
-    "environment_report": "env",
-    "cutile_available": "platforms",
-    "require_cutile": "platforms",
-    "CuTileUnavailable": "platforms",
-    "launch": "backends",
-    "select_backend": "backends",
-    "BackendChoice": "backends",
+    "environment_report": "lessons.env",
+    "cutile_available": "runtime.platforms",
+    "require_cutile": "runtime.platforms",
+    "CuTileUnavailable": "runtime.platforms",
+    "launch": "runtime.backends",
+    "select_backend": "runtime.backends",
+    "BackendChoice": "runtime.backends",
     # the compiler's view and tile figures (notebooks 04-07)
-    "tile_ir": "compile",
-    "show_tile_ir": "compile",
-    "show_source": "compile",
-    "plot_tile_grid": "plots_tiles",
-    "plot_matmul_tiles": "plots_tiles",
+    "tile_ir": "runtime.compile",
+    "show_tile_ir": "runtime.compile",
+    "show_source": "lessons.callouts",
+    "plot_tile_grid": "figures.tiles",
+    "plot_matmul_tiles": "figures.tiles",
     # the taught kernels and their three-launch forward (notebooks 05-08)
     "chunk_state_fwd": "kernels.chunk_state",
     "state_passing_fwd": "kernels.state_passing",
@@ -80,25 +80,17 @@ _EXPORTS = {
     "memory_at": "model.memory",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "all_kernel_specs"])
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mamba2_tutorial' has no attribute {name!r}")
-    try:
-        value = getattr(importlib.import_module(f".{module}", __name__), name)
-    except ModuleNotFoundError as exc:
-        from .platforms import CuTileUnavailable, cutile_unavailable_message, is_cutile_import_error
+def all_kernel_specs():
+    """Every kernel spec of the package: the taught kernels' and the fast path's, in that order. Importing
+    ``kernels`` and ``fast`` registers their kernel modules with the runtime
+    (:mod:`mamba2_tutorial.runtime.specs`), which collects the specs."""
+    from . import fast  # noqa: F401  (it and the taught kernels' package register their kernel modules)
+    from .runtime.specs import all_kernel_specs as registered_specs
 
-        if not is_cutile_import_error(exc):
-            raise
-        message = f"mamba2_tutorial.{name} needs cuTile. {cutile_unavailable_message(exc)}"
-        raise CuTileUnavailable(message) from exc
-    globals()[name] = value
-    return value
+    return registered_specs()
 
 
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)

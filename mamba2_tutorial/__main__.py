@@ -7,8 +7,8 @@ import importlib
 import sys
 
 COMMANDS = {
-    "env": ("env", "print the environment report (versions, GPU, which tier runs the kernels)"),
-    "compile": ("compile", "compile every kernel ahead of time with tileiras (no GPU needed)"),
+    "env": ("lessons.env", "print the environment report (versions, GPU, which tier runs the kernels)"),
+    "compile": ("runtime.compile", "compile every kernel ahead of time with tileiras (no GPU needed)"),
     "bench": ("perf.bench", "benchmark ssd_forward against mamba_ssm, fla and PyTorch on the GPU"),
     "bench-train": ("perf.bench_train", "benchmark forward + backward against mamba_ssm and fla on the GPU"),
 }
@@ -23,6 +23,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0 if argv else 2
     args = parser.parse_args(argv[:1])
+    if args.command == "compile":   # the compile check covers the kernels these packages register
+        importlib.import_module("mamba2_tutorial.kernels")
+        importlib.import_module("mamba2_tutorial.fast")
     module = importlib.import_module(f"mamba2_tutorial.{COMMANDS[args.command][0]}")
     return int(module.main(argv[1:]) or 0)
 

@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:  # run as a script
     sys.path.insert(0, str(ROOT))
 
 from mamba2_tutorial import reference  # noqa: E402
-from mamba2_tutorial.inputs import SHAPES  # noqa: E402
+from mamba2_tutorial.lessons.inputs import SHAPES  # noqa: E402
 from mamba2_tutorial.perf import bench, roofline  # noqa: E402
 from mamba2_tutorial.perf.results import step_costs  # noqa: E402
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from mamba2_tutorial.backends import gpu_unavailable_reason
+from mamba2_tutorial.runtime.backends import gpu_unavailable_reason
 
 
 def pytest_collection_modifyitems(config, items):

@@ -2,9 +2,9 @@
 
 ``ct.launch`` derives a kernel's signature (what it specializes on: dtypes, unit strides, divisibility of
 strides and shapes, base alignment, aliasing) in its C extension, which needs the CUDA driver.
-:mod:`mamba2_tutorial.signature` re-derives it in Python so that the CPU executor and the ahead-of-time
-compiles can run without one. This module runs the real derivation on the CPU, so that the two can be
-compared (``tests/test_signature_parity.py``):
+:mod:`mamba2_tutorial.runtime.signature` re-derives it in Python so that the CPU executor and the
+ahead-of-time compiles can run without one. This module runs the real derivation on the CPU, so that the two
+can be compared (``tests/test_signature_parity.py``):
 
 - :func:`install_stand_in_driver` puts a stand-in for ``libcuda.so.1`` in front of cuTile: every driver
   function it asks for succeeds and does nothing (cuTile 1.7 only asks the driver for its version and for
@@ -127,7 +127,7 @@ def as_cuda_array(value: Any) -> Any:
 def launch_signature(kernel, args: Sequence[Any]):
     """The signature ``ct.launch(stream, grid, kernel, args)`` would compile, derived by cuTile's own C code
     from CPU tensors (the stand-in driver is installed first). Same result type as
-    :func:`mamba2_tutorial.signature.kernel_signature`, with the mangled symbol filled in."""
+    :func:`mamba2_tutorial.runtime.signature.kernel_signature`, with the mangled symbol filled in."""
     from cuda.tile.compilation import CallingConvention, KernelSignature
 
     install_stand_in_driver()

@@ -94,7 +94,7 @@ def random_array(rng: random.Random, device: str) -> torch.Tensor:
 def cases(seed: int, n: int, device: str = "cpu") -> list[tuple]:
     """(kernel, args) pairs: ``n`` rounds of random arrays through the five annotation kinds above, then
     every kernel spec of the package with its example arguments."""
-    from mamba2_tutorial.kernels import all_kernel_specs
+    from mamba2_tutorial import all_kernel_specs
 
     rng = random.Random(seed)
     out: list[tuple] = []
@@ -128,9 +128,9 @@ def _describe(value):
 
 
 def differences(pairs, real_signature) -> list[dict]:
-    """Cases where :func:`mamba2_tutorial.signature.kernel_signature` and ``real_signature(kernel, args)``
-    disagree: different parameters, or only one of them raising."""
-    from mamba2_tutorial.signature import kernel_signature
+    """Cases where :func:`mamba2_tutorial.runtime.signature.kernel_signature` and ``real_signature(kernel,
+    args)`` disagree: different parameters, or only one of them raising."""
+    from mamba2_tutorial.runtime.signature import kernel_signature
 
     found = []
     for kernel, args in pairs:

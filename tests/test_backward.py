@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from mamba2_tutorial import reference as ref
-from mamba2_tutorial.checks import SSD_TENSOR_ARGS as INPUTS
-from mamba2_tutorial.checks import relative_error, ssd_gradients
 from mamba2_tutorial.fast.forward import ssd_forward
-from mamba2_tutorial.inputs import SSDShape, make_inputs
 from mamba2_tutorial.kernels.backward import dt_backward, gate_backward
 from mamba2_tutorial.kernels.forward import ssd_forward_taught
+from mamba2_tutorial.lessons.checks import SSD_TENSOR_ARGS as INPUTS
+from mamba2_tutorial.lessons.checks import relative_error, ssd_gradients
+from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 #: relative L2 error vs float64, as the forward's (tests/test_fast_path.py). A, dt_bias and D are sums over

@@ -20,7 +20,6 @@ import pytest
 import torch
 from bench_fixture import FIXTURE_DEVICE, FIXTURE_PATH, fake_timer, make_fixture, simple_gla, stand_in_impls
 
-from mamba2_tutorial import costs
 from mamba2_tutorial.fast.config import (
     ChunkScan,
     Decay,
@@ -33,7 +32,8 @@ from mamba2_tutorial.fast.config import (
 )
 from mamba2_tutorial.fast.steps import STEPS, steps_for
 from mamba2_tutorial.fast.tuning import ssd_config
-from mamba2_tutorial.inputs import SHAPES, make_inputs
+from mamba2_tutorial.lessons import costs
+from mamba2_tutorial.lessons.inputs import SHAPES, make_inputs
 from mamba2_tutorial.perf import bench, roofline
 from mamba2_tutorial.perf import results as res
 from mamba2_tutorial.perf.results import IMPLS, ResultsError, validate_results
@@ -987,7 +987,7 @@ def test_fla_mapping_computes_the_ssd(name, seed):
     assert f["g"].shape == (b, l, h) and f["g"].dtype == torch.float32 and (f["g"] < 0).all()
     y = simple_gla(f["q"], f["k"], f["v"], f["g"].double())
     y_ref = ssd_chunked(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], shape.chunk_size)
-    from mamba2_tutorial.checks import relative_error
+    from mamba2_tutorial.lessons.checks import relative_error
 
     assert relative_error(y, y_ref) < 1e-6  # g is float32
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mamba2_tutorial.inputs import SSDShape
+from mamba2_tutorial.lessons.inputs import SSDShape
 from mamba2_tutorial.perf import bench_train
 
 SHAPE = SSDShape(2, 150, 4, 32, 2, 48, 64, "test")
@@ -155,7 +155,7 @@ def test_shipped_training_runs_are_whole_and_gated():
     """Every shipped training run: a bf16 training run on the GPU its name says, oldest first, at every
     benchmark shape, with every implementation timed after passing the gradient gate (A's wider), or reported
     with why it was not."""
-    from mamba2_tutorial.inputs import BENCHMARK_SHAPES
+    from mamba2_tutorial.lessons.inputs import BENCHMARK_SHAPES
 
     runs = bench_train.shipped_training_runs()
     assert [r["device"].split()[1] for r in runs] == ["H200", "H100"]   # the order of SHIPPED_TRAINING

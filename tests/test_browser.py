@@ -186,7 +186,7 @@ def _artifacts() -> Path:
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_in_jupyterlab(lab, browser_context, name):
-    from mamba2_tutorial.platforms import (
+    from mamba2_tutorial.runtime.platforms import (
         cutile_available,
         cutile_unavailable_reason,
         notebook_requires_cutile,

@@ -9,8 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from mamba2_tutorial.callouts import ALIGN, MARKERS, CalloutListing, marker, place_callouts, show_callouts
-from mamba2_tutorial.compile import show_source
+from mamba2_tutorial.lessons.callouts import (
+    ALIGN,
+    MARKERS,
+    CalloutListing,
+    marker,
+    place_callouts,
+    show_callouts,
+    show_source,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "def f(a):\n    b = a + 1\n    c = b * 2\n    d = c - b\n    return d\n"

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mamba2_tutorial import assert_close, default_tolerance, relative_error
-from mamba2_tutorial.checks import TOLERANCES
+from mamba2_tutorial.lessons.checks import TOLERANCES
 
 
 def _y(seed=0, dtype=torch.float64, shape=(2, 37, 6, 5)):

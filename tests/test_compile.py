@@ -6,8 +6,11 @@ import cuda.tile as ct
 import pytest
 import torch
 
-from mamba2_tutorial import compile as compile_mod
-from mamba2_tutorial.compile import (
+from mamba2_tutorial import all_kernel_specs
+from mamba2_tutorial.kernels import KERNEL_MODULES, primer
+from mamba2_tutorial.runtime import compile as compile_mod
+from mamba2_tutorial.runtime import specs as spec_registry
+from mamba2_tutorial.runtime.compile import (
     CompileResult,
     IRListing,
     TileirasNotFound,
@@ -19,8 +22,8 @@ from mamba2_tutorial.compile import (
     show_tile_ir,
     tile_ir,
 )
-from mamba2_tutorial.kernels import KERNEL_MODULES, KernelSpec, all_kernel_specs, kernel_spec, primer
-from mamba2_tutorial.signature import kernel_signature
+from mamba2_tutorial.runtime.signature import kernel_signature
+from mamba2_tutorial.runtime.specs import KernelSpec, kernel_spec
 
 PRIMER_NAMES = [s.name for s in primer.SPECS]
 
@@ -54,7 +57,18 @@ def test_registry_lists_primer_specs_with_unique_names():
 
 def test_missing_kernel_module_is_an_error_not_a_skip():
     with pytest.raises(ModuleNotFoundError):
-        all_kernel_specs(("no_such_kernel_module",))
+        spec_registry.all_kernel_specs(("mamba2_tutorial.kernels.no_such_kernel_module",))
+    with pytest.raises(ValueError, match="full name"):
+        spec_registry.register_spec_modules(".primer")
+
+
+def test_the_registry_holds_both_paths_kernel_modules_and_the_taught_ones_first():
+    all_kernel_specs()
+    modules = spec_registry.spec_modules()
+    taught = [m for m in modules if m.startswith("mamba2_tutorial.kernels.")]
+    fast = [m for m in modules if m.startswith("mamba2_tutorial.fast.")]
+    assert taught == [f"mamba2_tutorial.kernels.{m}" for m in KERNEL_MODULES]
+    assert fast and modules == tuple(taught + fast)
 
 
 def test_kernel_spec_rejects_a_plain_function():
@@ -98,10 +112,8 @@ def test_cli_prints_table_and_exit_code_0(capsys):
 
 
 def test_cli_exit_code_1_and_error_when_a_kernel_fails(monkeypatch, capsys):
-    import mamba2_tutorial.kernels as kernels
-
-    real = kernels.all_kernel_specs
-    monkeypatch.setattr(kernels, "all_kernel_specs", lambda modules=None: real(modules) + [BROKEN])
+    real = spec_registry.all_kernel_specs
+    monkeypatch.setattr(spec_registry, "all_kernel_specs", lambda modules=None: real(modules) + [BROKEN])
     code = compile_mod.main(["--arch", "sm_80", "--kernel", "test.narrowing_store", "primer.vector_add",
                              "--jobs", "1"])
     captured = capsys.readouterr()
@@ -111,11 +123,12 @@ def test_cli_exit_code_1_and_error_when_a_kernel_fails(monkeypatch, capsys):
 
 
 def test_cli_unknown_kernel_and_list(capsys):
+    specs = all_kernel_specs()
     assert compile_mod.main(["--kernel", "primer.nope"]) == 2
     assert "primer.nope" in capsys.readouterr().err
     assert compile_mod.main(["--list"]) == 0
     listed = capsys.readouterr().out.split()
-    assert listed == [s.name for s in all_kernel_specs()]
+    assert listed == [s.name for s in specs]
 
 
 def test_missing_tileiras_gives_an_actionable_message(monkeypatch, capsys):
@@ -251,10 +264,10 @@ def test_the_b8_kernels_fit_their_occupancy_without_spilling():
     stack frame, the whole-chunk scan at occupancy 3 80 registers and no stack. A compiler change that spills
     here would cost far more than it shows in a correctness test. The stage's plain form (dt re-derived per
     element of the x tile, no StateForm) with the same tiles and hint spills, so the check can fail."""
-    from mamba2_tutorial.compile import compile_cubin
-    from mamba2_tutorial.cubin_info import cubin_resources
     from mamba2_tutorial.fast.specs import shipped_specs
     from mamba2_tutorial.fast.state_fused import KD
+    from mamba2_tutorial.runtime.compile import compile_cubin
+    from mamba2_tutorial.runtime.cubin_info import cubin_resources
 
     by_name = {s.name: s for s in shipped_specs()}
     state = by_name["fast.h200.bfloat16.large.one-tile.qge256.chunk_state_passing_kernel"]
@@ -270,8 +283,8 @@ def test_the_b8_kernels_fit_their_occupancy_without_spilling():
 
 
 def test_cubin_resources_reads_a_real_cubin_and_rejects_other_bytes():
-    from mamba2_tutorial.compile import compile_cubin
-    from mamba2_tutorial.cubin_info import cubin_resources
+    from mamba2_tutorial.runtime.compile import compile_cubin
+    from mamba2_tutorial.runtime.cubin_info import cubin_resources
 
     spec = kernel_spec("primer.vector_add")
     res = cubin_resources(compile_cubin(spec.kernel, spec.make_args()[1]))
@@ -284,8 +297,7 @@ def test_cubin_resources_reads_a_real_cubin_and_rejects_other_bytes():
 def test_the_quick_plan_covers_every_kernel_on_every_arch_and_every_spec_on_hopper():
     """What `make test` compiles: every spec for sm_90, one spec of each kernel function for the other
     architectures, no (spec, arch) pair twice; the whole matrix stays `make compile`'s."""
-    from mamba2_tutorial.compile import DEFAULT_ARCHS, PRIMARY_ARCH, quick_plan, representative_specs
-    from mamba2_tutorial.kernels import all_kernel_specs
+    from mamba2_tutorial.runtime.compile import DEFAULT_ARCHS, PRIMARY_ARCH, quick_plan, representative_specs
 
     specs = all_kernel_specs()
     plan = quick_plan(specs)

@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import pytest
 
-from mamba2_tutorial.compile import DEFAULT_ARCHS, PRIMARY_ARCH, compile_specs, format_table, quick_plan
+from mamba2_tutorial.runtime.compile import (
+    DEFAULT_ARCHS,
+    PRIMARY_ARCH,
+    compile_specs,
+    format_table,
+    quick_plan,
+)
 
 PARTS = [(arch, part) for arch in DEFAULT_ARCHS
          for part in (("taught", "fast") if arch == PRIMARY_ARCH else ("all",))]
@@ -28,7 +34,7 @@ def _part(spec, part: str) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize(("arch", "part"), PARTS)
 def test_every_kernel_compiles(arch, part):
-    from mamba2_tutorial.kernels import all_kernel_specs
+    from mamba2_tutorial import all_kernel_specs
 
     pairs = [(spec, a) for spec, a in quick_plan(all_kernel_specs()) if a == arch and _part(spec, part)]
     assert pairs
@@ -41,7 +47,7 @@ def test_every_kernel_compiles(arch, part):
 
 
 def test_the_parts_cover_the_quick_plan_once():
-    from mamba2_tutorial.kernels import all_kernel_specs
+    from mamba2_tutorial import all_kernel_specs
 
     plan = [(spec.name, arch) for spec, arch in quick_plan(all_kernel_specs())]
     covered = [(spec.name, arch) for arch, part in PARTS for spec, a in quick_plan(all_kernel_specs())

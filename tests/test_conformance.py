@@ -15,8 +15,8 @@ import cuda.tile as ct
 import pytest
 import torch
 
-from mamba2_tutorial.backends import launch
-from mamba2_tutorial.checks import assert_close
+from mamba2_tutorial.lessons.checks import assert_close
+from mamba2_tutorial.runtime.backends import launch
 
 PM = ct.PaddingMode
 ZERO = PM.ZERO

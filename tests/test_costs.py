@@ -1,4 +1,5 @@
-"""The FLOP and memory formulas of mamba2_tutorial.costs: growth rates, padding, groups, consistency."""
+"""The FLOP and memory formulas of mamba2_tutorial.lessons.costs: growth rates, padding, groups,
+consistency."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 import pytest
 
-from mamba2_tutorial import costs
+from mamba2_tutorial.lessons import costs
 
 DIMS = dict(batch=2, nheads=6, headdim=5, dstate=7, ngroups=3)  # distinct sizes everywhere
 Q = 16

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mamba2_tutorial import env
-from mamba2_tutorial.env import Problem, diagnose
-from mamba2_tutorial.platforms import cutile_available
+from mamba2_tutorial.lessons import env
+from mamba2_tutorial.lessons.env import Problem, diagnose
+from mamba2_tutorial.runtime.platforms import cutile_available
 
 HEALTHY = dict(
     cuda_available=True, capability=(9, 0), driver="580.95.05", gpu_name="NVIDIA H200", torch_cuda="13.0",

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from mamba2_tutorial.backends import ENV_VAR, BackendChoice, launch, select_backend
 from mamba2_tutorial.executor import block_ids, run_kernel
+from mamba2_tutorial.runtime.backends import ENV_VAR, BackendChoice, launch, select_backend
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -113,7 +113,7 @@ def test_numpy_arrays_are_accepted():
 
 
 def test_package_level_launch_is_callable_after_the_submodule_import():
-    import mamba2_tutorial.backends  # noqa: F401  (binds the submodule as a package attribute)
+    import mamba2_tutorial.runtime.backends  # noqa: F401  (binds the submodule as a package attribute)
     from mamba2_tutorial import launch as launch_from_package
 
     a, c = torch.arange(10.0), torch.zeros(10)

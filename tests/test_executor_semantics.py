@@ -518,7 +518,7 @@ COMPILE_ERRORS = [
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel,make", COMPILE_ERRORS, ids=["narrowing", "non_pow2", "vector_if", "loop"])
 def test_gpu_raises_the_same_compile_errors(kernel, make):
-    from mamba2_tutorial.backends import launch
+    from mamba2_tutorial.runtime.backends import launch
 
     with pytest.raises(ct.TileError) as on_cpu:
         launch(kernel, (1,), make(), backend="cpu")
@@ -531,7 +531,7 @@ def test_gpu_raises_the_same_compile_errors(kernel, make):
 
 @pytest.mark.gpu
 def test_cuda_tensors_on_the_cpu_backend_are_copied_back():
-    from mamba2_tutorial.backends import launch, select_backend
+    from mamba2_tutorial.runtime.backends import launch, select_backend
     assert select_backend().name == "gpu"
     a = torch.randn(300, device="cuda")
     c = torch.zeros(300, device="cuda")

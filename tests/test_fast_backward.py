@@ -14,17 +14,17 @@ import pytest
 import torch
 
 from mamba2_tutorial import reference as ref
-from mamba2_tutorial.checks import relative_error, ssd_gradients
 from mamba2_tutorial.fast import backward as fast_backward
 from mamba2_tutorial.fast.bwd_chunk import heads_per_block, launch_chunk_bwd_heads
 from mamba2_tutorial.fast.bwd_states import launch_state_grads_fused
 from mamba2_tutorial.fast.config import ChunkScan, Decay, FastConfig, Fused, Segmented
 from mamba2_tutorial.fast.forward import ssd_forward, training_stages
-from mamba2_tutorial.inputs import SSDShape, make_inputs
-from mamba2_tutorial.kernels.autograd import SSDOptions
 from mamba2_tutorial.kernels.bwd_chunk import launch_chunk_bwd
 from mamba2_tutorial.kernels.bwd_states import launch_state_grads
 from mamba2_tutorial.kernels.forward import taught_stages
+from mamba2_tutorial.lessons.checks import relative_error, ssd_gradients
+from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
+from mamba2_tutorial.runtime.autograd import SSDOptions
 
 DTYPES = (torch.float32, torch.bfloat16)
 #: (b, l, h, p, g, n, Q): distinct sizes, ragged last chunks (tiles wholly past the end), groups of 1-4 heads

@@ -16,7 +16,6 @@ import pytest
 import torch
 
 from mamba2_tutorial import reference as ref
-from mamba2_tutorial.checks import relative_error
 from mamba2_tutorial.fast import (
     TAUGHT,
     ChunkScan,
@@ -37,8 +36,9 @@ from mamba2_tutorial.fast import (
 from mamba2_tutorial.fast.forward import ssd_forward
 from mamba2_tutorial.fast.steps import STEPS, steps_for
 from mamba2_tutorial.fast.tuning import segments_for, table_names
-from mamba2_tutorial.inputs import SSDShape, make_inputs
 from mamba2_tutorial.kernels.forward import ssd_forward_taught
+from mamba2_tutorial.lessons.checks import relative_error
+from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
 
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}  # relative L2 error vs float64
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -119,6 +119,35 @@ def test_key_log2_falls_back_to_the_exact_decay_for_negative_dt():
     _check(cfg, PROBLEMS[1], torch.float32, seed=4, dt_limit=(0.002, 0.06))
 
 
+def test_a_config_is_resolved_once_per_call():
+    """``resolve`` derives what the stages launch with, in one place: key_log2 only where dt >= 0 is
+    guaranteed, kd stored by the state stage only then and never under autograd, a segmented stage's count
+    filled in from the table, and the scan told to store true states only for a segmented stage in
+    training."""
+    from mamba2_tutorial.fast.forward import resolve
+    from mamba2_tutorial.fast.tuning import with_segments
+
+    kd = CONFIGS["fused-occ2-acc-kd+chunk-bf16cb-kd"]
+    plan = resolve(kd, 2, 8, 16, "cpu", (0.0, float("inf")))
+    assert plan.key_log2 and plan.store_kd and plan.state == kd.state and not plan.store_states
+    exact = resolve(kd, 2, 8, 16, "cpu", (-0.01, 0.5))
+    assert not exact.key_log2 and not exact.store_kd and not exact.state.store_kd
+    training = resolve(kd, 2, 8, 16, "cpu", (0.0, float("inf")), training=True)
+    assert training.key_log2 and not training.store_kd and not training.state.store_kd
+    segmented = FastConfig(Segmented(tiles=(64, 128), store_kd=True), ChunkScan(decay=Decay.KEY_LOG2))
+    plan = resolve(segmented, 1, 8, 128, "cpu", (0.0, float("inf")), training=True)
+    assert plan.state.segments == segments_for(1, 8, 128, TABLE) and plan.store_states and not plan.store_kd
+    assert with_segments(segmented, 1, 8, 128, TABLE).state == dataclasses.replace(plan.state, store_kd=True)
+    assert resolve(TAUGHT, 1, 8, 128, "cpu", (0.0, float("inf"))) == (TAUGHT.state, TAUGHT.scan, False, False,
+                                                                     False)
+
+
+def test_a_segmented_config_without_a_count_runs_with_the_tables():
+    """``FastConfig(Segmented(), ChunkScan())`` (segments=None: the table's count for the problem) passed to
+    ssd_forward runs, and gives the taught path's results."""
+    _check(FastConfig(Segmented(), ChunkScan()), PROBLEMS[1], torch.bfloat16, seed=7)
+
+
 def test_float32_runs_the_taught_kernels():
     assert ssd_config(2, 4096, 8, 64, 1, 128, 256, torch.float32) == TAUGHT
 
@@ -170,6 +199,26 @@ def test_a_broken_table_is_refused(tmp_path, monkeypatch):
             tuning.load_table("h200")
     finally:
         tuning.load_table.cache_clear()
+
+
+def test_the_sm_count_has_one_source_the_gpus_description():
+    """A table's SM count is its GPU's, from ``runtime/hardware.py``: a table that states its own, or names a
+    GPU no GPUSpec describes, is refused; the CPU executor's count (the fast backward's head split) is the
+    H200's, the GPU the shipped tables are tuned on."""
+    from mamba2_tutorial.fast import tuning
+    from mamba2_tutorial.fast.bwd_chunk import heads_per_block
+    from mamba2_tutorial.runtime.hardware import H200, gpu_spec, sm_count
+
+    raw = json.loads((tuning.resources.files("mamba2_tutorial") / "data/configs/h200.json").read_text())
+    assert tuning.table_from_json("h200", raw).sms == gpu_spec(raw["gpu"]).sm_count == H200.sm_count
+    with pytest.raises(ValueError, match="not the table's to say"):
+        tuning.table_from_json("h200", {**raw, "sms": 132})
+    with pytest.raises(ValueError, match="no GPUSpec for GPU 'NVIDIA B300'"):
+        tuning.table_from_json("b300", {**raw, "gpu": "NVIDIA B300"})
+    assert sm_count(torch.device("cpu")) == sm_count("cpu") == H200.sm_count
+    # the default of the head split is that count: 24 heads, one group, a small grid
+    assert heads_per_block(24, 1, blocks_per_head=4) == heads_per_block(24, 1, blocks_per_head=4,
+                                                                        sms=sm_count("cpu"))
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -12,10 +12,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from mamba2_tutorial.compile import _parse_remarks, compile_cubin, compiler_remarks  # noqa: E402
-from mamba2_tutorial.hardware import H100_SXM, H200, KiB, MiB, cubin_launch_info, occupancy  # noqa: E402
+from mamba2_tutorial.figures.gpu import SM_GID, plot_gpu_model  # noqa: E402
 from mamba2_tutorial.kernels import primer  # noqa: E402
-from mamba2_tutorial.plots_gpu import SM_GID, plot_gpu_model  # noqa: E402
+from mamba2_tutorial.runtime.compile import _parse_remarks, compile_cubin, compiler_remarks  # noqa: E402
+from mamba2_tutorial.runtime.hardware import H100_SXM, H200, KiB, MiB, cubin_launch_info, occupancy  # noqa: E402
 
 
 def test_hopper_numbers_are_consistent():

@@ -17,8 +17,8 @@ from torch.autograd.gradcheck import GradcheckError
 from mamba2_tutorial.executor import wide_floats
 from mamba2_tutorial.fast import backward as fast_backward
 from mamba2_tutorial.fast.forward import ssd_forward
-from mamba2_tutorial.inputs import SSDShape, make_inputs
 from mamba2_tutorial.kernels.forward import ssd_forward_taught
+from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
 from mamba2_tutorial.reference import ssd_chunked
 
 FORWARDS = {"fast": ssd_forward, "taught": ssd_forward_taught}

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mamba2_tutorial import SHAPES, SSDShape, make_inputs, ssd_chunked, validate_ssd_inputs
-from mamba2_tutorial.inputs import BENCHMARK_SHAPES, get_shape
+from mamba2_tutorial.lessons.inputs import BENCHMARK_SHAPES, get_shape
 
 TINY = [name for name, s in SHAPES.items() if s.batch * s.seqlen * s.nheads * s.headdim <= 100_000]
 

@@ -14,16 +14,16 @@ import math
 import pytest
 import torch
 
-import mamba2_tutorial.backends as launch_module
+import mamba2_tutorial.runtime.backends as launch_module
 from mamba2_tutorial import reference as ref
-from mamba2_tutorial.checks import assert_close, relative_error
 from mamba2_tutorial.fast.forward import ssd_forward as ssd_forward_fast
-from mamba2_tutorial.inputs import SSDShape, make_inputs
 from mamba2_tutorial.kernels.chunk_scan import chunk_scan_fwd
 from mamba2_tutorial.kernels.chunk_state import chunk_state_fwd
 from mamba2_tutorial.kernels.forward import ssd_forward_taught as ssd_forward
 from mamba2_tutorial.kernels.forward import ssd_plan
 from mamba2_tutorial.kernels.state_passing import state_passing_fwd
+from mamba2_tutorial.lessons.checks import assert_close, relative_error
+from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
 
 # (b, l, h, p, g, n, Q): every dim distinct where possible, l mostly not a multiple of Q
 CASES = {

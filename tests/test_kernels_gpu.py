@@ -21,13 +21,13 @@ import pytest
 import torch
 
 from mamba2_tutorial import reference as ref
-from mamba2_tutorial.checks import relative_error
 from mamba2_tutorial.fast.forward import ssd_forward
-from mamba2_tutorial.inputs import SSDShape, make_inputs
 from mamba2_tutorial.kernels.chunk_scan import chunk_scan_fwd
 from mamba2_tutorial.kernels.chunk_state import chunk_state_fwd
 from mamba2_tutorial.kernels.forward import ssd_forward_taught
 from mamba2_tutorial.kernels.state_passing import state_passing_fwd
+from mamba2_tutorial.lessons.checks import relative_error
+from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
 
 pytestmark = pytest.mark.gpu
 

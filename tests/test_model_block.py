@@ -307,8 +307,8 @@ def test_plots():
     matplotlib.use("Agg")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    from mamba2_tutorial.figures.model import plot_memory, plot_training, token_labels
     from mamba2_tutorial.model.train import TrainResult
-    from mamba2_tutorial.plots_model import plot_memory, plot_training, token_labels
 
     result = TrainResult(losses=[3.0, 2.0, 1.0, 0.5], eval_steps=[2, 4], accuracies=[0.2, 0.9], seconds=1.0,
                          steps=4, cpu="cpu")

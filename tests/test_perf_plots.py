@@ -263,7 +263,7 @@ def test_the_datasheet_is_the_runs_gpus():
 
 
 def test_show_diff_is_computed_from_the_sources():
-    from mamba2_tutorial.callouts import show_diff, source_region
+    from mamba2_tutorial.lessons.callouts import show_diff, source_region
 
     d = show_diff(_before, _after)
     assert d.removed == ["def _before(a, b):", '"""Sample function for the diffs: the old way."""',

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from mamba2_tutorial import platforms
-from mamba2_tutorial.env import EnvironmentReport, diagnose
-from mamba2_tutorial.platforms import (
+from mamba2_tutorial.lessons.env import EnvironmentReport, diagnose
+from mamba2_tutorial.runtime import platforms
+from mamba2_tutorial.runtime.platforms import (
     CUTILE_MARKER,
     CuTileUnavailable,
     cutile_unavailable_message,
@@ -112,7 +112,7 @@ def test_where_the_wheels_exist_cutile_imports():
         pytest.skip(f"no cuda-tile wheels for {platforms.platform_label()}")
     assert platforms.cutile_available(), platforms.cutile_import_error()
     platforms.require_cutile()  # returns quietly
-    from mamba2_tutorial.backends import select_backend
+    from mamba2_tutorial.runtime.backends import select_backend
 
     assert select_backend().name in ("gpu", "cpu")
 
@@ -226,7 +226,8 @@ _PROBE = textwrap.dedent("""
             out[what] = "no error"
         except m2.CuTileUnavailable as exc:
             out[what] = f"CuTileUnavailable: {exc}"
-    from mamba2_tutorial import compile as compile_cli, env as env_cli
+    from mamba2_tutorial.lessons import env as env_cli
+    from mamba2_tutorial.runtime import compile as compile_cli
     runs = [("env", env_cli.main, []), ("compile_skip", compile_cli.main, ["--skip-unsupported"]),
             ("compile", compile_cli.main, [])]
     for name, main, argv in runs:

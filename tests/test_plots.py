@@ -9,8 +9,8 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from mamba2_tutorial import plots
-from mamba2_tutorial.checks import assert_close
+from mamba2_tutorial.figures import ladder as plots
+from mamba2_tutorial.lessons.checks import assert_close
 from mamba2_tutorial.reference import segsum, ssd_recurrent
 
 matplotlib.use("Agg")  # headless, as in CI (the helpers never touch pyplot anyway)
@@ -211,7 +211,7 @@ def test_decay_blocks_widget_redraws_for_each_control():
     assert list(controls["Q (chunk)"].options) == [4, 8, 16, 32]
     assert controls["A"].max < 0  # A is a decay rate: negative
     calls = []
-    import mamba2_tutorial.plots as module
+    import mamba2_tutorial.figures.ladder as module
 
     original = module.plot_decay_blocks
     module.plot_decay_blocks = lambda dA, Q, **kw: calls.append((dA.clone(), Q)) or original(dA, Q, **kw)
@@ -237,7 +237,7 @@ def test_plot_cost_curves():
     assert set(curves) == {"recurrent", "quadratic", "chunked"}
     q = curves["quadratic"].get_ydata()
     assert q[-1] / q[-2] == pytest.approx(4.0, rel=0.01)  # l²
-    from mamba2_tutorial import costs
+    from mamba2_tutorial.lessons import costs
 
     dims = dict(batch=2, nheads=6, headdim=5, dstate=7, ngroups=3, chunk_size=16)
     expected = [costs.chunked_cost(seqlen=s, **dims).flops for s in seqlens]

@@ -11,9 +11,7 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from mamba2_tutorial.inputs import SSDShape  # noqa: E402
-from mamba2_tutorial.kernels.forward import ssd_plan  # noqa: E402
-from mamba2_tutorial.plots_kernels import (  # noqa: E402
+from mamba2_tutorial.figures.kernel_tiles import (
     LOAD,
     SKIP,
     STORE,
@@ -22,6 +20,8 @@ from mamba2_tutorial.plots_kernels import (  # noqa: E402
     plot_chunk_state_tiles,
     plot_state_passing_tiles,
 )
+from mamba2_tutorial.kernels.forward import ssd_plan  # noqa: E402
+from mamba2_tutorial.lessons.inputs import SSDShape  # noqa: E402
 
 # every dim distinct, l ragged for both chunk sizes, g = 2
 SHAPE = SSDShape(2, 300, 4, 48, 2, 80, 64, "fig")

@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from mamba2_tutorial.plots_tiles import plot_matmul_tiles, plot_tile_grid, tile_grid_shape  # noqa: E402
+from mamba2_tutorial.figures.tiles import plot_matmul_tiles, plot_tile_grid, tile_grid_shape  # noqa: E402
 
 
 def _rects(ax):

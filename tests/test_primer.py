@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mamba2_tutorial.checks import assert_close
 from mamba2_tutorial.kernels.primer import matmul, row_cumsum, vector_add
+from mamba2_tutorial.lessons.checks import assert_close
 
 SEEDS = [0, 1, 2]
 
@@ -37,8 +37,8 @@ def test_vector_add_store_is_masked_past_the_end():
     n, tile = 300, 128
     a, b = _randn(n, gen=gen), _randn(n, gen=gen)
     big = torch.full((2 * tile * 3,), -7.0)
-    from mamba2_tutorial.backends import launch
     from mamba2_tutorial.kernels.primer import vector_add_kernel
+    from mamba2_tutorial.runtime.backends import launch
 
     launch(vector_add_kernel, (3, 1, 1), (a, b, big[:n], tile), backend="cpu")
     assert_close(big[:n], a + b, name="c")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from mamba2_tutorial.checks import assert_close, relative_error
+from mamba2_tutorial.lessons.checks import assert_close, relative_error
 from mamba2_tutorial.reference import (
     chunk_cumsum,
     chunk_scan,
@@ -659,7 +659,7 @@ def test_float32_default_tolerance_holds_at_model_like_dims():
     """n = 128, p = 64 (Mamba-2's dims) with z and initial states: the float32 chunked reference against the
     float64 one passes assert_close's float32 defaults (absolute errors grow with n·|terms|)."""
     from mamba2_tutorial import make_inputs
-    from mamba2_tutorial.inputs import SSDShape
+    from mamba2_tutorial.lessons.inputs import SSDShape
 
     shape = SSDShape(1, 600, 3, 64, 1, 128, 256, "model-like")
     i32 = make_inputs(shape, dtype=torch.float32, z=True, initial_states=True, dt_bias=True)

@@ -1,4 +1,5 @@
-"""Our signature derivation (``mamba2_tutorial.signature``) against cuTile's own (``ct.launch``'s C code).
+"""Our signature derivation (``mamba2_tutorial.runtime.signature``) against cuTile's own (``ct.launch``'s C
+code).
 
 The CPU executor's type check and every ahead-of-time compile (``python -m mamba2_tutorial compile``, the
 registers and stack frames in docs/perf-history.md) use our derivation; a GPU launch uses cuTile's. Where they
@@ -23,7 +24,7 @@ def _report(differences) -> str:
     for d in differences[:3]:
         lines += [f"  kernel {d['kernel']} with {d['args']}", f"    ours:   {d['ours']}",
                   f"    cutile: {d['cutile']}"]
-    lines.append("Fix mamba2_tutorial/signature.py (array_constraint) to follow cuTile's rule.")
+    lines.append("Fix mamba2_tutorial/runtime/signature.py (array_constraint) to follow cuTile's rule.")
     return "\n".join(lines)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mamba2_tutorial.tables import parse_dims, shape_table
+from mamba2_tutorial.figures.tables import parse_dims, shape_table
 
 DIMS = {"b": 2, "l": 37, "h": 6, "p": 5, "n": 7}
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mamba2_tutorial import validate_ssd_inputs
-from mamba2_tutorial.validation import SSDDims, validate_decode_inputs
+from mamba2_tutorial.runtime.validation import SSDDims, validate_decode_inputs
 
 b, l, h, p, g, n = 2, 37, 6, 5, 3, 7  # every size distinct
 

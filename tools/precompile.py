@@ -4,10 +4,10 @@ cuTile's disk cache.
 cuTile compiles each kernel signature the first time it is launched (``tileiras``: seconds to minutes per
 signature), one after another. A run that meets dozens of signatures (the benchmark's shapes, its per-stage
 timings, the staged steps, the GPU tests) spends most of its time compiling. This tool records those launches
-without running them (``mamba2_tutorial.kernels._host._RECORDER``: each launch's kernel, hint and arguments
+without running them (``mamba2_tutorial.runtime.launch.recording``: each launch's kernel, hint and arguments
 are kept, nothing executes), derives each one's signature as ``ct.launch`` does
-(``mamba2_tutorial.signature``), and compiles the distinct ones with ``--jobs`` processes into the cache
-that ``ct.launch`` looks up first (``CUDA_TILE_CACHE_DIR``, else cuTile's default). The run that follows
+(``mamba2_tutorial.runtime.signature``), and compiles the distinct ones with ``--jobs`` processes into the
+cache that ``ct.launch`` looks up first (``CUDA_TILE_CACHE_DIR``, else cuTile's default). The run that follows
 finds them there.
 
 Typical use, on a GPU node (also one without network access: nothing here downloads anything)::
@@ -60,19 +60,16 @@ class Launch:
 def recording():
     """Inside the block every kernel launch is recorded (a :class:`Launch` appended to the yielded list),
     not run."""
-    from mamba2_tutorial.kernels import _host
-    from mamba2_tutorial.signature import kernel_signature
+    from mamba2_tutorial.runtime.launch import recording as record_launches
+    from mamba2_tutorial.runtime.signature import kernel_signature
 
     seen: list[Launch] = []
 
     def record(kernel, grid, args):
         seen.append(Launch(kernel, kernel_signature(kernel, args)))
 
-    saved, _host._RECORDER = _host._RECORDER, record
-    try:
+    with record_launches(record):
         yield seen
-    finally:
-        _host._RECORDER = saved
 
 
 def bench_launches(device: str) -> list[Launch]:
@@ -112,8 +109,8 @@ def train_launches(device: str) -> list[Launch]:
     import torch
 
     from mamba2_tutorial.fast.forward import ssd_forward
-    from mamba2_tutorial.inputs import BENCHMARK_SHAPES, get_shape, make_inputs
     from mamba2_tutorial.kernels.forward import ssd_forward_taught
+    from mamba2_tutorial.lessons.inputs import BENCHMARK_SHAPES, get_shape, make_inputs
     from mamba2_tutorial.perf.bench_train import CHECK_LEN, GRADS
 
     backend = "gpu" if device == "cuda" else "cpu"
@@ -144,17 +141,19 @@ def pytest_launches(pytest_args: list[str]) -> list[Launch]:
     the launches are kept."""
     import pytest
 
-    from mamba2_tutorial.kernels import _host
-    from mamba2_tutorial.signature import kernel_signature
+    from mamba2_tutorial.runtime.launch import recording as record_launches
+    from mamba2_tutorial.runtime.signature import kernel_signature
 
     seen: list[Launch] = []
 
     class Recorder:
         def pytest_runtest_setup(self, item):
-            _host._RECORDER = lambda k, grid, args: seen.append(Launch(k, kernel_signature(k, args)))
+            self.block = record_launches(
+                lambda k, grid, args: seen.append(Launch(k, kernel_signature(k, args))))
+            self.block.__enter__()
 
         def pytest_runtest_teardown(self, item):
-            _host._RECORDER = None
+            self.block.__exit__(None, None, None)
 
     pytest.main(["-q", "-o", "addopts=", "-p", "no:cacheprovider", "--no-header", *pytest_args],
                 plugins=[Recorder()])

@@ -12,7 +12,7 @@ How it differs from the GPU (on purpose, or because a sequential CPU cannot tell
 
 - Narrow-float accumulations (``sum``/``cumsum`` of float16/bfloat16, ``mma`` into a float16 accumulator,
   ``@`` on float16) are computed in float32 and rounded once, so the CPU is slightly MORE accurate than the
-  GPU: compare with dtype-aware tolerances (``mamba2_tutorial.checks.assert_close``).
+  GPU: compare with dtype-aware tolerances (``mamba2_tutorial.lessons.checks.assert_close``).
 - Rounding-mode hints are accepted and ignored (round to nearest even). ``flush_to_zero`` is emulated on the
   float32 math functions (``exp2``, ``exp``, ...: subnormal inputs and results become 0, as on the GPU) and
   ignored elsewhere (subnormals kept); ``latency``, ``allow_tma``, memory order and scope are accepted and

@@ -8,7 +8,8 @@ kernel on probe inputs that switch one term off, undo one mistake, or make the a
 (:mod:`._experiments`). Otherwise the hint says where the wrong elements are. The cuTile exercises come in two
 tiers, guided (``notebooks/exercises/``) and open (``notebooks/exercises/open/``), with one check each. On
 success a check prints what was tested. The cuTile checks launch the kernel through
-:func:`mamba2_tutorial.backends.launch` on the GPU when one is usable, and always on the CPU tile executor.
+:func:`mamba2_tutorial.runtime.backends.launch` on the GPU when one is usable, and always on the CPU tile
+executor.
 
 Help comes in tiers, after a failed check: :func:`hint` (``hint(1)``) repeats the first hint, ``hint(2)``
 prints a step-by-step recipe, and :func:`show_solution` prints the worked answer, only when asked.

@@ -2,8 +2,8 @@
 
 A check runs the learner's function on hidden cases (distinct sizes in every dimension, ragged lengths,
 several seeds, extreme decay, low precision) and compares with :mod:`mamba2_tutorial.reference` through
-:func:`mamba2_tutorial.checks.assert_close`. On a wrong answer it raises :class:`ExerciseFailed` naming the
-case, the error, the first wrong element, where the wrong elements are, and a hint.
+:func:`mamba2_tutorial.lessons.checks.assert_close`. On a wrong answer it raises :class:`ExerciseFailed`
+naming the case, the error, the first wrong element, where the wrong elements are, and a hint.
 
 A hint names a cause only once a check has confirmed it:
 
@@ -230,7 +230,7 @@ def compare(
     dimensions).
     """
     __tracebackhide__ = True
-    from mamba2_tutorial.checks import assert_close
+    from mamba2_tutorial.lessons.checks import assert_close
 
     if not isinstance(actual, torch.Tensor):
         raise fail(
@@ -387,7 +387,7 @@ def kernel_backends() -> list[tuple[str, str, str]]:
     The executor fills UNDETERMINED padding with NaN, so a kernel that relies on whatever a GPU happens to
     read past the end of an array (often zeros) fails on every machine, not only on laptops.
     """
-    from mamba2_tutorial.backends import select_backend
+    from mamba2_tutorial.runtime.backends import select_backend
 
     choice = select_backend("auto")
     if choice.name != "gpu":
@@ -415,7 +415,7 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
     A compile or runtime error becomes an ExerciseFailed naming the case and the backend.
     """
     __tracebackhide__ = True
-    from mamba2_tutorial.backends import launch
+    from mamba2_tutorial.runtime.backends import launch
 
     try:
         launch(kernel, grid, args, backend=backend)

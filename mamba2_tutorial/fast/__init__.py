@@ -20,6 +20,8 @@ add a variant.
 
 from __future__ import annotations
 
+from .. import kernels  # noqa: F401  (the taught kernels' modules register first; the fast path's follow)
+from ..runtime.specs import register_spec_modules
 from .config import (
     TAUGHT,
     ChunkScan,
@@ -36,6 +38,12 @@ from .config import (
 )
 from .tuning import load_table, problem_class, ssd_config
 
-__all__ = ["TAUGHT", "ChunkScan", "Decay", "FastConfig", "Fused", "PlainScan", "Segmented", "SharedScan",
-           "StateForm", "Unfused", "config_from_json", "config_to_json", "load_table", "problem_class",
-           "ssd_config"]
+#: modules of this package whose SPECS the compile check covers: the kernels the shipped configs launch
+#: (``specs.py``) and the fast backward's
+SPEC_MODULES: tuple[str, ...] = ("specs", "bwd_states", "bwd_chunk")
+
+register_spec_modules(*(f"{__name__}.{module}" for module in SPEC_MODULES))
+
+__all__ = ["SPEC_MODULES", "TAUGHT", "ChunkScan", "Decay", "FastConfig", "Fused", "PlainScan", "Segmented",
+           "SharedScan", "StateForm", "Unfused", "config_from_json", "config_to_json", "load_table",
+           "problem_class", "ssd_config"]

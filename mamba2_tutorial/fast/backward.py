@@ -21,7 +21,8 @@ import torch
 
 from ..kernels.backward import SSDGrads, ssd_backward_taught
 from ..kernels.bwd_states import launch_state_grads
-from .bwd_chunk import DEFAULT_SMS, ChunkBwdHeads, sm_count
+from ..runtime.hardware import H200, sm_count
+from .bwd_chunk import ChunkBwdHeads
 from .bwd_states import launch_state_grads_fused, state_grads_fused_plan
 
 __all__ = ["MIN_FUSED_BLOCKS_PER_SM", "OVERLAP", "kernel_stages", "ssd_backward_fast", "state_grads_stage",
@@ -34,7 +35,7 @@ MIN_FUSED_BLOCKS_PER_SM = 1
 
 
 def uses_fused_state_grads(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
-                           sms: int = DEFAULT_SMS) -> bool:
+                           sms: int = H200.sm_count) -> bool:
     """Whether the fast backward runs the fused state stage on a GPU of ``sms`` SMs (else the taught kernels
     1 and 2)."""
     grid = state_grads_fused_plan(b, l, h, p, n, Q, dtype).grid

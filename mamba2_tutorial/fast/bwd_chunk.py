@@ -30,15 +30,16 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, launch, next_power_of_two, placeholder
+from ..kernels._host import LaunchPlan, allocate, cdiv, next_power_of_two, placeholder
 from ..kernels.bwd_chunk import decay_tile, decay_tile_transposed, load_positions, load_rows
 from ..kernels.chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, d_mode
 from ..kernels.chunk_state import LOG2E
-from ..kernels.spec import KernelSpec
+from ..runtime.hardware import H200, sm_count
+from ..runtime.launch import launch
+from ..runtime.specs import KernelSpec
 
 __all__ = ["SPECS", "ChunkBwdHeads", "bwd_cb_kernel", "chunk_bwd_dc_heads_kernel",
-           "chunk_bwd_dx_heads_kernel", "chunk_bwd_heads_plan", "heads_per_block", "launch_chunk_bwd_heads",
-           "sm_count"]
+           "chunk_bwd_dx_heads_kernel", "chunk_bwd_heads_plan", "heads_per_block", "launch_chunk_bwd_heads"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -234,12 +235,9 @@ OCCUPANCY = 2
 #: fewest waves of blocks (SMs × OCCUPANCY blocks each) the head-walking grid should make: on a small problem
 #: fewer heads per block keep every SM busy, instead of a few SMs walking many heads
 MIN_WAVES = 2
-#: SMs assumed when no GPU says (the CPU executor): an H100 or H200 SXM, so both tiers pick the same split
-DEFAULT_SMS = 132
-
 
 def heads_per_block(h: int, g: int, cap: int = MAX_HEADS_PER_BLOCK, *, blocks_per_head: int = 0,
-                    sms: int = DEFAULT_SMS, occupancy: int | None = OCCUPANCY) -> int:
+                    sms: int = H200.sm_count, occupancy: int | None = OCCUPANCY) -> int:
     """How many heads of one group a block walks: the largest divisor of the group size h / g that is at
     most ``cap`` and, given ``blocks_per_head`` (the grid's other dimensions, (Q / T) · b · nchunks), still
     makes :data:`MIN_WAVES` waves of blocks (``occupancy`` per SM) on ``sms`` SMs; where none does, 1 (the
@@ -249,18 +247,6 @@ def heads_per_block(h: int, g: int, cap: int = MAX_HEADS_PER_BLOCK, *, blocks_pe
     wave = sms * (occupancy or 1)
     enough = [d for d in divisors if not blocks_per_head or blocks_per_head * (h // d) >= MIN_WAVES * wave]
     return max(enough, default=1)
-
-
-def sm_count(device: torch.device) -> int:
-    """The SMs of ``device``'s GPU; :data:`DEFAULT_SMS` for the CPU executor."""
-    if device.type == "cuda":
-        return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
-    return DEFAULT_SMS
-
-
-@functools.lru_cache(maxsize=16)
-def _cuda_sms(index: int) -> int:              # asked once per GPU: launches are on the host's hot path
-    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 @functools.lru_cache(maxsize=256)

@@ -20,10 +20,11 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, launch, placeholder, tile_size
+from ..kernels._host import LaunchPlan, allocate, cdiv, placeholder, tile_size
 from ..kernels.chunk_state import LOG2E
-from ..kernels.spec import KernelSpec
 from ..kernels.state_passing import initial_state_tile
+from ..runtime.launch import launch
+from ..runtime.specs import KernelSpec
 
 __all__ = ["SPECS", "launch_state_grads_fused", "state_grads_fused_kernel", "state_grads_fused_plan"]
 

@@ -18,7 +18,8 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, launch, next_power_of_two
+from ..kernels._host import LaunchPlan, allocate, cdiv, next_power_of_two
+from ..runtime.launch import launch
 from .state_fused import key_log2
 
 __all__ = ["KEY_LOG2_ROWS", "chunk_cb_kernel", "chunk_cb_plan", "key_log2_kernel", "launch_chunk_cb",

@@ -25,9 +25,10 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, launch, placeholder
+from ..kernels._host import LaunchPlan, allocate, cdiv, placeholder
 from ..kernels.chunk_scan import chunk_scan_tiles, d_mode, store_output
 from ..kernels.chunk_state import LOG2E
+from ..runtime.launch import launch
 from ._scan_parts import entering_state_T, inter_chunk_heads
 from .chunk_cb import launch_chunk_cb, launch_key_log2
 

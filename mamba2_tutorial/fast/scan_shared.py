@@ -14,9 +14,10 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, launch, placeholder
+from ..kernels._host import LaunchPlan, allocate, cdiv, placeholder
 from ..kernels.chunk_scan import chunk_scan_tiles, d_mode, store_output
 from ..kernels.chunk_state import LOG2E
+from ..runtime.launch import launch
 from ._scan_parts import inter_chunk_heads
 
 __all__ = ["chunk_scan_shared_kernel", "launch_scan_shared", "scan_shared_plan"]

@@ -33,8 +33,9 @@ from typing import NamedTuple
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, launch
+from ..kernels._host import LaunchPlan, allocate, cdiv
 from ..kernels.state_passing import launch_state_passing
+from ..runtime.launch import launch
 from .state_fused import chunk_local_state, chunk_state_passing_tiles, head_scalars, state_args
 
 __all__ = ["SegmentCarry", "chunk_state_segments_kernel", "launch_chunk_state_segments", "segment_layout",

@@ -3,22 +3,20 @@
 For every problem class of every shipped tuning table, a small problem of that class (its dtype and chunk
 size, the layout's p, n and length) runs ``ssd_forward`` with the class's config, and the forward as training
 runs it (``training_stages``; specs named ``...train...``), through the launch recorder
-(``kernels._host._RECORDER``): nothing executes, and each launch's kernel, compiler hint, grid and arguments
+(``runtime.launch.recording``): nothing executes, and each launch's kernel, compiler hint, grid and arguments
 are kept. Distinct (kernel, hint, argument signature) launches become :class:`KernelSpec` entries, so that
 ``python -m mamba2_tutorial compile`` compiles what a user can launch, and nothing no config runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import torch
 
-from ..kernels import _host
-from ..kernels.spec import KernelSpec
-from .config import Segmented
-from .tuning import load_table, segments_for, table_names
+from ..runtime.launch import recording
+from ..runtime.specs import KernelSpec
+from .tuning import load_table, table_names, with_segments
 
 __all__ = ["SPECS", "shipped_specs"]
 
@@ -57,7 +55,7 @@ def _variant(kernel, args) -> tuple:
 def _training_forward(inp: dict, cfg) -> None:
     """The forward's kernels as training launches them (``training_stages``: the fused state stage keeps dt,
     the segmented one's scan stores the true entering states)."""
-    from ..kernels.autograd import SSDOptions
+    from ..runtime.autograd import SSDOptions
     from .forward import training_stages
 
     stages = training_stages(cfg)
@@ -74,22 +72,15 @@ def shipped_specs() -> tuple[KernelSpec, ...]:
     for table_name in table_names():
         table = load_table(table_name)
         for key in sorted(table.classes):
-            cfg = table.config(key)
             inp = _problem(key)
-            if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
-                b, l, h = inp["x"].shape[:3]
-                segments = segments_for(b, h, -(-l // inp["chunk_size"]), table)
-                cfg = dataclasses.replace(cfg, state=dataclasses.replace(cfg.state, segments=segments))
+            b, l, h = inp["x"].shape[:3]
+            cfg = with_segments(table.config(key), b, h, -(-l // inp["chunk_size"]), table)
             runs = (("", lambda inp=inp, cfg=cfg: ssd_forward(**inp, backend="cpu", config=cfg)),
                     (".train", lambda inp=inp, cfg=cfg: _training_forward(inp, cfg)))
             for suffix, run in runs:
                 launches: list = []
-                previous = _host._RECORDER
-                _host._RECORDER = lambda kernel, grid, args, seen=launches: seen.append((kernel, grid, args))
-                try:
+                with recording(lambda kernel, grid, args, seen=launches: seen.append((kernel, grid, args))):
                     run()
-                finally:
-                    _host._RECORDER = previous
                 for kernel, grid, args in launches:
                     base = kernel._pyfunc.__name__
                     ident = _variant(kernel, args)
@@ -102,7 +93,7 @@ def shipped_specs() -> tuple[KernelSpec, ...]:
 
 
 class _LazySpecs:
-    """``SPECS`` for :func:`mamba2_tutorial.kernels.all_kernel_specs`, built on first use."""
+    """``SPECS`` for :func:`mamba2_tutorial.runtime.specs.all_kernel_specs`, built on first use."""
 
     def __iter__(self):
         return iter(shipped_specs())

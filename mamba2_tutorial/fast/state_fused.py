@@ -23,9 +23,10 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, launch, placeholder, tile_size
+from ..kernels._host import LaunchPlan, allocate, cdiv, placeholder, tile_size
 from ..kernels.chunk_state import LOG2E, chunk_state_tiles, process_dt
 from ..kernels.state_passing import initial_state_tile
+from ..runtime.launch import launch
 from .config import StateForm
 
 __all__ = ["chunk_local_state", "chunk_state_passing_kernel", "chunk_state_passing_plan",

@@ -30,10 +30,11 @@ from importlib import resources
 
 import torch
 
+from ..runtime.hardware import gpu_spec
 from .config import FastConfig, Segmented, config_from_json
 
 __all__ = ["DEFAULT_TABLE", "TuningTable", "load_table", "problem_class", "segments_for", "ssd_config",
-           "table_for_device", "table_names"]
+           "table_for_device", "table_from_json", "table_names", "with_segments"]
 
 #: the table used where no table names the GPU (and on the CPU executor)
 DEFAULT_TABLE = "h200"
@@ -46,7 +47,7 @@ class TuningTable:
 
     name: str                         # file stem, e.g. "h200"
     gpu: str                          # torch.cuda.get_device_name() of the GPU it was measured on
-    sms: int
+    sms: int                          # the GPU's SM count (runtime.hardware), not a number of the table
     large_work: int
     long_loop_chunks: int
     segment_waves: int
@@ -76,7 +77,12 @@ def load_table(name: str = DEFAULT_TABLE) -> TuningTable:
     path = resources.files("mamba2_tutorial") / "data" / "configs" / f"{name}.json"
     if not path.is_file():
         raise ValueError(f"no tuning table {name!r}; the shipped ones are {table_names()}")
-    raw = json.loads(path.read_text())
+    return table_from_json(name, json.loads(path.read_text()))
+
+
+def table_from_json(name: str, raw: dict) -> TuningTable:
+    """A table from its JSON (``raw``), checked as :func:`load_table` describes; ``name`` names it in errors.
+    The SM count is the table's GPU's (:func:`mamba2_tutorial.runtime.hardware.gpu_spec`)."""
     where = f"tuning table {name}.json"
     configs = {}
     for cname, value in raw["configs"].items():
@@ -95,7 +101,14 @@ def load_table(name: str = DEFAULT_TABLE) -> TuningTable:
         raise ValueError(f"{where}: classes name configs it does not define {dangling}; configs no class "
                          f"uses {unused}")
     rules = raw["rules"]
-    return TuningTable(name, raw["gpu"], int(raw["sms"]), int(rules["large_work"]),
+    if "sms" in raw:
+        raise ValueError(f"{where}: the SM count is not the table's to say: it is the GPU's "
+                         "(mamba2_tutorial.runtime.hardware), found by the table's 'gpu'")
+    try:
+        sms = gpu_spec(raw["gpu"]).sm_count
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return TuningTable(name, raw["gpu"], sms, int(rules["large_work"]),
                        int(rules["long_loop_chunks"]), int(rules["segment_waves"]),
                        int(rules["min_segment_chunks"]), configs, classes)
 
@@ -137,6 +150,15 @@ def segments_for(b: int, h: int, nchunks: int, table: TuningTable) -> int:
     return segments
 
 
+def with_segments(cfg: FastConfig, b: int, h: int, nchunks: int, table: TuningTable) -> FastConfig:
+    """``cfg`` with a segmented stage's ``segments=None`` ("the table's count for the problem") filled in by
+    :func:`segments_for`; any other config as it is. The one place the count is filled in."""
+    if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
+        state = dataclasses.replace(cfg.state, segments=segments_for(b, h, nchunks, table))
+        return dataclasses.replace(cfg, state=state)
+    return cfg
+
+
 def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype,
                device: torch.device | str = "cpu") -> FastConfig:
     """The config ``ssd_forward`` runs for this problem on ``device``: the table's config of its class, with a
@@ -145,8 +167,4 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
     key = problem_class(b, l, h, p, n, Q, dtype, table)
     if key is None:
         return FastConfig()
-    cfg = table.config(key)
-    if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
-        state = dataclasses.replace(cfg.state, segments=segments_for(b, h, -(-l // Q), table))
-        cfg = dataclasses.replace(cfg, state=state)
-    return cfg
+    return with_segments(table.config(key), b, h, -(-l // Q), table)

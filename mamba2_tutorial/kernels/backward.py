@@ -23,7 +23,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._host import resolve_backend, strided_ok, widen
+from ..runtime.launch import resolve_backend, widen
+from ._host import strided_ok
 from .bwd_chunk import launch_chunk_bwd
 from .bwd_states import launch_state_grads
 from .chunk_state import SOFTPLUS_THRESHOLD
@@ -66,12 +67,13 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     The forward's inputs x, dt, A, B, C, D, z, dt_bias, initial_states and options as given to it; and what
     its kernels 1 and 2 computed: ``dt_out`` and ``dA_cumsum`` (b, h, nchunks, Q) float32, and
     ``chunk_init_states`` (b, nchunks, h, p, n), the state entering each chunk. With the gate z, ``y`` is the
-    output before the gate (b, l, h, p). :class:`mamba2_tutorial.autograd` calls this from ``backward``.
+    output before the gate (b, l, h, p). The autograd Function (:mod:`mamba2_tutorial.runtime.autograd`) calls
+    this from ``backward``.
 
     ``kernel_stages`` replaces kernels 1-4 (``launch_state_grads``, then ``launch_chunk_bwd``) with a
     function ``(dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_states, D, where, poison) ->
-    (launch_state_grads' results, launch_chunk_bwd's results)``: the fast path passes its own
-    (``fast/backward.py``), which orders its kernels its own way. The host steps around them are the same.
+    (launch_state_grads' results, launch_chunk_bwd's results)``: other backward kernels of the same contracts,
+    launched in their own order. The host steps around them are the same.
     """
     where = resolve_backend(backend, x)
     b, l, h, p = x.shape
@@ -107,9 +109,9 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     ddt_proc = ddt_proc.permute(0, 2, 3, 1).reshape(b, nchunks * Q, h)[:, :l]        # (b, l, h)
     ddt, ddt_bias = dt_backward(ddt_proc, dt, dt_bias, dt_softplus, dt_limit)
 
-    # y += D x: dD = sum dy ∘ x. The fast path's kernel 3 sums it from the dy it reads, but where that dy was
-    # rounded to x's dtype (after the gate, say) the rounding errors do not cancel the way the terms do: dD
-    # is then summed here from the float32 dy, as exact as mamba_ssm's.
+    # y += D x: dD = sum dy ∘ x. A kernel 3 of ``kernel_stages`` may sum it from the dy it reads, but where
+    # that dy was rounded to x's dtype (after the gate, say) the rounding errors do not cancel the way the
+    # terms do: dD is then summed here from the float32 dy, as exact as mamba_ssm's.
     if D is not None and (dD is None or dy_wide.dtype != dy.dtype):
         xy = widen(dy_wide) * widen(x)
         dD = xy.sum((0, 1, 3)) if D.ndim == 1 else xy.sum((0, 1))

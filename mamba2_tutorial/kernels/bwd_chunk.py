@@ -36,8 +36,7 @@ Both rebuild CB, dM and L tile by tile on the tensor cores instead of reading th
 matrix per chunk and head would be b·l·h·Q floats). Each block walks one row of (T × T) tiles of the causal
 triangle: kernel 3 the tiles below its keys (built transposed, keys as rows, because it multiplies by Mᵀ and
 dCBᵀ), kernel 4 the tiles left of its rows. dB and dC come out per head (float32); the host sums the heads
-that share a group. (The fast path, ``fast/bwd_chunk.py``, reads C Bᵀ computed once per group and sums the
-heads in the block.)
+that share a group.
 
     grid = (Q / T,  b · nchunks,  h)      T = 64 (32 for float32); a block holds all of p and n
 
@@ -52,10 +51,11 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ._host import LaunchPlan, allocate, cdiv, launch, next_power_of_two, placeholder
+from ..runtime.launch import launch
+from ..runtime.specs import KernelSpec
+from ._host import LaunchPlan, allocate, cdiv, next_power_of_two, placeholder
 from .chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, d_mode
 from .chunk_state import LOG2E
-from .spec import KernelSpec
 
 __all__ = ["SPECS", "chunk_bwd_dc_kernel", "chunk_bwd_dx_kernel", "chunk_bwd_plan", "launch_chunk_bwd"]
 

@@ -32,9 +32,10 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ._host import LaunchPlan, allocate, cdiv, launch, placeholder
+from ..runtime.launch import launch
+from ..runtime.specs import KernelSpec
+from ._host import LaunchPlan, allocate, cdiv, placeholder
 from .chunk_state import LOG2E, chunk_state_plan
-from .spec import KernelSpec
 from .state_passing import initial_state_tile, state_passing_plan
 
 __all__ = ["SPECS", "chunk_dstates_kernel", "launch_state_grads", "state_passing_bwd_kernel"]

@@ -45,19 +45,10 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ._host import (
-    LaunchPlan,
-    allocate,
-    cdiv,
-    launch,
-    next_power_of_two,
-    placeholder,
-    resolve_backend,
-    strided_ok,
-    tile_size,
-)
+from ..runtime.launch import launch, resolve_backend
+from ..runtime.specs import KernelSpec
+from ._host import LaunchPlan, allocate, cdiv, next_power_of_two, placeholder, strided_ok, tile_size
 from .chunk_state import LOG2E
-from .spec import KernelSpec
 
 __all__ = ["D_NONE", "D_PER_CHANNEL", "D_PER_HEAD", "SPECS", "chunk_scan_fwd", "chunk_scan_kernel",
            "chunk_scan_plan", "chunk_scan_tiles", "d_mode", "launch_chunk_scan", "silu", "store_output"]
@@ -198,7 +189,7 @@ def chunk_scan_fwd(x, dt_out, dA_cumsum, C, B, chunk_init_states, *, D=None, z=N
     x (b, l, h, p), dt_out and dA_cumsum (b, h, nchunks, Q) float32 (kernel 1), C and B (b, l, g, n),
     chunk_init_states (b, nchunks, h, p, n) float32 or x's dtype (kernel 2), D (h,) or (h, p), z (b, l, h, p).
     """
-    from mamba2_tutorial.validation import validate_chunk_scan_inputs
+    from mamba2_tutorial.runtime.validation import validate_chunk_scan_inputs
 
     validate_chunk_scan_inputs(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z)
     x, dt_out, dA_cumsum, C, B, chunk_init_states = (

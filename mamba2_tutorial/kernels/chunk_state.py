@@ -36,19 +36,10 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ._host import (
-    LaunchPlan,
-    allocate,
-    cdiv,
-    check_chunk_size,
-    check_kernel_dtype,
-    launch,
-    placeholder,
-    resolve_backend,
-    strided_ok,
-    tile_size,
-)
-from .spec import KernelSpec
+from ..runtime.launch import launch, resolve_backend
+from ..runtime.specs import KernelSpec
+from ..runtime.validation import check_kernel_chunk_size, check_kernel_dtype
+from ._host import LaunchPlan, allocate, cdiv, placeholder, strided_ok, tile_size
 
 __all__ = ["LOG2E", "SPECS", "chunk_state_fwd", "chunk_state_kernel", "chunk_state_plan", "chunk_state_tiles",
            "launch_chunk_state", "log1p", "process_dt"]
@@ -164,7 +155,8 @@ def chunk_state_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torc
 def launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, backend, poison=False,
                        occupancy=None):
     """Allocate the outputs and launch :data:`chunk_state_kernel`; no argument checks.
-    ``occupancy``: blocks per SM the GPU compiler budgets for (the fast path sets it; None: its choice)."""
+    ``occupancy``: blocks per SM the GPU compiler budgets for (:func:`~mamba2_tutorial.runtime.launch.hinted`;
+    None: the compiler's choice). A hint changes speed only, never results."""
     b, l, h, p = x.shape
     g, n = B.shape[2], B.shape[3]
     Q = chunk_size
@@ -191,11 +183,11 @@ def chunk_state_fwd(x, dt, A, B, chunk_size, *, dt_bias=None, dt_softplus=False,
     states (b, nchunks, h, p, n) float32. The same results as ``reference.chunk_cumsum`` followed by
     ``reference.chunk_state``. ``_poison`` (tests only) fills the outputs with NaN before the launch.
     """
-    from mamba2_tutorial.validation import validate_ssd_inputs
+    from mamba2_tutorial.runtime.validation import validate_ssd_inputs
 
     validate_ssd_inputs(x, dt, A, B, B, chunk_size=chunk_size, dt_bias=dt_bias, dt_limit=dt_limit)
     check_kernel_dtype("x", x)
-    check_chunk_size(chunk_size)
+    check_kernel_chunk_size(chunk_size)
     x, dt, A, B, dt_bias = (strided_ok(t) for t in (x, dt, A, B, dt_bias))
     where = resolve_backend(backend, x)
     return launch_chunk_state(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, where, _poison)

@@ -1,9 +1,8 @@
 """``ssd_forward_taught``: the Mamba-2 SSD forward pass as the three taught kernels, one launch each.
 
 This is what notebooks 05-08 build: kernel 1 (chunk state), kernel 2 (state passing), kernel 3 (chunk scan),
-run one after the other. It takes the same arguments as mamba_ssm's ``mamba_chunk_scan_combined`` and
-returns the same results as :func:`mamba2_tutorial.ssd_forward`, the tuned drop-in (``mamba2_tutorial.fast``),
-which runs faster kernels of the same math; a test keeps the two equal.
+run one after the other. It takes the same arguments as mamba_ssm's ``mamba_chunk_scan_combined``, and
+its results are the ones any faster kernels of the same math must return.
 
     dt_out, dA_cumsum, states = launch_chunk_state(...)     kernel 1   per (chunk, head): parallel
     chunk_init_states, final  = launch_state_passing(...)   kernel 2   per (batch, head): sequential in c
@@ -14,9 +13,11 @@ from __future__ import annotations
 
 import torch
 
-from ..validation import validate_kernel_inputs
-from ._host import LaunchPlan, cdiv, resolve_backend, strided_ok
-from .autograd import SSDOptions, needs_grad, ssd_autograd
+from ..runtime.autograd import SSDOptions, needs_grad, ssd_autograd
+from ..runtime.launch import resolve_backend
+from ..runtime.validation import check_not_varlen, validate_kernel_inputs
+from ._host import LaunchPlan, cdiv, strided_ok
+from .backward import ssd_backward_taught
 from .chunk_scan import chunk_scan_plan, launch_chunk_scan
 from .chunk_state import chunk_state_plan, launch_chunk_state
 from .state_passing import launch_state_passing, state_passing_plan
@@ -24,25 +25,29 @@ from .state_passing import launch_state_passing, state_passing_plan
 __all__ = ["ssd_forward_taught", "ssd_plan"]
 
 
-def ssd_forward_taught(x, dt, A, B, C, chunk_size, *, D=None, z=None, dt_bias=None, initial_states=None,
-                       dt_softplus=False, dt_limit=(0.0, float("inf")), return_final_states=False,
-                       backend="auto", _poison=False):
+def ssd_forward_taught(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
+                       seq_idx=None, cu_seqlens=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
+                       return_final_states=False, return_varlen_states=False, *, backend="auto",
+                       _poison=False):
     """Mamba-2 SSD forward with the three taught cuTile kernels: ``out`` or ``(out, final_states)``.
 
     x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n); optional D (h,) or (h, p), z (b, l, h, p),
-    dt_bias (h,), initial_states (b, h, p, n). out (b, l, h, p) in x's dtype; final_states (b, h, p, n)
-    float32. ``backend``: "auto" (the GPU when usable, else the CPU tile executor), "gpu" or "cpu".
-    Differentiable: when an input requires a gradient, the backward runs the taught backward kernels
-    (``kernels/backward.py``). ``_poison`` (tests only) fills every intermediate with NaN first, so an
-    element no block wrote shows up.
+    dt_bias (h,), initial_states (b, h, p, n), in ``mamba_chunk_scan_combined``'s positions (its ``seq_idx``,
+    ``cu_seqlens`` and ``return_varlen_states`` are not supported yet: NotImplementedError). out (b, l, h, p)
+    in x's dtype; final_states (b, h, p, n) float32. ``backend``: "auto" (the GPU when usable, else the CPU
+    tile executor), "gpu" or "cpu". Differentiable: when an input requires a gradient, the backward runs the
+    taught backward kernels (``kernels/backward.py``). ``_poison`` (tests only) fills every intermediate with
+    NaN first, so an element no block wrote shows up.
     """
     # 0. check every argument before any launch: a clear error, never a silent wrong answer
+    check_not_varlen(seq_idx, cu_seqlens, return_varlen_states)
     validate_kernel_inputs(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_limit)
     where = resolve_backend(backend, x)
     x, dt, A, B, C, D, z, dt_bias, initial_states = (
         strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
     if needs_grad(x, dt, A, B, C, D, z, dt_bias, initial_states):   # training: the autograd Function
-        opts = SSDOptions(chunk_size, dt_softplus, tuple(dt_limit), where, taught_stages, _poison)
+        opts = SSDOptions(chunk_size, dt_softplus, tuple(dt_limit), where, taught_stages, _poison,
+                          ssd_backward_taught)
         return ssd_autograd(x, dt, A, B, C, D, z, dt_bias, initial_states, opts, return_final_states)
 
     # 1. chunk state: dt preprocessed, its in-chunk cumsum, and each chunk's local state (float32)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import cuda.tile as ct
 import torch
 
-from .spec import KernelSpec
+from ..runtime.specs import KernelSpec
 
 __all__ = [
     "SPECS",
@@ -140,7 +140,7 @@ def _check_tile(name: str, value) -> int:
 
 
 def _launch(kernel, grid, args, backend):
-    from mamba2_tutorial.backends import launch
+    from mamba2_tutorial.runtime.backends import launch
 
     launch(kernel, grid, args, backend=backend)
 

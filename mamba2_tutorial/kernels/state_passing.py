@@ -30,8 +30,9 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ._host import LaunchPlan, allocate, cdiv, launch, placeholder, resolve_backend, strided_ok, tile_size
-from .spec import KernelSpec
+from ..runtime.launch import launch, resolve_backend
+from ..runtime.specs import KernelSpec
+from ._host import LaunchPlan, allocate, cdiv, placeholder, strided_ok, tile_size
 
 __all__ = [
     "SPECS",
@@ -141,7 +142,7 @@ def state_passing_fwd(states, dA_cumsum, initial_states=None, *, out_dtype=torch
     and final_states (b, h, p, n) float32. ``out_dtype`` (float32, float16 or bfloat16) is the dtype of
     chunk_init_states: ``ssd_forward`` passes x's dtype (the running state stays float32 either way).
     """
-    from mamba2_tutorial.validation import check_shape
+    from mamba2_tutorial.runtime.validation import check_shape
 
     for name, t in (("states", states), ("dA_cumsum", dA_cumsum)):
         if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:

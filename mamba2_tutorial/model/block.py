@@ -39,21 +39,24 @@ def ssd_function(ssd: str | Callable, backend: str = "auto") -> Callable:
     ``ssd`` is one of :data:`SSD_FORMS` or such a function itself; ``backend`` ("auto", "cpu", "gpu") is where
     ``"cutile"`` runs its kernels.
     """
-    import mamba2_tutorial as m2  # the package's public names only
+    from ..reference import ssd_chunked, ssd_quadratic, ssd_recurrent
 
     if callable(ssd):
         return ssd
     if ssd == "chunked":
-        return m2.ssd_chunked
+        return ssd_chunked
     if ssd in ("recurrent", "quadratic"):
-        form = m2.ssd_recurrent if ssd == "recurrent" else m2.ssd_quadratic
+        form = ssd_recurrent if ssd == "recurrent" else ssd_quadratic
 
         def sequence_form(x, dt, A, B, C, chunk_size, **options):  # no chunks: chunk_size is not used
             return form(x, dt, A, B, C, **options)
 
         return sequence_form
     if ssd == "cutile":
-        ssd_forward = m2.ssd_forward
+        from ..runtime.platforms import require_cutile
+
+        require_cutile()   # where cuTile does not import: CuTileUnavailable, saying how to continue
+        from ..fast.forward import ssd_forward
 
         def cutile(x, dt, A, B, C, chunk_size, **options):
             return ssd_forward(x, dt, A, B, C, chunk_size, backend=backend, **options)

@@ -67,7 +67,7 @@ def decode_step(block, u_t: torch.Tensor, state: Mamba2State) -> tuple[torch.Ten
 
     Nothing is updated in place: the old state stays valid (e.g. to branch two continuations from it).
     """
-    from mamba2_tutorial import ssd_decode_step
+    from ..reference import ssd_decode_step
 
     block._check_input(u_t, "u_t", 2)
     _check_state(block, state, u_t.shape[0])

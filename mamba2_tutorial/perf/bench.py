@@ -32,7 +32,6 @@ timers and deliberately wrong implementations; performance is measured only by t
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as _dt
 import importlib
 import importlib.metadata
@@ -316,7 +315,7 @@ def rel_err_gate(dtype: torch.dtype) -> float:
 def check_output(name: str, y: torch.Tensor, y_ref: torch.Tensor, *, gate: float) -> float:
     """Relative L2 error of ``y`` against ``y_ref``; raise IncorrectOutput if it is not finite or above
     ``gate``."""
-    from ..checks import relative_error
+    from ..lessons.checks import relative_error
 
     if not isinstance(y, torch.Tensor):
         raise IncorrectOutput(
@@ -397,7 +396,7 @@ def shape_spec(shape) -> ShapeSpec:
 
 
 def _make_inputs(spec: ShapeSpec, *, dtype, device, seed) -> dict[str, torch.Tensor]:
-    from ..inputs import SSDShape, make_inputs
+    from ..lessons.inputs import SSDShape, make_inputs
 
     d = spec.dims
     shape = SSDShape(
@@ -754,7 +753,7 @@ def results_writer(path: Path) -> Callable[[dict], None]:
 
 
 def default_shapes(names: Sequence[str] = DEFAULT_SHAPES) -> list[ShapeSpec]:
-    from ..inputs import SHAPES
+    from ..lessons.inputs import SHAPES
 
     unknown = [n for n in names if n not in SHAPES]
     if unknown:
@@ -796,7 +795,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=list(DEFAULT_SHAPES),
         metavar="NAME",
-        help="presets from mamba2_tutorial.inputs.SHAPES (default: the four benchmark shapes)",
+        help="presets from mamba2_tutorial.lessons.inputs.SHAPES (default: the four benchmark shapes)",
     )
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     p.add_argument(
@@ -851,7 +850,7 @@ def config_mismatches(results: Mapping) -> list[str]:
     """The shapes of a results object whose recorded ``cutile_config`` is not what ``ssd_config`` picks now
     for that size and dtype on its GPU (a shipped result must be the shipped configs' measurement)."""
     from ..fast.config import config_from_json
-    from ..fast.tuning import load_table, problem_class, segments_for, table_names
+    from ..fast.tuning import load_table, problem_class, table_names, with_segments
 
     tables = [load_table(n) for n in table_names()]
     table = next((t for t in tables if t.gpu == results.get("device")), None)
@@ -867,9 +866,8 @@ def config_mismatches(results: Mapping) -> list[str]:
         key = problem_class(d["b"], d["l"], d["h"], d["p"], d["n"], d["Q"], dtype, table)
         now = table.config(key)
         ran = config_from_json(rec["cutile_config"])
-        if getattr(ran.state, "segments", None) is not None and getattr(now.state, "segments", 1) is None:
-            segments = segments_for(d["b"], d["h"], -(-d["l"] // d["Q"]), table)
-            now = dataclasses.replace(now, state=dataclasses.replace(now.state, segments=segments))
+        if getattr(ran.state, "segments", None) is not None:
+            now = with_segments(now, d["b"], d["h"], -(-d["l"] // d["Q"]), table)
         if ran != now:
             problems.append(f"{rec['name']}: measured with {ran}, but the {table.name} table's class {key} "
                             f"now runs {now}")
@@ -879,7 +877,7 @@ def config_mismatches(results: Mapping) -> list[str]:
 def read_configs(path: Path) -> dict[tuple, object]:
     """``--configs``: {shape preset name: FastConfig as JSON} -> {(b, l, h, p, g, n, Q): FastConfig}."""
     from ..fast.config import config_from_json
-    from ..inputs import SHAPES
+    from ..lessons.inputs import SHAPES
 
     data = json.loads(Path(path).read_text())
     if not isinstance(data, Mapping):

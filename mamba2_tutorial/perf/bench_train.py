@@ -39,8 +39,8 @@ from pathlib import Path
 
 import torch
 
-from ..checks import relative_error, ssd_gradients
-from ..inputs import BENCHMARK_SHAPES, get_shape, make_inputs
+from ..lessons.checks import relative_error, ssd_gradients
+from ..lessons.inputs import BENCHMARK_SHAPES, get_shape, make_inputs
 from .bench import DTYPES, fla_inputs, import_mamba_chunk_scan_combined, versions
 from .sources import kernels_sha256
 from .timing import time_cuda, time_host
@@ -257,10 +257,10 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     from ..fast.bwd_chunk import launch_chunk_bwd_heads
     from ..fast.forward import training_stages
     from ..fast.tuning import ssd_config
-    from ..kernels.autograd import SSDOptions
     from ..kernels.backward import ssd_backward_taught
     from ..kernels.bwd_chunk import launch_chunk_bwd
     from ..kernels.bwd_states import launch_state_grads
+    from ..runtime.autograd import SSDOptions
 
     timer = _median_timer(warmup_ms, rep_ms) if timer is None else timer
     inp = make_inputs(shape, seed=seed, dtype=dtype, device=device, D=False)

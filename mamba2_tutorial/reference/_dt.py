@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..validation import validate_ssd_inputs
+from ..runtime.validation import validate_ssd_inputs
 
 __all__ = ["compute_dtype", "process_dt", "prepare_sequence"]
 

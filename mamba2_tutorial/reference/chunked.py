@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from ..validation import check_chunk_size, check_shape, validate_ssd_inputs
+from ..runtime.validation import check_chunk_size, check_shape, validate_ssd_inputs
 from ._dt import compute_dtype, process_dt
 from ._heads import groups_to_heads, skip_and_gate
 

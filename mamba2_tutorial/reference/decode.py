@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..validation import validate_decode_inputs
+from ..runtime.validation import validate_decode_inputs
 from ._dt import compute_dtype, process_dt
 from ._heads import groups_to_heads, skip_and_gate
 

@@ -6,8 +6,8 @@ Jupyter kernels nbval and nbclient start). This one installs a meta-path finder 
 * makes ``cuda.tile`` and its submodules unimportable (ModuleNotFoundError, as where cuda-tile is not
   installed), although the cuda-tile of the virtual environment stays where it is;
 * with ``MAMBA2_SIM_PLATFORM=SYSTEM/MACHINE`` (e.g. ``Darwin/arm64``), makes
-  ``mamba2_tutorial.platforms.this_platform()`` return that platform, so the package explains itself as it
-  would there. Nothing else sees the change: torch, matplotlib and Jupyter still see the real machine.
+  ``mamba2_tutorial.runtime.platforms.this_platform()`` return that platform, so the package explains itself
+  as it would there. Nothing else sees the change: torch, matplotlib and Jupyter still see the real machine.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class _NoCuTile(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if _is_cutile(name):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        if name == "mamba2_tutorial.platforms" and _PLATFORM is not None:
+        if name == "mamba2_tutorial.runtime.platforms" and _PLATFORM is not None:
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             if spec is not None and spec.loader is not None:
                 spec.loader = _PlatformPatchingLoader(spec.loader)

@@ -15,6 +15,7 @@ binary (KiB, MiB); memory capacity and bandwidth are decimal (GB, TB/s), as NVID
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field, replace
 
@@ -23,8 +24,11 @@ __all__ = [
     "H100_SXM",
     "H200",
     "Occupancy",
+    "GPUS",
     "cubin_launch_info",
+    "gpu_spec",
     "occupancy",
+    "sm_count",
 ]
 
 KiB = 1024
@@ -105,6 +109,37 @@ H100_SXM = GPUSpec(
 
 #: H200 (SXM): the same chip as the H100 SXM5, with 141 GB of HBM3e at 4.8 TB/s. The tuning table's GPU.
 H200 = replace(H100_SXM, name="NVIDIA H200", memory="HBM3e", memory_bytes=141e9, memory_bandwidth=4.8e12)
+
+#: the GPUs described here, by the name CUDA reports (``torch.cuda.get_device_name``)
+GPUS: dict[str, GPUSpec] = {spec.name: spec for spec in (H100_SXM, H200)}
+
+
+def gpu_spec(name: str) -> GPUSpec:
+    """The :class:`GPUSpec` of the GPU CUDA calls ``name``; ValueError listing the known ones otherwise."""
+    try:
+        return GPUS[name]
+    except KeyError:
+        raise ValueError(f"no GPUSpec for GPU {name!r}: known are {sorted(GPUS)}; describe it in "
+                         "mamba2_tutorial/runtime/hardware.py") from None
+
+
+def sm_count(device) -> int:
+    """The SMs a launch on ``device`` has: the GPU's own count for a CUDA device (asked once per GPU), and
+    the H200's (:data:`H200`, the GPU the shipped tables are tuned on) for the CPU executor, so that both
+    tiers split the work the same way. The one source of the SM count for every tuned launch."""
+    if getattr(device, "type", device) == "cuda":
+        import torch
+
+        index = device.index if getattr(device, "index", None) is not None else torch.cuda.current_device()
+        return _cuda_sm_count(index)
+    return H200.sm_count
+
+
+@functools.lru_cache(maxsize=16)
+def _cuda_sm_count(index: int) -> int:          # launches are on the host's hot path
+    import torch
+
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 @dataclass(frozen=True)

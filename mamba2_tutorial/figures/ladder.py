@@ -18,7 +18,7 @@ from matplotlib.colors import SymLogNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from . import costs
+from ..lessons import costs
 
 __all__ = [
     "plot_decay",
@@ -162,7 +162,7 @@ def _decay_matrix(dA_or_L, kind: str) -> np.ndarray:
     if kind == "dA":
         if a.ndim != 1:
             raise ValueError(f"dA must be 1-D (l,) for one head, got shape {tuple(a.shape)}")
-        from .reference import segsum
+        from ..reference import segsum
 
         return _np(torch.exp(segsum(a.double())))
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
@@ -224,7 +224,7 @@ def plot_segsum_comparison(a, *, title: str | None = None) -> Figure:
     """
     import torch
 
-    from .reference import segsum, segsum_naive
+    from ..reference import segsum, segsum_naive
 
     a = a if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a))
     if a.ndim != 1:
@@ -270,7 +270,7 @@ def ssd_matrix(dt, A, B, C, *, batch: int = 0, head: int = 0, scale_by_dt: bool 
     """
     import torch
 
-    from .reference import segsum
+    from ..reference import segsum
 
     dt, A, B, C = (torch.as_tensor(v).detach().to("cpu", torch.float64) for v in (dt, A, B, C))
     if dt.ndim != 3 or B.ndim != 4 or C.shape != B.shape or A.shape != (dt.shape[2],):
@@ -367,7 +367,7 @@ def chunk_decay_matrix(dA, chunk_size: int):
     """
     import torch
 
-    from .reference import segsum
+    from ..reference import segsum
 
     a = dA if isinstance(dA, torch.Tensor) else torch.as_tensor(np.asarray(dA))
     if a.ndim != 1:
@@ -487,10 +487,10 @@ def plot_cost_curves(
     title: str | None = None,
 ) -> Figure:
     """FLOPs (left) and working memory (right) of the recurrent, quadratic and chunked forms against the
-    sequence length, log-log, from :mod:`mamba2_tutorial.costs`.
+    sequence length, log-log, from :mod:`mamba2_tutorial.lessons.costs`.
 
-    Dimensions come from ``shape`` (an :class:`~mamba2_tutorial.inputs.SSDShape` or anything with the same
-    attributes) and/or keywords (keywords win). ``seqlens`` defaults to powers of two from 64 to 65536;
+    Dimensions come from ``shape`` (an :class:`~mamba2_tutorial.lessons.inputs.SSDShape` or anything with the
+    same attributes) and/or keywords (keywords win). ``seqlens`` defaults to powers of two from 64 to 65536;
     ``mark`` draws a vertical line at one length (e.g. the shape's own seqlen).
     """
     given = {"batch": batch, "nheads": nheads, "headdim": headdim, "dstate": dstate, "chunk_size": chunk_size,

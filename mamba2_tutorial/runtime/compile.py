@@ -1,19 +1,19 @@
 """Ahead-of-time compile checks and the compiler's view of a kernel, all without a GPU.
 
-- :func:`compile_kernel` compiles one :class:`~mamba2_tutorial.kernels.spec.KernelSpec` to a cubin for one GPU
-  architecture with the real ``tileiras`` (cuTile's public AOT API, ``cuda.tile.compilation.export_kernel``).
-- :func:`main` is ``python -m mamba2_tutorial compile [--arch ...] [--kernel ...] [--jobs N] [--quick]``:
-  every kernel of the package for every architecture, as a table; exit code 1 if any failed. ``--quick`` (what
-  ``make test`` runs) compiles every spec for :data:`PRIMARY_ARCH` and, for the other architectures, one spec
-  of each kernel function (:func:`representative_specs`); ``make compile`` runs the whole matrix.
-- :func:`tile_ir` returns a kernel's Tile IR (MLIR text) for given launch arguments: cuTile bytecode,
-  disassembled with ``tileirdisasm``. :func:`show_tile_ir` wraps it for display in a notebook.
-- :func:`cutile_ir` returns cuTile's own typed IR (the front end's view, before Tile IR).
+- :func:`compile_kernel` compiles one :class:`~mamba2_tutorial.runtime.specs.KernelSpec` to a cubin for one
+  GPU architecture with the real ``tileiras`` (cuTile's public AOT API,
+``cuda.tile.compilation.export_kernel``). - :func:`main` is ``python -m mamba2_tutorial compile [--arch ...]
+  [--kernel ...] [--jobs N] [--quick]``: every kernel of the package for every architecture, as a table; exit
+  code 1 if any failed. ``--quick`` (what ``make test`` runs) compiles every spec for :data:`PRIMARY_ARCH`
+  and, for the other architectures, one spec of each kernel function (:func:`representative_specs`); ``make
+compile`` runs the whole matrix. - :func:`tile_ir` returns a kernel's Tile IR (MLIR text) for given launch
+  arguments: cuTile bytecode, disassembled with ``tileirdisasm``. :func:`show_tile_ir` wraps it for display
+in a notebook. - :func:`cutile_ir` returns cuTile's own typed IR (the front end's view, before Tile IR).
 - :func:`compiler_remarks` asks tileiras what it made of each load, store and ``mma`` for one architecture
   (TMA or plain loads; tensor cores or FMA instructions), as :class:`Remark` records.
 
-The signature (dtypes, ranks, constants) comes from example arguments via :mod:`mamba2_tutorial.signature`,
-exactly as ``ct.launch`` would derive it.
+The signature (dtypes, ranks, constants) comes from example arguments via
+:mod:`mamba2_tutorial.runtime.signature`, exactly as ``ct.launch`` would derive it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ __all__ = [
     "main",
     "quick_plan",
     "representative_specs",
-    "show_source",
     "show_tile_ir",
     "tile_ir",
 ]
@@ -134,7 +133,7 @@ def _export(kernel, args, output_format: str, gpu_code: str | None = None) -> by
 def compile_cubin(kernel, args, arch: str = "sm_90") -> bytes:
     """The cubin tileiras makes of ``kernel`` (a ``@ct.kernel``, possibly hinted) for these example launch
     arguments and ``arch``, on a machine without a GPU. Read its registers and stack frame with
-    :func:`mamba2_tutorial.cubin_info.cubin_resources`."""
+    :func:`mamba2_tutorial.runtime.cubin_info.cubin_resources`."""
     find_tileiras()
     return _export(kernel, args, "cubin", gpu_code=arch)
 
@@ -186,11 +185,12 @@ def compile_kernel(spec, arch: str, *, cache: bool = False) -> CompileResult:
                          res["frame_bytes"])
 
 
-def _compile_by_name(name: str, arch: str, cache: bool) -> CompileResult:
-    # runs in a worker process: specs hold closures, so workers look them up by name
-    from .kernels import kernel_spec
+def _compile_by_name(name: str, arch: str, cache: bool, modules: tuple[str, ...]) -> CompileResult:
+    # runs in a worker process: specs hold closures, so workers look them up by name among the modules the
+    # parent had registered
+    from .specs import kernel_spec
 
-    return compile_kernel(kernel_spec(name), arch, cache=cache)
+    return compile_kernel(kernel_spec(name, modules), arch, cache=cache)
 
 
 def compile_specs(specs, archs: Sequence[str] | None, *, jobs: int = 1, cache: bool = False,
@@ -198,10 +198,13 @@ def compile_specs(specs, archs: Sequence[str] | None, *, jobs: int = 1, cache: b
     """Compile every spec for every arch; ``jobs`` > 1 uses that many processes. Results in input order.
     ``archs=None``: ``specs`` is a list of (spec, arch) pairs (e.g. :func:`quick_plan`).
 
-    With ``jobs`` > 1 the specs must come from :func:`mamba2_tutorial.kernels.all_kernel_specs` (workers look
-    them up by name).
+    With ``jobs`` > 1 the specs must come from :func:`mamba2_tutorial.runtime.specs.all_kernel_specs` (workers
+    look them up by name in the registered modules).
     """
+    from .specs import spec_modules
+
     tasks = list(specs) if archs is None else [(spec, arch) for spec in specs for arch in archs]
+    modules = spec_modules()
     if jobs <= 1 or len(tasks) <= 1:
         results = []
         for spec, arch in tasks:
@@ -218,9 +221,9 @@ def compile_specs(specs, archs: Sequence[str] | None, *, jobs: int = 1, cache: b
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["mamba2_tutorial.kernels", "mamba2_tutorial.compile"])
+        ctx.set_forkserver_preload([*modules, __name__])
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
-        futures = [pool.submit(_compile_by_name, spec.name, arch, cache) for spec, arch in tasks]
+        futures = [pool.submit(_compile_by_name, spec.name, arch, cache, modules) for spec, arch in tasks]
         results = []
         for fut in futures:
             results.append(fut.result())
@@ -308,8 +311,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {platforms.cutile_unavailable_message()}", file=sys.stderr)
         return 1
 
-    from .kernels import all_kernel_specs
+    from .specs import all_kernel_specs, spec_modules
 
+    if not spec_modules():
+        print("error: no kernel modules are registered: import mamba2_tutorial.kernels and "
+              "mamba2_tutorial.fast first (python -m mamba2_tutorial compile does)", file=sys.stderr)
+        return 2
     specs = all_kernel_specs()
     if opts.list:
         for spec in specs:
@@ -462,25 +469,6 @@ def show_tile_ir(kernel, args, *, max_lines: int | None = 60, highlight: Sequenc
     """:func:`tile_ir` wrapped for notebook display (code block, trimmed to ``max_lines``)."""
     return IRListing(tile_ir(kernel, args, debug_info=debug_info),
                      title=f"Tile IR of {_kernel_name(kernel)}", max_lines=max_lines, highlight=highlight)
-
-
-def show_source(obj, *, max_lines: int | None = None, callouts=None) -> IRListing:
-    """The Python source of a kernel (``@ct.kernel``) or function, from the package, for notebook display.
-
-    ``callouts`` ({text on one line: number}) marks those lines with numbered markers, for a line-by-line
-    explanation below the listing (:mod:`mamba2_tutorial.callouts`)."""
-    import inspect
-
-    if callouts is not None:
-        from .callouts import show_callouts
-
-        return show_callouts(obj, callouts)
-
-    func = obj._annotated_function.pyfunc if hasattr(obj, "_annotated_function") else obj
-    name = getattr(func, "__qualname__", getattr(func, "__name__", "source"))
-    module = getattr(func, "__module__", "")
-    return IRListing(inspect.getsource(func), title=f"{module}.{name}" if module else name,
-                     max_lines=max_lines, language="python")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -191,7 +191,7 @@ def require_cutile() -> None:
 
 # -- which notebooks need cuTile, read from the notebooks ----------------------------------------------------
 #: the repository's notebooks folder (the project is installed in editable mode from a clone)
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def span(numbers, width: int = 1) -> str:

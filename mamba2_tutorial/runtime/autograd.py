@@ -1,4 +1,4 @@
-"""The SSD as a ``torch.autograd.Function``: the cuTile forward, and the cuTile backward of ``backward.py``.
+"""The SSD as a ``torch.autograd.Function``: a forward's kernels, and the backward kernels that go with them.
 
 ``ssd_forward`` and ``ssd_forward_taught`` route here when an input requires a gradient (and grad mode is
 on); otherwise they run the plain forward, which saves nothing. Under autograd the forward keeps what the
@@ -11,10 +11,9 @@ backward needs:
 
 so the forward applies the gate out = y · silu(z) after the scan instead of inside it.
 
-The forward's kernels come from ``SSDOptions.stages``: the taught kernels 1-3 (``forward.taught_stages``), or
-the config's state stage (unfused, fused or segmented) and scan stage (``fast/forward.training_stages``). The
-backward comes from ``SSDOptions.backward``: the taught four kernels (``backward.py``), or the fast path's
-(``fast/backward.py``: the same host steps around fused and head-summing kernels).
+Both come with the call, in :class:`SSDOptions`: ``stages`` runs the forward's kernels, ``backward`` the
+backward's. The Function knows no kernel of its own; each path passes its own (the taught path its kernels
+1-3 and four backward kernels, a tuned path its configured stages and its backward).
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ._host import widen
-from .backward import ssd_backward_taught
+from .launch import widen
 
 __all__ = ["SSDOptions", "needs_grad", "ssd_autograd"]
 
@@ -34,7 +32,9 @@ __all__ = ["SSDOptions", "needs_grad", "ssd_autograd"]
 class SSDOptions(NamedTuple):
     """The forward's non-tensor arguments, and its kernels: ``stages(x, dt, A, B, C, D, dt_bias,
     initial_states, options) -> (dt_out, dA_cumsum, chunk_init_states, final_states, y)`` with y before the
-    gate."""
+    gate; and the backward, ``backward(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, *, D, z, y,
+    dt_bias, initial_states, dt_softplus, dt_limit, dfinal_states, backend, _poison) -> grads`` with the
+    gradients by argument name (``grads.x``, ..., ``grads.initial_states``)."""
 
     chunk_size: int
     dt_softplus: bool
@@ -42,7 +42,7 @@ class SSDOptions(NamedTuple):
     backend: str  # resolved: "gpu" or "cpu"
     stages: Callable
     poison: bool = False
-    #: the backward: ``ssd_backward_taught`` (None) or a function of its signature (the fast path's)
+    #: the backward; ``ssd_autograd`` needs it (a caller that runs only ``stages`` may leave it out)
     backward: Callable | None = None
 
 
@@ -70,8 +70,7 @@ class _SSD(torch.autograd.Function):
         o = ctx.opts
         if dout is None:
             dout = torch.zeros_like(x)
-        backward = ssd_backward_taught if o.backward is None else o.backward
-        grads = backward(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, D=D, z=z, y=y,
+        grads = o.backward(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, D=D, z=z, y=y,
                          dt_bias=dt_bias, initial_states=initial_states, dt_softplus=o.dt_softplus,
                          dt_limit=o.dt_limit, dfinal_states=dfinal_states, backend=o.backend,
                          _poison=o.poison)
@@ -81,5 +80,8 @@ class _SSD(torch.autograd.Function):
 
 def ssd_autograd(x, dt, A, B, C, D, z, dt_bias, initial_states, opts: SSDOptions, return_final_states: bool):
     """Run the SSD under autograd: ``out`` or ``(out, final_states)``, both differentiable."""
+    if not callable(opts.stages) or not callable(opts.backward):
+        raise TypeError(f"ssd_autograd: opts.stages and opts.backward must be callables, got {opts.stages!r} "
+                        f"and {opts.backward!r}")
     out, final_states = _SSD.apply(x, dt, A, B, C, D, z, dt_bias, initial_states, opts)
     return (out, final_states) if return_final_states else out

@@ -1,7 +1,7 @@
 """Figures for the Mamba-2 model (notebook 11): the training curves and what a block's state remembers.
 
-Like :mod:`mamba2_tutorial.plots`, each function builds a :class:`matplotlib.figure.Figure` (no pyplot state),
-labels its axes, titles it and returns it; nothing is shown.
+Like :mod:`mamba2_tutorial.figures.ladder`, each function builds a :class:`matplotlib.figure.Figure` (no
+pyplot state), labels its axes, titles it and returns it; nothing is shown.
 """
 
 from __future__ import annotations

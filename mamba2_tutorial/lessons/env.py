@@ -1,10 +1,10 @@
 """The environment report: versions, GPU, and which tier (GPU or CPU) the kernel notebooks will use.
 
 ``environment_report()`` collects facts (Python, platform, torch, cuda-tile, tileiras, GPU name, compute
-capability, driver, ``CUDA_HOME``), asks :func:`mamba2_tutorial.backends.select_backend` which tier runs the
-kernels (``"none"`` where cuTile is not available, e.g. on macOS), lists actionable problems (what is wrong
-and the command that fixes it) and ends with a verdict: which notebooks run here, and how to continue where
-the kernel notebooks cannot. ``python -m mamba2_tutorial env`` prints it: the pre-class check.
+capability, driver, ``CUDA_HOME``), asks :func:`mamba2_tutorial.runtime.backends.select_backend` which tier
+runs the kernels (``"none"`` where cuTile is not available, e.g. on macOS), lists actionable problems (what
+is wrong and the command that fixes it) and ends with a verdict: which notebooks run here, and how to
+continue where the kernel notebooks cannot. ``python -m mamba2_tutorial env`` prints it: the pre-class check.
 
 The decision logic is in pure functions (:func:`diagnose`, the ``parse_*`` helpers) so it can be tested
 with fake inputs on a machine without a GPU.
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .platforms import (
+from ..runtime.platforms import (
     HOW_TO_CONTINUE,
     course_map,
     cutile_import_error,
@@ -112,7 +112,8 @@ class EnvironmentReport:
     def verdict(self) -> str:
         """Which notebooks and exercises run here, and how to continue where the kernel notebooks cannot.
 
-        The lists come from the notebooks themselves (:func:`mamba2_tutorial.platforms.course_map`)."""
+        The lists come from the notebooks themselves
+        (:func:`mamba2_tutorial.runtime.platforms.course_map`)."""
         course = course_map()
         if self.tier in ("gpu", "cpu"):
             where = f"on the {self.tier.upper()} tier"
@@ -392,10 +393,15 @@ def _driver_cuda_version(torch) -> str | None:
 def environment_report(*, select_backend: Callable | None = None) -> EnvironmentReport:
     """Probe this machine and return an :class:`EnvironmentReport`.
 
-    The tier comes from ``select_backend()`` (default :func:`mamba2_tutorial.backends.select_backend`,
+    The tier comes from ``select_backend()`` (default :func:`mamba2_tutorial.runtime.backends.select_backend`,
     which returns ``BackendChoice(name, reason)``); pass another callable to override it.
     """
-    from . import __version__
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        package_version = version("mamba2-tutorial")   # the installed project (make install)
+    except PackageNotFoundError:
+        package_version = "not installed (make install)"
 
     try:
         import torch
@@ -424,11 +430,11 @@ def environment_report(*, select_backend: Callable | None = None) -> Environment
         machine=machine,
     )
     if select_backend is None:
-        from .backends import select_backend
+        from ..runtime.backends import select_backend
     choice = select_backend()
     tier, reason = str(choice.name), str(choice.reason)
     return EnvironmentReport(
-        python=platform.python_version(), platform=platform.platform(terse=True), package=__version__,
+        python=platform.python_version(), platform=platform.platform(terse=True), package=package_version,
         torch=getattr(torch, "__version__", None), torch_cuda=torch_cuda, cuda_tile=cuda_tile,
         tileiras_path=tileiras, tileiras_version=tileiras_version, cuda_available=cuda_available,
         gpu_count=gpu_count, gpu_name=gpu_name, capability=capability, driver=driver, driver_cuda=driver_cuda,

@@ -21,9 +21,9 @@ import inspect
 import textwrap
 from collections.abc import Mapping
 
-from .compile import IRListing
+from ..runtime.compile import IRListing
 
-__all__ = ["MARKERS", "CalloutListing", "DiffListing", "marker", "show_callouts", "show_diff"]
+__all__ = ["MARKERS", "CalloutListing", "DiffListing", "marker", "show_callouts", "show_diff", "show_source"]
 
 #: markers align at this column at most (a listing stays readable in a notebook's width)
 ALIGN = 100
@@ -195,3 +195,18 @@ def show_diff(before, after, *, before_lines: tuple[str, str] | None = None,
     added = [line[1:].strip() for line in body if line.startswith("+")]
     return DiffListing("\n".join(body) + "\n", title=f"- {a_title}\n+ {b_title}", removed=removed,
                        added=added)
+
+
+def show_source(obj, *, max_lines: int | None = None, callouts=None) -> IRListing:
+    """The Python source of a kernel (``@ct.kernel``) or function, from the package, for notebook display.
+
+    ``callouts`` ({text on one line: number}) marks those lines with numbered markers, for a line-by-line
+    explanation below the listing (:func:`show_callouts`)."""
+    if callouts is not None:
+        return show_callouts(obj, callouts)
+
+    func = obj._annotated_function.pyfunc if hasattr(obj, "_annotated_function") else obj
+    name = getattr(func, "__qualname__", getattr(func, "__name__", "source"))
+    module = getattr(func, "__module__", "")
+    return IRListing(inspect.getsource(func), title=f"{module}.{name}" if module else name,
+                     max_lines=max_lines, language="python")

@@ -1,11 +1,11 @@
 """Figures of the three SSD kernels' tiles laid over the tensors they read and write (notebooks 05-07).
 
-Each function takes a problem size (an :class:`~mamba2_tutorial.inputs.SSDShape` or a preset name), the input
-dtype and one block of the launch grid, given as the ``(ct.bid(0), ct.bid(1), ct.bid(2))`` the kernel sees. It
-takes the grid and tile sizes from :func:`mamba2_tutorial.kernels.forward.ssd_plan` (the same plan the
-launches of ``ssd_forward_taught`` use),
+Each function takes a problem size (an :class:`~mamba2_tutorial.lessons.inputs.SSDShape` or a preset name),
+the input dtype and one block of the launch grid, given as the ``(ct.bid(0), ct.bid(1), ct.bid(2))`` the
+kernel sees. It takes the grid and tile sizes from :func:`mamba2_tutorial.kernels.forward.ssd_plan` (the same
+plan the launches of ``ssd_forward_taught`` use),
 decodes the block index exactly as the kernel does, and draws, with
-:func:`mamba2_tutorial.plots_tiles.plot_tile_grid`, every tile that block loads (orange; darker for the tile
+:func:`mamba2_tutorial.figures.tiles.plot_tile_grid`, every tile that block loads (orange; darker for the tile
 it stores). Hatched grey is padding: outside the tensor, zero-filled on load, skipped on store.
 
 * :func:`plot_chunk_state_tiles`: x (l, p) and B (l, n) of one (batch, head) and the (p, n) state tile.
@@ -24,8 +24,8 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .inputs import SSDShape, get_shape
-from .plots_tiles import plot_tile_grid
+from ..lessons.inputs import SSDShape, get_shape
+from .tiles import plot_tile_grid
 
 __all__ = ["block_coords", "plot_chunk_scan_tiles", "plot_chunk_state_tiles", "plot_state_passing_tiles"]
 
@@ -40,7 +40,7 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def _plan(shape: SSDShape, dtype: torch.dtype):
-    from .kernels.forward import ssd_plan
+    from ..kernels.forward import ssd_plan
 
     s = shape
     return ssd_plan(s.batch, s.seqlen, s.nheads, s.headdim, s.ngroups, s.dstate, s.chunk_size, dtype)

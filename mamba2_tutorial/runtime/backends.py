@@ -5,7 +5,7 @@ tuple of torch tensors, Python ints/floats and ``ct.Constant`` values); outputs 
 ``ct.launch``. ``select_backend()`` says which backend ``"auto"`` picks and why: the GPU when torch sees a
 CUDA device of compute capability >= 8.0 and cuTile with its compiler (tileiras) is usable, else the CPU
 executor, and ``"none"`` where cuTile itself does not import (macOS: no cuda-tile wheels), where ``launch``
-raises :class:`~mamba2_tutorial.platforms.CuTileUnavailable`. The environment variable
+raises :class:`~mamba2_tutorial.runtime.platforms.CuTileUnavailable`. The environment variable
 ``MAMBA2_TUTORIAL_BACKEND=cpu|gpu`` overrides ``"auto"``.
 """
 
@@ -140,7 +140,7 @@ def launch(kernel, grid, args: tuple, *, backend: str = "auto", block_order: str
         ct.launch(torch.cuda.current_stream(), grid, kernel, args)
         return choice
 
-    from .executor import run_kernel
+    from ..executor import run_kernel
 
     on_device = [t for t in tensors if t.device.type != "cpu"]
     if not on_device:

@@ -1,6 +1,6 @@
 """The GPU execution model as one figure: the chip, one SM, and where a cuTile kernel's pieces run.
 
-``plot_gpu_model(spec)`` draws three panels from a :class:`~mamba2_tutorial.hardware.GPUSpec`:
+``plot_gpu_model(spec)`` draws three panels from a :class:`~mamba2_tutorial.runtime.hardware.GPUSpec`:
 
 1. **the chip**: one square per SM (132 on an H100 SXM5 or H200), the L2 cache they share and the HBM behind
    it. With ``grid_blocks`` and ``blocks_per_sm`` the squares show how a grid's blocks are placed: the first
@@ -20,7 +20,7 @@ import math
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from .hardware import H200, GPUSpec, KiB, MiB
+from ..runtime.hardware import H200, GPUSpec, KiB, MiB
 
 __all__ = ["plot_gpu_model", "SM_GID"]
 

@@ -22,8 +22,33 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["SSDDims", "FLOAT_DTYPES", "validate_ssd_inputs", "validate_decode_inputs",
-           "validate_kernel_inputs", "check_decay_nonpositive", "check_shape", "check_chunk_size"]
+from .launch import float64_tier
+
+__all__ = ["FLOAT_DTYPES", "KERNEL_DTYPES", "SSDDims", "check_chunk_size", "check_decay_nonpositive",
+           "check_kernel_chunk_size", "check_kernel_dtype", "check_not_varlen", "check_shape",
+           "validate_decode_inputs", "validate_kernel_inputs", "validate_ssd_inputs"]
+
+#: dtypes of x, B, C, z that the cuTile SSD kernels take (mma operands; float32 accumulation)
+KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def check_kernel_dtype(name: str, tensor: torch.Tensor) -> None:
+    """TypeError unless ``tensor`` has a dtype the kernels take (float64 too under the float64 tier)."""
+    if tensor.dtype not in KERNEL_DTYPES and not (tensor.dtype == torch.float64 and float64_tier()):
+        raise TypeError(
+            f"{name} has dtype {tensor.dtype}; the cuTile kernels take float32, float16 or bfloat16 "
+            f"(use mamba2_tutorial.ssd_chunked for float64)"
+        )
+
+
+def check_kernel_chunk_size(chunk_size: int) -> None:
+    """ValueError unless the chunk size is a power of two, as the kernels' tiles need."""
+    if chunk_size & (chunk_size - 1):
+        raise ValueError(
+            f"chunk_size (Q) must be a power of two for the cuTile kernels (a chunk is one tile), "
+            f"got {chunk_size}; mamba_ssm's usual sizes are 64, 128 and 256"
+        )
+
 
 #: dtypes the SSD functions accept for x, B, C and z
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -293,8 +318,6 @@ def _metadata(tensors, chunk_size, dt_limit):
         else:
             return None
     if x_is_float64 := any(isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in tensors):
-        from .kernels._host import float64_tier
-
         key.append(("float64 tier", x_is_float64 and float64_tier()))   # float64 is valid only there
     return None if None in key[:2] else tuple(key)
 
@@ -327,6 +350,23 @@ def check_decay_nonpositive(A: torch.Tensor) -> None:
     _A_CHECKED[id(A)] = key
 
 
+def check_not_varlen(seq_idx=None, cu_seqlens=None, return_varlen_states=False) -> None:
+    """NotImplementedError for the arguments of ``mamba_chunk_scan_combined`` that describe a packed batch of
+    sequences of different lengths (``seq_idx``, ``cu_seqlens``, ``return_varlen_states``): the cuTile
+    forwards take them in mamba_ssm's positions but do not support them yet, and never ignore one silently."""
+    for name, value, given in (("seq_idx", seq_idx, seq_idx is not None),
+                               ("cu_seqlens", cu_seqlens, cu_seqlens is not None),
+                               ("return_varlen_states", return_varlen_states, bool(return_varlen_states))):
+        if given:
+            shown = (f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
+                     else repr(value))
+            default = "False" if name == "return_varlen_states" else "None"
+            raise NotImplementedError(
+                f"{name} is not supported yet (got {shown}): the cuTile forwards run one sequence per batch "
+                f"row. Pass {name}={default}, and split a packed batch into rows (padding each to one "
+                "length) or call ssd_chunked per sequence")
+
+
 def validate_kernel_inputs(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
                            dt_limit=(0.0, float("inf"))) -> SSDDims:
     """:func:`validate_ssd_inputs` plus the cuTile kernels' own limits (dtype float32, float16 or bfloat16;
@@ -338,15 +378,12 @@ def validate_kernel_inputs(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=N
     if key is not None and key in _VALIDATED:
         check_decay_nonpositive(A)  # values, not metadata: checked again when A changed
         return _VALIDATED[key]
-    from .kernels._host import check_chunk_size as check_power_of_two
-    from .kernels._host import check_kernel_dtype
-
     dims = validate_ssd_inputs(
         x, dt, A, B, C, chunk_size=chunk_size, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states,
         dt_limit=dt_limit,
     )
     check_kernel_dtype("x", x)
-    check_power_of_two(chunk_size)
+    check_kernel_chunk_size(chunk_size)
     check_decay_nonpositive(A)
     for name, t in (("x", x), ("z", z), ("B", B), ("C", C)):
         if t is not None and t.numel() > _INT32_MAX:
@@ -361,9 +398,6 @@ def validate_kernel_inputs(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=N
 def validate_chunk_scan_inputs(x, dt_out, dA_cumsum, C, B, chunk_init_states, D=None, z=None) -> None:
     """The checks of kernel 3 run on its own (``chunk_scan_fwd``): the inputs and the intermediates of kernels
     1 and 2, their shapes, dtypes and the chunk size they imply."""
-    from .kernels._host import check_chunk_size as check_power_of_two
-    from .kernels._host import check_kernel_dtype
-
     for name, t in (("x", x), ("C", C), ("B", B)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -384,7 +418,7 @@ def validate_chunk_scan_inputs(x, dt_out, dA_cumsum, C, B, chunk_init_states, D=
         raise ValueError(f"nheads h = {h} must be divisible by ngroups g = {g}")
     check_shape(dt_out, "dt_out", ("b", "h", "nchunks", "Q"), (b, h, None, None))
     Q = dt_out.shape[3]
-    check_power_of_two(Q)
+    check_kernel_chunk_size(Q)
     nchunks = -(-l // Q)
     check_shape(dt_out, "dt_out", ("b", "h", "nchunks", "Q"), (b, h, nchunks, Q))
     check_shape(dA_cumsum, "dA_cumsum", ("b", "h", "nchunks", "Q"), (b, h, nchunks, Q))
