@@ -487,7 +487,8 @@ STATE = {
         r"missing)"),
     6: ("extra nonlinearity: softplus(dt)", r"(With dt (= 0 your outputs are not 0|"
         r"doubled.*a nonlinearity to dt)|dt is already through its softplus)"),
-    7: ("scaling on the wrong axis: w[None, :] (Q == TP)", r"weights w_k go wrong only when they differ from position to position"),
+    7: ("scaling on the wrong axis: w[None, :] (Q == TP)", r"weights w_k go wrong only when they differ from "
+        r"position to position"),
     8: ("operand transposed: Bᵀ (x w) on square tiles", r"your state is transposed"),
     9: ("decay from the chunk start", r"decay from the chunk's START"),
     10: ("term left out: no decay", r"(With dA_cumsum = 0 \(every decay 1\), your output is right, so the "
