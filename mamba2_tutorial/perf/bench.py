@@ -848,18 +848,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_mismatches(results: Mapping) -> list[str]:
     """The shapes of a results object whose recorded ``cutile_config`` is not what ``ssd_config`` picks now
-    for that size and dtype on its GPU (a shipped result must be the shipped configs' measurement)."""
+    for that size and dtype on its GPU (its own table, or the default table on a GPU without one): a shipped
+    result must be the shipped configs' measurement."""
     from ..fast.config import config_from_json
-    from ..fast.tuning import load_table, problem_class, table_names, with_segments
+    from ..fast.tuning import DEFAULT_TABLE, load_table, problem_class, table_names, with_segments
 
     tables = [load_table(n) for n in table_names()]
-    table = next((t for t in tables if t.gpu == results.get("device")), None)
+    # the table measured on the run's GPU, else the default one, as ssd_config picks it (table_for_device)
+    table = next((t for t in tables if t.gpu == results.get("device")), None) or load_table(DEFAULT_TABLE)
     problems = []
     for rec in list(results.get("shapes", [])) + list(results.get("sweep", [])):
         if "cutile_config" not in rec:
-            continue
-        if table is None:
-            problems.append(f"{rec['name']}: no tuning table for {results.get('device')!r}")
             continue
         d = rec["dims"]
         dtype = getattr(torch, rec["dtype"])

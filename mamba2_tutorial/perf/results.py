@@ -82,7 +82,7 @@ DIM_KEYS = ("b", "l", "h", "p", "g", "n", "Q")
 VERSION_KEYS = ("torch", "cuda_tile", "triton", "mamba_ssm", "fla")
 #: the shipped forward runs (``data/benchmarks/<name>.json``), oldest first; :func:`load_shipped_results`
 #: reads the newest. A new run is shipped by adding its file and its name here.
-SHIPPED_FORWARD = ("h200",)
+SHIPPED_FORWARD = ("h200", "h100")
 SHIPPED_DIR = ("data", "benchmarks")
 #: end-to-end time over the sum of the kernels' device times above which a shape is host-bound
 HOST_BOUND_RATIO = 1.5
