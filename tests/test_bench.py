@@ -307,9 +307,9 @@ def test_load_shipped_results_errors(tmp_path, monkeypatch, fixture_results):
 
 
 def test_the_shipped_results():
-    """The newest shipped forward run: a real, complete GPU measurement of the shipped code, whose recorded configs are
-    what the tuning table picks now; its ceilings measured, below the datasheet's; its staged steps (where
-    the run has them) end at the shipped config of their shape."""
+    """The newest shipped forward run: a real, complete GPU measurement of the shipped code, whose recorded
+    configs are what the tuning table picks now; its ceilings measured, below the datasheet's; its staged
+    steps (where the run has them) end at the shipped config of their shape."""
     path = res.shipped_results_path()
     assert path.parts[-3:-1] == ("data", "benchmarks") and path.stem in res.SHIPPED_FORWARD
     r = res.load_shipped_results()
