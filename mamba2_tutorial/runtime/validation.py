@@ -25,7 +25,8 @@ import torch
 from .launch import float64_tier
 
 __all__ = ["FLOAT_DTYPES", "KERNEL_DTYPES", "SSDDims", "check_chunk_size", "check_decay_nonpositive",
-           "check_kernel_chunk_size", "check_kernel_dtype", "check_not_varlen", "check_shape",
+           "check_kernel_chunk_size", "check_kernel_dtype", "check_not_varlen", "check_shape", "Packing",
+           "validate_packing", "seq_idx_from_cu_seqlens",
            "validate_decode_inputs", "validate_kernel_inputs", "validate_ssd_inputs"]
 
 #: dtypes of x, B, C, z that the cuTile SSD kernels take (mma operands; float32 accumulation)
@@ -365,6 +366,85 @@ def check_not_varlen(seq_idx=None, cu_seqlens=None, return_varlen_states=False) 
                 f"{name} is not supported yet (got {shown}): the cuTile forwards run one sequence per batch "
                 f"row. Pass {name}={default}, and split a packed batch into rows (padding each to one "
                 "length) or call ssd_chunked per sequence")
+
+
+class Packing(NamedTuple):
+    """A checked description of packed sequences (:func:`validate_packing`).
+
+    ``seq_idx`` (b, l) int32, non-decreasing along l: the sequence each position belongs to. The state resets
+    wherever it changes; the call's ``initial_states`` is the state before position 0 of sequence 0 only.
+    ``bounds[row]``: the ``(start, end)`` of each sequence of that row, in order (end exclusive).
+    ``cu_seqlens`` (number of sequences + 1,) or None; ``return_varlen_states``: return each sequence's final
+    state (b must be 1), as mamba_ssm does."""
+
+    seq_idx: torch.Tensor
+    bounds: tuple[tuple[tuple[int, int], ...], ...]
+    cu_seqlens: torch.Tensor | None
+    return_varlen_states: bool
+
+
+def seq_idx_from_cu_seqlens(cu_seqlens: torch.Tensor) -> torch.Tensor:
+    """The ``seq_idx`` (1, l) int32 of one packed row from its ``cu_seqlens`` (0, l_0, l_0 + l_1, ..., l):
+    position t belongs to sequence i when ``cu_seqlens[i] <= t < cu_seqlens[i + 1]``."""
+    cu = _require_tensor(cu_seqlens, "cu_seqlens")
+    if cu.dim() != 1 or cu.numel() < 2 or cu.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"cu_seqlens must be a 1-D int32 tensor (number of sequences + 1,) starting at 0, "
+                         f"got shape {tuple(cu.shape)} and dtype {cu.dtype}")
+    lengths = (cu[1:] - cu[:-1]).to(torch.int64)
+    if int(cu[0]) != 0 or bool((lengths <= 0).any()):
+        raise ValueError(f"cu_seqlens must start at 0 and strictly increase (every sequence at least one "
+                         f"token), got {cu.tolist()}")
+    ids = torch.arange(lengths.numel(), device=cu.device, dtype=torch.int32)
+    return torch.repeat_interleave(ids, lengths)[None]
+
+
+def validate_packing(seq_idx, cu_seqlens, return_varlen_states, b: int, l: int, device) -> Packing | None:
+    """Check mamba_ssm's packed-sequence arguments of a call with ``b`` rows of length ``l`` on ``device``;
+    None when the call packs nothing (all three absent).
+
+    mamba_ssm's semantics: ``seq_idx`` decides where the state resets (no state and no decay crosses a change
+    of seq_idx, also inside a chunk); ``cu_seqlens`` only says where each sequence ends, for
+    ``return_varlen_states``, so it needs ``seq_idx`` (build it with :func:`seq_idx_from_cu_seqlens`) and must
+    agree with it, and it needs b = 1."""
+    if seq_idx is None and cu_seqlens is None and not return_varlen_states:
+        return None
+    if seq_idx is None:
+        raise ValueError(
+            "packed sequences need seq_idx (b, l) int32: it decides where the state resets; cu_seqlens alone "
+            "only says where each sequence ends. Build it with seq_idx_from_cu_seqlens(cu_seqlens)")
+    seq_idx = _require_tensor(seq_idx, "seq_idx")
+    check_shape(seq_idx, "seq_idx", ("b", "l"), (b, l))
+    if seq_idx.dtype != torch.int32:
+        raise TypeError(f"seq_idx must be int32 (as mamba_ssm takes it), got {seq_idx.dtype}; pass "
+                        "seq_idx.to(torch.int32)")
+    if seq_idx.device != torch.device(device):
+        raise ValueError(f"seq_idx is on {seq_idx.device}, but x is on {device}: put both on one device")
+    steps = seq_idx[:, 1:] - seq_idx[:, :-1]
+    if l > 1 and bool((steps < 0).any()):
+        row, t = (int(v) for v in (steps < 0).nonzero()[0])
+        raise ValueError(
+            f"seq_idx must be non-decreasing along l (each sequence one contiguous run), but in row {row} it "
+            f"goes from {int(seq_idx[row, t])} at position {t} to {int(seq_idx[row, t + 1])} at {t + 1}")
+    if bool((seq_idx[:, 0] < 0).any()):
+        raise ValueError(f"seq_idx must be >= 0, got {seq_idx[:, 0].min().item()} at the start of a row")
+    bounds = []
+    for row in range(b):
+        starts = [0, *((steps[row] != 0).nonzero().flatten() + 1).tolist()]
+        bounds.append(tuple(zip(starts, [*starts[1:], l])))
+    if return_varlen_states and cu_seqlens is None:
+        raise ValueError("return_varlen_states=True needs cu_seqlens (number of sequences + 1,): where each "
+                         "sequence ends")
+    if cu_seqlens is not None:
+        if b != 1:
+            raise ValueError(f"cu_seqlens describes one packed row: b must be 1, got b = {b}")
+        expected = seq_idx_from_cu_seqlens(cu_seqlens)
+        if expected.shape[1] != l:
+            raise ValueError(f"cu_seqlens must end at the sequence length l = {l}, got {cu_seqlens.tolist()}")
+        ends = [end for _, end in bounds[0]]
+        if [int(v) for v in cu_seqlens[1:].tolist()] != ends:
+            raise ValueError(f"cu_seqlens {cu_seqlens.tolist()} disagrees with seq_idx, whose sequences end "
+                             f"at {ends}")
+    return Packing(seq_idx, tuple(bounds), cu_seqlens, bool(return_varlen_states))
 
 
 def validate_kernel_inputs(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initial_states=None,
