@@ -3,9 +3,9 @@ run alone, and bad packing arguments get an error that names them.
 
 The oracle is :func:`ssd_each_sequence` with the float64 recurrence: it cuts each row at its boundaries and
 runs every sequence by itself. The recurrence with resets, the dual form with a block-diagonal L and the
-chunked form run per sequence must all agree with it, on packs whose boundaries fall inside chunks, with a one-token
-sequence and with a sequence longer than several chunks; and the sequences that follow the first must not see
-the initial state.
+chunked form run per sequence must all agree with it, on packs whose boundaries fall inside chunks, with a
+one-token sequence and with a sequence longer than several chunks; and the sequences that follow the first
+must not see the initial state.
 """
 
 from __future__ import annotations
