@@ -100,6 +100,26 @@ def test_plot_decay_mask_from_dA_and_from_L(seed):
     np.testing.assert_allclose(logged.data[lower], np.log10(L[lower]), rtol=1e-9, atol=1e-12)
 
 
+def test_plot_decay_mask_of_a_packed_row_is_block_diagonal_with_its_boundaries_drawn():
+    _, dt, A, _, _ = _inputs(1)
+    dA = dt[0, :, 0] * A[0]
+    cut = [3, l // 2]
+    seq_idx = torch.zeros(l, dtype=torch.int32)
+    for start in cut:
+        seq_idx[start:] += 1
+    fig = plots.plot_decay_mask(dA, seq_idx=seq_idx, chunk_size=Q)
+    image = fig.axes[0].images[0].get_array()
+    L = torch.exp(segsum(dA.double())).numpy()
+    same = (seq_idx[:, None] == seq_idx[None, :]).numpy()
+    lower = np.tril(np.ones((l, l), dtype=bool))
+    np.testing.assert_allclose(image.data[lower], np.where(same, L, 0.0)[lower], rtol=1e-12)
+    assert (image.data[lower & ~same] == 0).all() and (image.data[lower & same] > 0).all()
+    red = [line for line in fig.axes[0].lines if line.get_color() == "red"]
+    assert len(red) == 2 * len(cut)
+    with pytest.raises(ValueError, match="seq_idx"):
+        plots.plot_decay_mask(dA, seq_idx=seq_idx[:-1])
+
+
 def test_plot_decay_mask_rejects_bad_shapes():
     with pytest.raises(ValueError, match="square"):
         plots.plot_decay_mask(torch.ones(3, 4))

@@ -182,6 +182,7 @@ def plot_decay_mask(
     kind: str = "auto",
     log: bool = False,
     chunk_size: int | None = None,
+    seq_idx=None,
     ax=None,
     title: str | None = None,
 ) -> Figure:
@@ -190,10 +191,19 @@ def plot_decay_mask(
     ``dA_or_L``: the per-step log-decay ``dA = dt·A`` of one head, shape (l,) (L is computed with the
     stable :func:`mamba2_tutorial.reference.segsum`), or L itself, shape (l, l). ``kind`` forces the reading
     ("dA" or "L"). ``log=True`` shows log10 L, which makes the slow decay of far-away steps visible. The
-    upper triangle (i < j: the future) is masked out. ``chunk_size`` draws chunk boundaries.
+    upper triangle (i < j: the future) is masked out. ``chunk_size`` draws chunk boundaries. ``seq_idx``
+    (l,): a packed row; L is made block-diagonal (zero where i and j belong to different sequences) and the
+    sequence boundaries are drawn as red dashed lines.
     """
     L = _decay_matrix(dA_or_L, kind)
     l = L.shape[0]
+    boundaries = []
+    if seq_idx is not None:
+        ids = _np(seq_idx).reshape(-1)
+        if ids.shape != (l,):
+            raise ValueError(f"seq_idx must have shape (l,) = ({l},) for one row, got {tuple(ids.shape)}")
+        L = np.where(ids[:, None] == ids[None, :], L, 0.0)
+        boundaries = [t for t in range(1, l) if ids[t] != ids[t - 1]]
     upper = np.triu(np.ones((l, l), dtype=bool), k=1)
     with np.errstate(divide="ignore"):
         values = np.log10(L) if log else L.copy()
@@ -203,6 +213,9 @@ def plot_decay_mask(
     vmin, vmax = (None, None) if log else (0.0, 1.0)
     im = ax.imshow(values, cmap=cmap, interpolation="nearest", vmin=vmin, vmax=vmax)
     _draw_chunks(ax, l, chunk_size)
+    for edge in boundaries:
+        ax.axhline(edge - 0.5, color="red", linestyle="--", linewidth=1.2)
+        ax.axvline(edge - 0.5, color="red", linestyle="--", linewidth=1.2)
     label = "log10 L[i, j]" if log else "L[i, j] = exp(dA_{j+1} + … + dA_i)"
     fig.colorbar(im, ax=ax, label=label)
     ax.set_xlabel("j (input position: source)")
