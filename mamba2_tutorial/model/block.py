@@ -88,7 +88,8 @@ class GatedRMSNorm(nn.Module):
 
     ``norm_before_gate=False`` (Mamba-2's choice): ``RMSNorm(y · silu(z)) · weight``; ``True``:
     ``RMSNorm(y) · weight · silu(z)``. Each group of ``group_size`` consecutive channels gets its own root
-    mean square, so that with g groups the norm never mixes the heads of two groups. Computed in float32.
+    mean square, so that with g groups the norm never mixes the heads of two groups. Computed in float32
+    (float64 for float64 inputs).
     """
 
     def __init__(self, hidden_size: int, *, group_size: int | None = None, eps: float = 1e-5,
@@ -107,14 +108,15 @@ class GatedRMSNorm(nn.Module):
         if z is not None and z.shape != y.shape:
             raise ValueError(f"z must have y's shape {tuple(y.shape)}, got {tuple(z.shape)}")
         dtype = y.dtype
-        y = y.float()
+        work = torch.float64 if dtype == torch.float64 else torch.float32  # float64 stays float64
+        y = y.to(work)
         if z is not None and not self.norm_before_gate:
-            y = y * F.silu(z.float())
+            y = y * F.silu(z.to(work))
         groups = y.reshape(*y.shape[:-1], -1, self.group_size)  # (..., groups, group_size)
         groups = groups * torch.rsqrt(groups.pow(2).mean(-1, keepdim=True) + self.eps)
-        y = groups.reshape(y.shape) * self.weight.float()
+        y = groups.reshape(y.shape) * self.weight.to(work)
         if z is not None and self.norm_before_gate:
-            y = y * F.silu(z.float())
+            y = y * F.silu(z.to(work))
         return y.to(dtype)
 
     def extra_repr(self) -> str:
@@ -202,8 +204,9 @@ class Mamba2Block(nn.Module):
     # -- the pieces, in the order forward uses them -------------------------------------------------------
     @property
     def A(self) -> torch.Tensor:
-        """The decay rates A = -exp(A_log) (h,), float32: always negative."""
-        return -torch.exp(self.A_log.float())
+        """The decay rates A = -exp(A_log) (h,), float32 (float64 in a float64 block): always negative."""
+        work = torch.float64 if self.A_log.dtype == torch.float64 else torch.float32
+        return -torch.exp(self.A_log.to(work))
 
     def D_heads(self) -> torch.Tensor:
         """D as the SSD takes it: (h,), or (h, p) with ``D_has_hdim``."""
