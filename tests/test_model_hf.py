@@ -1,5 +1,5 @@
-"""A block from transformers' ``Mamba2Config`` or ``Mamba2Mixer`` in one call, every field mapped; and a float64
-block that is float64 throughout.
+"""A block from transformers' ``Mamba2Config`` or ``Mamba2Mixer`` in one call, every field mapped; and a
+float64 block that is float64 throughout.
 
 The parity test sets every block field of the config away from its default (a forgotten ``layer_norm_epsilon``
 would show there), with random weights, so that no term hides behind a 0 or a 1.

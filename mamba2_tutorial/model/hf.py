@@ -2,9 +2,9 @@
 
 Every field of ``Mamba2Config`` that the mixer reads has its place in :class:`~.block.Mamba2Block`
 (:data:`CONFIG_FIELDS`); the fields that belong to the whole model (vocabulary, layer count, residual
-precision, token ids) are listed in :data:`MODEL_FIELDS`, and a field in neither list is refused, so that a new
-transformers release cannot add a setting that is silently dropped. transformers itself is not imported here:
-any object with the config's attributes (or the mixer's) will do.
+precision, token ids) are listed in :data:`MODEL_FIELDS`, and a field in neither list is refused, so that a
+new transformers release cannot add a setting that is silently dropped. transformers itself is not imported
+here: any object with the config's attributes (or the mixer's) will do.
 
     block = block_from_transformers(config)           # a new block, initialised as Mamba2Block initialises
     block = block_from_transformers(mixer)            # the mixer's hyperparameters, weights, dtype and device
@@ -85,7 +85,8 @@ def _check(kw: dict, num_heads: int, act: str, where: str) -> None:
     d_inner = kw["expand"] * kw["d_model"]
     if d_inner != num_heads * kw["headdim"]:
         raise ValueError(f"{where}: num_heads = {num_heads} does not match expand · hidden_size / head_dim = "
-                         f"{kw['expand']} · {kw['d_model']} / {kw['headdim']}; the block takes h = d_inner / p")
+                         f"{kw['expand']} · {kw['d_model']} / {kw['headdim']}"
+                         "; the block takes h = d_inner / p")
     if act not in ("silu", "swish"):
         raise ValueError(f"{where}: hidden_act = {act!r}, but the Mamba-2 block's activation is silu")
 
@@ -100,16 +101,17 @@ def block_from_transformers(config_or_mixer, **options) -> Mamba2Block:
         mixer = config_or_mixer
         kw = {ours: getattr(mixer, theirs) for theirs, ours in MIXER_FIELDS.items()}
         if mixer.intermediate_size % mixer.hidden_size:
-            raise ValueError(f"the mixer's intermediate_size {mixer.intermediate_size} is not a multiple of its "
-                             f"hidden_size {mixer.hidden_size}")
+            raise ValueError(f"the mixer's intermediate_size {mixer.intermediate_size} is not a multiple of "
+                             f"its hidden_size {mixer.hidden_size}")
         kw["expand"] = mixer.intermediate_size // mixer.hidden_size
         _check(kw, mixer.num_heads, mixer.activation, "Mamba2Mixer")
     else:
         config = config_or_mixer
         unknown = _own_fields(config) - set(CONFIG_FIELDS) - set(CHECKED_FIELDS) - set(MODEL_FIELDS)
         if unknown:
-            raise ValueError(f"Mamba2Config has fields this mapping does not know: {sorted(unknown)}; map each "
-                             "to a Mamba2Block keyword (CONFIG_FIELDS) or list it as model-level (MODEL_FIELDS)")
+            raise ValueError(f"Mamba2Config has fields this mapping does not know: {sorted(unknown)}; map "
+                             "each to a Mamba2Block keyword (CONFIG_FIELDS) or list it as model-level "
+                             "(MODEL_FIELDS)")
         kw = {ours: getattr(config, theirs) for theirs, ours in CONFIG_FIELDS.items()}
         _check(kw, config.num_heads, config.hidden_act, "Mamba2Config")
         mixer = None
