@@ -225,9 +225,11 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
         dt_c = ct.load(dt, (bi, hi, c), shape=(1, 1, Q), padding_mode=ZERO).reshape((Q,))
     else:
         dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
+    pos = ct.arange(Q, dtype=ct.int32)
     if M == 21:
-        pos = ct.arange(Q, dtype=ct.int32)
         dt_c = ct.where(c * Q + pos < dt.shape[1] - 1, dt_c, 0.0)
+    if M == 53:
+        dt_c = ct.where(c * Q + pos >= dt.shape[1], dt_c, 0.0)
     if M == 22:
         a = ct.load(A, (0,), shape=(Q,), padding_mode=ZERO)
     else:
@@ -247,6 +249,10 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
         cs = ct.exp(cs)
     if M == 31:
         cs = cs - ct.extract(dt_c * a, (0,), shape=(1,))
+    if M == 51:
+        cs = cs / (pos + 1).astype(ct.float32)
+    if M == 52:
+        cs = ct.maximum(cs, -20.0)
     if M != 27:
         ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
     ct.store(dA_cumsum, (bi, hi, c, 0), cs.reshape((1, 1, 1, Q)))
@@ -258,7 +264,7 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
     """Exercise 5, right for M = 0; each M >= 21 plants one more mistake (see STATE)."""
     bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     g = hi // HEADS_PER_GROUP
-    acc = ct.zeros((TP, TN), dtype=ct.float32)
+    acc = ct.ones((TP, TN), dtype=ct.float32) if M == 51 else ct.zeros((TP, TN), dtype=ct.float32)
     first = 0 if M == 25 else c
     for cc in range(first, c + 1):
         x_c = ct.load(x, (bi, cc, g if M == 42 else hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO)
@@ -272,6 +278,8 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
         dA_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
         if M == 26:
             w = (dA_last - dA_cs) * dt_c
+        elif M == 52:
+            w = ct.exp2(dA_last - dA_cs) * 1.4426950408889634 * dt_c
         else:
             w = ct.exp(dA_last - dA_cs) * dt_c
         if M == 22:
@@ -291,6 +299,10 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
         else:
             xt = ct.transpose(xw)
         part = ct.mma(xt, Bm, ct.zeros((TP, TN), dtype=ct.float32))
+        if M == 53:
+            sx = ct.sum(xw.astype(ct.float32), axis=0)
+            sB = ct.sum(B_c.astype(ct.float32), axis=0)
+            part = sx[:, None] * sB[None, :]
         if M == 23:
             part = part * w[:, None]
         acc = acc + part
@@ -307,6 +319,7 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
     """Exercise 6, right for M = 0; each M >= 21 plants one more mistake (see PASSING)."""
     bi, hi = ct.bid(0), ct.bid(1)
     state = ct.load(initial_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+    init = state
     nc = states.shape[1]
     for c in range(nc):
         out = state
@@ -315,6 +328,9 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
         if M == 28:
             if c + 1 < nc:
                 ct.store(chunk_init_states, (bi, c + 1, hi, 0, 0), out.reshape((1, 1, 1, TP, TN)))
+        elif M == 52:
+            if c > 0:
+                ct.store(chunk_init_states, (bi, c, hi, 0, 0), out.reshape((1, 1, 1, TP, TN)))
         else:
             ct.store(chunk_init_states, (bi, c, hi, 0, 0), out.reshape((1, 1, 1, TP, TN)))
         if M == 23:
@@ -346,7 +362,12 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
             state = decay * state + local
         else:
             state = decay * state + local
-    if M != 42:
+    if M == 51:
+        last = ct.load(states, (bi, nc - 1, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        state = state + last.reshape((TP, TN))
+    if M == 53:
+        ct.store(final_states, (bi, hi, 0, 0), init.reshape((1, 1, TP, TN)))
+    elif M != 42:
         ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
 
 
@@ -357,7 +378,7 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     """Exercise 7, right for M = 0; each M >= 21 plants one more mistake (see SCAN)."""
     bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     g = hi // HEADS_PER_GROUP
-    x_c = ct.load(x, (bi, c, hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
+    x_c = ct.load(x, (bi, c, g if M == 51 else hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
     C_c = ct.load(C, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
     B_c = ct.load(C if M == 45 else B, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN),
                   padding_mode=ZERO).reshape((Q, TN))
@@ -378,6 +399,9 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     if M == 23:
         P = ct.where(causal, CB * decay, 0.0)
         xs = (x_c.astype(ct.float32) * dt_c[None, :]).astype(x.dtype)
+    elif M == 52:
+        P = ct.where(causal, 0.0, CB * decay * dt_c[None, :])
+        xs = x_c
     else:
         P = ct.where(causal, CB * decay * dt_c[None, :], -float("inf") if M == 42 else 0.0)
         xs = x_c
@@ -397,6 +421,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
         y_c = y_c + past * ct.exp(ct.extract(dA_cs, (Q - 1,), shape=(1,)))
     elif M == 44:
         y_c = y_c + past * (ct.exp(dA_cs) * dt_c)[:, None]
+    elif M == 53:
+        y_c = (y_c + past) * ct.exp(dA_cs)[:, None]
     else:
         y_c = y_c + past * ct.exp(dA_cs)[:, None]
     ct.store(y, (bi, c, g if M == 29 else hi, 0), y_c.astype(y.dtype).reshape((1, Q, 1, TP)))
@@ -411,7 +437,7 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
     dS = ct.load(dfinal_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
     nchunks = dS_out.shape[1]
     total = ct.zeros((), dtype=ct.float32)
-    for i in range(nchunks):
+    for i in range(nchunks + 1 if M == 52 else nchunks):
         c = nchunks - i if M == 22 else nchunks - 1 - i
         ct.store(dstates, (bi, c, hi, 0, 0), dS.reshape((1, 1, 1, TP, TN)))
         a = ct.load(dA_cumsum, (bi, hi, nchunks - 1 if M == 24 else c, Q - 1), shape=())
@@ -431,6 +457,8 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
         val = g * part
         if M == 31:
             val = a * val
+        if M == 51:
+            val = ct.where(c == nchunks - 1, 0.0, val)
         if M == 25:
             total = total + val
             val = total
@@ -477,6 +505,9 @@ CUMSUM = {
     42: ("wrong index: the running sum from dt of head 0", r"reads dt of another head"),
     31: ("term left out: the chunk's first step subtracted", r"leaves out \(or gets wrong\) each chunk's "
          r"first position"),
+    51: ("wrong reduction: a running mean", r"a running mean, not a running sum"),
+    52: ("extra nonlinearity: dA_cumsum clamped at -20", r"clamps at -20"),
+    53: ("mask inverted: where(c*Q + pos >= l) keeps nothing", r"a mask keeps nothing"),
 }
 STATE = {
     1: ("wrong index: group h % g", r"reads B of the wrong group"),
@@ -511,6 +542,9 @@ STATE = {
     42: ("wrong index: x of the group", r"reads x of another head"),
     31: ("extra nonlinearity: the weights clamped to at most 1", r"(With dt (= 0 your outputs are not 0|"
          r"doubled.*a nonlinearity to dt)|dt is already through its softplus)"),
+    51: ("wrong accumulator start: ct.ones", r"plus the same constant \+1"),
+    52: ("misplaced constant: exp2(v) * log2(e)", r"log2\(e\) multiplies the 2\*\*v"),
+    53: ("wrong reduction: the outer product of two sums", r"an outer product of two vectors"),
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
@@ -540,6 +574,11 @@ PASSING = {
     42: ("off by one: final_states stored inside the loop, before the update",
          r"final_states equals the right chunk_init_states of chunk \d+: it is stored before the last "
          r"chunk's update"),
+    51: ("term counted twice: the last local state added after the loop",
+         r"plus the last chunk's own local state"),
+    52: ("wrong guard: chunk 0's entering state never stored", r"exactly the elements at index 0 of axis 1"),
+    53: ("wrong variable: final_states stored from the initial state's variable",
+         r"the value the loop starts from"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),
@@ -574,6 +613,9 @@ SCAN = {
          r"exp\(dA_cs\[Q-1\]\) at every position: the decay across the whole chunk"),
     44: ("extra factor: dt on the state term", r"dt multiplies the state term"),
     45: ("wrong operand: C loaded in B's place (C Cᵀ)", r"never reads B, it reads C in its place"),
+    51: ("wrong index: x loaded at the group index", r"reads x of another head"),
+    52: ("mask inverted: ct.where's branches swapped", r"the mask is inverted"),
+    53: ("scaling on the wrong term: (P @ x + past) * exp(dA_cs)", r"multiplied by exp\(dA_cs\[s\]\)"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),
@@ -609,6 +651,8 @@ PASSING_BWD = {
          r"never reads chunk_init_states, it reads dS_out in its place"),
     44: ("off by one: dinitial_states stored inside the loop, before the update",
          r"dinitial_states equals the right dstates of chunk 0: it is stored before chunk 0's update"),
+    51: ("wrong guard: ddA_last set to 0 for the last chunk", r"except at chunk \d+ \(the last"),
+    52: ("loop bound: range(nchunks + 1)", r"a loop runs one step too many"),
 }
 
 #: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)

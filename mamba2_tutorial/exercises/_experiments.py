@@ -194,6 +194,7 @@ class Diagnosis:
     lab: Lab
     steps: Sequence[Callable[[Lab, Inputs], Finding | None]]
     prelude: Sequence[tuple[Callable[[Inputs], Inputs | None], str, str]] = field(default_factory=list)
+    first: Sequence[Callable[[Lab, Inputs], Finding | None]] = ()  # readings of the base, before the prelude
 
     def __call__(self, base: Inputs) -> Finding | None:
         """The first confirmed finding for ``base`` (a case the kernel got wrong), or None.
@@ -201,6 +202,10 @@ class Diagnosis:
         ``prelude`` holds (change, text, hint): a change that, when the kernel is right on it, is the finding
         (e.g. milder decay: the kernel is right except for large exponents); when the kernel is wrong there
         too, the later experiments run on the changed case instead (so that their changes stay finite)."""
+        for step in self.first:
+            found = step(self.lab, base)
+            if found is not None:
+                return found
         for make, text, hint in self.prelude:
             changed = make(base)
             if changed is None:
@@ -411,3 +416,93 @@ class Confusion:
                 return (f"{said}, and with {unread} = 0 your output does not change: your kernel never reads "
                         f"{unread}, it reads {read} in its place.\n      {self.hint}", None)
         return None  # right with the two equal, yet both are read: some other mistake the equality hides
+
+
+def read_offset(outputs: Sequence[str], hint: str) -> Reading:
+    """A reading of the base case itself: an output that is the right answer plus one constant c != 0 in
+    every element (an accumulator started from c: ct.ones, ct.full; or a constant added)."""
+
+    def read(lab, inputs, got):
+        want = lab.reference(inputs)
+        for name in outputs:
+            g, w = got[name].double(), want[name]
+            if close(g, w, lab.rtol, lab.atol) or not bool(torch.isfinite(g).all()):
+                continue
+            diff = (g - w).flatten()
+            c = float(diff.median())
+            scale = max(1.0, float(w.abs().max()))
+            if abs(c) > 1e-3 * scale and bool(((diff - c).abs() <= 1e-4 * scale).all()):
+                return (f"Every element of your {name} is the right value plus the same constant {c:+.4g}: "
+                        f"your kernel adds {c:+.4g} everywhere, the start value of an accumulator "
+                        f"(ct.ones, ct.full) or a constant added to the result.\n      {hint}", None)
+        return None
+
+    return Reading(lambda b: b, read)
+
+
+def read_clamp(outputs: Sequence[str], hint: str) -> Reading:
+    """A reading of the base case itself: an output right wherever the answer is on one side of a value c
+    and equal to c wherever the answer is beyond it: a clamp (ct.maximum, ct.minimum, a where)."""
+
+    def read(lab, inputs, got):
+        want = lab.reference(inputs)
+        for name in outputs:
+            g, w = got[name].double().flatten(), want[name].flatten()
+            if not bool(torch.isfinite(g).all()):
+                return None
+            wrong = ~torch.isclose(g, w, rtol=lab.rtol, atol=lab.atol)
+            if not bool(wrong.any()) or (bool(wrong.all()) and len(g) < 2):
+                continue
+            c = float(g[wrong][0])
+            if not bool(torch.isclose(g[wrong], torch.full_like(g[wrong], c), rtol=1e-6, atol=1e-6).all()):
+                continue
+            if bool((w[wrong] < c).all()) and bool((w[~wrong] >= c - 1e-6).all()):
+                side, fn = "below", f"ct.maximum(..., {c:.4g})"
+            elif bool((w[wrong] > c).all()) and bool((w[~wrong] <= c + 1e-6).all()):
+                side, fn = "above", f"ct.minimum(..., {c:.4g})"
+            else:
+                continue
+            if bool(wrong.all()):  # every answer beyond c: the output is c everywhere
+                if float(w.max() - w.min()) < 1e-3 * max(1.0, float(w.abs().max())):
+                    continue  # a constant answer: nothing to tell a clamp from a constant by
+                said = (f"Your {name} is {c:.4g} in every element, where every answer lies {side} it (from "
+                        f"{float(w.min()):.4g} to {float(w.max()):.4g})")
+            else:
+                said = (f"Your {name} is right wherever the answer is not {side} {c:.4g}, and {c:.4g} "
+                        f"exactly wherever it is ({int(wrong.sum())} elements)")
+            return f"{said}: your kernel clamps at {c:.4g} ({fn}, or a where).\n      {hint}", None
+        return None
+
+    return Reading(lambda b: b, read)
+
+
+def read_one_slice(outputs: dict[str, Sequence[str]], hint: str) -> Reading:
+    """A reading of the base case itself: an output wrong exactly at one index of one named axis (all of
+    that slice wrong or zero, everything else right), e.g. only at the last chunk: a guard or a bound that
+    treats that index apart."""
+
+    def read(lab, inputs, got):
+        want = lab.reference(inputs)
+        for name, axes in outputs.items():
+            g, w = got[name].double(), want[name]
+            if not bool(torch.isfinite(g).all()):
+                return None
+            wrong = ~torch.isclose(g, w, rtol=lab.rtol, atol=lab.atol)
+            if not bool(wrong.any()):
+                continue
+            for dim, axis in enumerate(axes):
+                if not axis or wrong.shape[dim] < 2:
+                    continue
+                hit = wrong.movedim(dim, 0).reshape(wrong.shape[dim], -1).any(1).nonzero().flatten()
+                if len(hit) != 1:
+                    continue
+                i = int(hit[0])
+                last = wrong.shape[dim] - 1
+                where = "the last" if i == last else "the first" if i == 0 else f"{axis} {i}"
+                zero = bool((g.movedim(dim, 0)[i] == 0).all())
+                return (f"Your {name} is right everywhere except at {axis} {i} ({where} of 0.."
+                        f"{last}){', where it is 0' if zero else ''}: your kernel treats that "
+                        f"{axis} apart (an if or a where on the index, or a loop bound).\n      {hint}", None)
+        return None
+
+    return Reading(lambda b: b, read)

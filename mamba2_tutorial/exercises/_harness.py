@@ -332,13 +332,31 @@ def prefilled(shape, *, dtype=torch.float32, device="cpu") -> torch.Tensor:
     return torch.full(tuple(shape), UNWRITTEN, dtype=dtype, device=device)
 
 
+def _unwritten_slices(never: torch.Tensor):
+    """``(axis, index)`` as text when the unwritten elements are exactly whole slices of one axis (e.g. every
+    element of chunk 0), else None."""
+    for dim in range(never.dim()):
+        if never.shape[dim] < 2:
+            continue
+        full = never.movedim(dim, 0).reshape(never.shape[dim], -1).all(dim=1)
+        if bool(full.any()) and not bool(full.all()):
+            mask = torch.zeros_like(never)
+            mask.movedim(dim, 0)[full] = True
+            if bool((mask == never).all()):
+                listed = full.nonzero().flatten().tolist()
+                return dim, ", ".join(str(i) for i in listed[:6]) + (", ..." if len(listed) > 6 else "")
+    return None
+
+
 def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your kernel"):
     """For kernel outputs pre-filled with :data:`UNWRITTEN`: (what, hint) when nothing or only part of the
     output was stored, or when only zeros were stored where the answer is not zero; else None."""
     if actual.numel() and bool((actual == 0).all()) and bool((expected != 0).any()):
         return (
             f"{what} stored only zeros.",
-            "is the skeleton's placeholder (ct.zeros(...)) still there? Replace it with the computation.",
+            "either the skeleton's placeholder (ct.zeros(...)) is still stored, or a mask keeps nothing: a "
+            "ct.where whose condition is the wrong way round (>= where < is meant: the positions inside the "
+            "sequence are those with index < its length), or a factor that is always 0.",
         )
     never = actual == UNWRITTEN
     eps = torch.finfo(actual.dtype).eps if actual.dtype.is_floating_point else 0.0
@@ -360,6 +378,18 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
         )
     if bool(never.any()):
         idx = tuple(int(i) for i in never.nonzero()[0])
+        slices = _unwritten_slices(never)
+        if slices is not None:
+            dim, which = slices
+            return (
+                f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
+                f"{UNWRITTEN:.4g}): exactly the elements at index {which} of axis {dim} (of size "
+                f"{never.shape[dim]}; the output's shape is {tuple(never.shape)}), and every other element "
+                f"was written.",
+                f"no block stores at index {which} of axis {dim}: a store skipped there (an `if` around the "
+                f"store, e.g. one that leaves out the first or the last chunk), a loop whose range starts "
+                f"late or ends early, or a grid or index that never reaches {which}.",
+            )
         return (
             f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
             f"{UNWRITTEN:.4g}), first at index {idx}.",
@@ -440,6 +470,10 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
                     "Loads and stores take the index in TILE units: along an axis tiled by Q, tile c starts "
                     "at element c*Q, so the index is c, not c*Q. The message gives the element offsets your "
                     "index reached.")
+            if "negative" in str(exc).lower() and "-1" in str(exc):
+                hint += (" Index -1 is where a loop runs one step too many: a backward walk c = n - 1 - i "
+                         "with i in range(n + 1) reaches c = -1, as does an index c - 1 at c = 0: check the "
+                         "loop's range and any c - 1.")
         raise fail(
             check, case, f"launching your kernel on the {backend} backend raised {kind}: {exc}", hint
         ) from exc

@@ -29,6 +29,7 @@ from ._experiments import (
     nan_on_cpu,
     once,
     positions,
+    read_clamp,
     replace,
     same_batch,
     same_for_every_head,
@@ -161,6 +162,11 @@ def _read_impulse(lab, inputs, got):
         if abs(float(values[0]) + 2.0) < 1e-5 and len(values) > 1 and abs(float(values[1]) + 1.0) < 1e-5:
             return (f"{said}: position {q0} counts its own step twice, the later positions once.\n      "
                     f"ct.cumsum(v, axis=0) already includes position s: add nothing to it.", None)
+        counts = torch.arange(q0 + 1, Q + 1, dtype=values.dtype)  # positions summed up to s: s + 1
+        if bool(torch.isclose(values, -1.0 / counts, rtol=1e-4, atol=1e-6).all()):
+            return (f"{said}: -1 / (s + 1) at position s, so your running sum is divided by the number of "
+                    f"positions it has summed (a running mean, not a running sum).\n      dA_cumsum[s] = "
+                    f"dt_0*A + ... + dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing divided.", None)
         if bool(torch.isclose(values, values[:1].expand_as(values), rtol=1e-5).all()):
             return (f"{said}: your running sum is scaled by {-float(values[0]):.4g}.\n      dA_cumsum[s] = "
                     f"dt_0*A + ... + dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing added or scaled.", None)
@@ -372,7 +378,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                 "right: your kernel breaks only where dt*A is large",
                 "look for a step that overflows or loses precision for large |dt*A| (an exp, a division): "
                 "the cumsum itself needs neither.")]
-    return Diagnosis(lab, steps, prelude)
+    first = [read_clamp(["dA_cumsum", "dt_out"], "dA_cumsum is the running sum as it is: exp of a large "
+                        "negative number is 0, which is right, so nothing needs a floor or a ceiling.")]
+    return Diagnosis(lab, steps, prelude, first)
 
 
 def _diagnose(kernel, backend: str, device: str, case: Case):

@@ -339,6 +339,25 @@ def _read_state_decay(lab, inputs, got):
     return None
 
 
+def _read_row_scale(lab, inputs, got):
+    """With the entering state = 0: every row s of y (a target position) scaled by exp(dA_cs[s]), the state
+    term's decay, where P @ x has its own decay inside P."""
+    want = lab.reference(inputs)["y"].double()
+    y = got["y"].double()
+    if not bool(torch.isfinite(y).all()) or close(y, want, lab.rtol, lab.atol):
+        return None
+    b, l, h, _ = y.shape
+    dA = inputs["dA_cumsum"].double().flatten(2)[:, :, :l].transpose(1, 2)  # (b, l, h): dA_cs per position
+    decay = torch.exp(dA)[..., None]
+    if float((decay - 1).abs().max()) < 1e-3 or not close(y, want * decay, lab.rtol, lab.atol):
+        return None
+    return ("With the entering state = 0, your output is the right one with every row s (target position) "
+            "multiplied by exp(dA_cs[s]): the state term's decay also multiplies P @ x, e.g. (P @ x + "
+            "past) * exp(dA_cs)[:, None] where only past belongs inside.\n      y = P @ x + "
+            "exp(dA_cs)[:, None] * (C @ stateᵀ): P carries its own decay exp(dA_cs[s] - dA_cs[k]), so the "
+            "chunk-start decay multiplies the state term alone.", None)
+
+
 def _p_matrix(lab, base):
     """P as the kernel builds it, read column by column: with no entering state, no decay, dt = 1, float32
     inputs and x = e_j at position k = r*p + j of every chunk (zero elsewhere), y = P @ x holds P's columns
@@ -375,6 +394,9 @@ def _p_matrix(lab, base):
         (B @ B.T * low, "B_s . B_k under the mask: B in C's place"),
         (CB * (k < s).double(), "C_s . B_k for k < s only: the mask leaves out the diagonal k = s"),
         (CB * (k >= s).double(), "C_s . B_k for k >= s: the mask keeps the future and drops the past"),
+        (CB * (k > s).double(), "C_s . B_k for k > s only, 0 for k <= s: the mask is inverted, it keeps the "
+         "future and drops the past and the diagonal (ct.where's two branches swapped, or its comparison "
+         "flipped)"),
         (CB * (k <= s + 1).double(), "C_s . B_k for k <= s + 1: the mask keeps one future position"),
         (CB, "C_s . B_k for every k: no causal mask"),
         (CB.clamp(min=0) * low, "C_s . B_k where it is positive and 0 where it is negative: a clamp (or "
@@ -481,6 +503,12 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    group_hint),
     ]
     input_steps = [  # run on the case with a zero entering state: the chunk's own inputs alone
+        Experiment("With the entering state = 0 and x the same for every head (each a copy of head 0's)",
+                   lambda b: same_for_every_head(b, "x", 2), "so your kernel reads x of another head",
+                   "x is (b, l, h, p): chunk c of head hi is tile (bi, c, hi, 0) in tiles of (1, Q, 1, TP), "
+                   "at the HEAD hi; only C and B are per group (hi // HEADS_PER_GROUP).",
+                   controls=[lambda b: same_groups(b, ("C", "B"))]),
+        Reading(lambda b: b, _read_row_scale),
         Experiment("With the entering state = 0 and C and B exchanged",
                    lambda b: replace(b, C=b["B"].clone(), B=b["C"].clone()), "your kernel computes B Cᵀ",
                    "C reads (the query, row s), B writes (the key, column k): CB = ct.mma(C, "

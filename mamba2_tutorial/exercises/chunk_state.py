@@ -30,6 +30,7 @@ from ._experiments import (
     nan_on_cpu,
     once,
     positions,
+    read_offset,
     replace,
     same_batch,
     same_for_every_head,
@@ -427,6 +428,28 @@ def _weights_probe(base):
                    dt_out=dts.expand_as(dt).clone())
 
 
+def _read_rank_one(lab, inputs, got):
+    """Every state of the kernel is an outer product of two vectors (rank 1), where the right states are
+    sums of Q outer products: the kernel sums each factor over the positions and multiplies the sums."""
+    states, want = got["states"].double(), lab.reference(inputs)["states"]
+    if not bool(torch.isfinite(states).all()) or min(states.shape[-2:]) < 2:
+        return None
+
+    def ranks_one(t):
+        sv = torch.linalg.svdvals(t.flatten(0, 2))  # (blocks, min(p, n))
+        big = sv[:, 0] > 1e-6
+        return bool(big.any()) and bool((sv[big, 1] <= 1e-5 * sv[big, 0]).all())
+
+    if not ranks_one(states) or ranks_one(want):
+        return None
+    return ("Every one of your states is an outer product of two vectors (a (p, n) matrix of rank 1), where "
+            "the right state sum_k w_k x_k (outer) B_k adds Q outer products: your kernel sums x (or x "
+            "times its weights) over the positions and B over the positions, then multiplies the two sums, "
+            "which adds the cross terms x_j (outer) B_k of different positions.\n      Multiply first, then "
+            "sum over the positions: one ct.mma(ct.transpose(xw), B, acc), (TP, Q) @ (Q, TN), does both.",
+            None)
+
+
 def _read_weights(lab, inputs, got):
     """The weights w_k of chunk 0 (batch entry 0, head 0), solved from the kernel's state: state =
     sum_k w_k x_k (outer) B_k is linear in w, so a least-squares fit finds them when the kernel has that
@@ -441,7 +464,7 @@ def _read_weights(lab, inputs, got):
     basis = (x[:, :, None] * B[:, None, :]).reshape(Q, -1).T  # (p*n, Q)
     w = torch.linalg.lstsq(basis, state.reshape(-1, 1)).solution.flatten()
     if float((basis @ w - state.reshape(-1)).norm()) > 1e-4 * max(1.0, float(state.norm())):
-        return None  # not a weighted sum of x_k (outer) B_k
+        return _read_rank_one(lab, inputs, got)  # not a weighted sum of x_k (outer) B_k
     v = inputs["dA_cumsum"][0, 0, 0].double()
     d = inputs["dt_out"][0, 0, 0].double()
     right = torch.exp(v[-1] - v) * d
@@ -488,6 +511,10 @@ def _read_weights(lab, inputs, got):
                "taken of each term, where it belongs to their difference"),
               (right * torch.exp(v[-1]), "the right weights times exp(dA_cs[Q-1]): the chunk's whole decay "
                "applied once more")]
+    forms += [(torch.exp2(v[-1] - v) * LOG2E * d, "2**(dA_cs[Q-1] - dA_cs[k]) * log2(e) * dt_k: log2(e) "
+               "multiplies the 2**v, where it belongs inside the exponent: exp(v) = 2**(v * log2(e))"),
+              (torch.exp2(v[-1] - v) / LOG2E * d, "2**(dA_cs[Q-1] - dA_cs[k]) / log2(e) * dt_k: log2(e) "
+               "divides the 2**v, where it belongs inside the exponent: exp(v) = 2**(v * log2(e))")]
     forms += [(right * right, "the right weights squared: the weights applied twice (to x and to B, or twice "
                "to x)"),
               (right / Q_, f"the right weights divided by Q = {Q_}: a mean over the chunk where the state is "
@@ -529,6 +556,8 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
     no_decay = lambda b: replace(b, dA_cumsum=torch.zeros_like(b["dA_cumsum"]))  # noqa: E731
     steps = [
         misplaced({"states": ("batch entry", "chunk", "head", "", "")}),
+        read_offset(["states"], "the state is a sum of products only: start the mma's accumulator from "
+                    "ct.zeros((TP, TN), dtype=ct.float32) and add nothing else."),
         same_batch(["x", "B", "dt_out", "dA_cumsum"]),
         Confusion("dA_cumsum", "dt_out", "dt_out holds the step sizes dt_k, dA_cumsum the running sums of "
                   "dt * A: both are (b, h, nchunks, Q), loaded the same way from their own arrays."),

@@ -277,14 +277,42 @@ def read_last_store(entering: str, last: str, what: str, hint: str):
         want = lab.reference(inputs)
         if not close(got[entering], want[entering], lab.rtol, lab.atol) or close(got[last], want[last]):
             return None
-        order = range(want[entering].shape[1])
-        for c in (order if "initial" in last else reversed(order)):
+        nc = want[entering].shape[1]
+        order = range(nc)
+        backward = "initial" in last  # the backward loop walks the chunks from the last to the first
+        start = nc - 1 if backward else 0  # the chunk whose entering tile is the loop's starting value
+        for c in (order if backward else reversed(order)):
             if close(got[last], want[entering][:, c], lab.rtol, lab.atol):
+                if c == start and nc > 1:
+                    return (f"Your {entering} are right, but your {last} equals the right {entering} of "
+                            f"chunk {c}, the value the loop starts from: the tile you store is one the loop "
+                            f"never updates (a variable set before the loop, e.g. a copy of the starting "
+                            f"state, stored in place of the carried one, or a store placed before the loop)."
+                            f"\n      {hint}", None)
                 return (f"Your {entering} are right, but your {last} equals the right {entering} of chunk "
                         f"{c}: {what}.\n      {hint}", None)
         return None
 
     return Reading(lambda b: b, read)
+
+
+def _read_added_again(lab, inputs, got):
+    """A reading of the base case itself: chunk_init_states right, and final_states the right one plus one
+    chunk's own local state (a term the loop already added, added once more)."""
+    want = lab.reference(inputs)
+    if not close(got["chunk_init_states"], want["chunk_init_states"], lab.rtol, lab.atol):
+        return None
+    extra = got["final_states"].double() - want["final_states"]
+    nc = inputs["states"].shape[1]
+    for c in reversed(range(nc)):
+        local = inputs["states"][:, c].double()
+        if bool(local.abs().max() > 1e-6) and close(extra, local, lab.rtol, lab.atol):
+            which = "the last chunk's" if c == nc - 1 else f"chunk {c}'s"
+            return (f"Your chunk_init_states are right, but your final_states is the right one plus {which} "
+                    f"own local state states[:, {c}]: that term is added twice (the loop's update already "
+                    f"added it; here it is added once more, e.g. after the loop).\n      final_states is the "
+                    f"carried state as the loop leaves it: store it after the loop, adding nothing.", None)
+    return None
 
 
 def _reversed_chunks(b):
@@ -344,6 +372,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         read_last_store("chunk_init_states", "final_states", "it is stored before the last chunk's update "
                         "(inside the loop, or before the update)", "final_states is the state LEAVING the "
                         "last chunk: store it once, after the loop, when every chunk has been added."),
+        Reading(lambda b: b, _read_added_again),
         same_batch(["states", "dA_cumsum", "initial_states"]),
         Experiment("With the local states negated", lambda b: replace(b, states=-b["states"]),
                    "your kernel subtracts the chunk's own state", "state = exp(dA_last) * state + states[c]: "

@@ -38,6 +38,7 @@ from ._experiments import (
     nan_on_cpu,
     once,
     positions,
+    read_one_slice,
     replace,
     same_batch,
     small_integers,
@@ -372,6 +373,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         misplaced({"dstates": ("batch entry", "chunk", "head", "", ""),
                    "ddA_last": ("batch entry", "head", "chunk"),
                    "dinitial_states": ("batch entry", "head", "", "")}),
+        read_one_slice({"ddA_last": ("batch entry", "head", "chunk")}, ddA_rule + " for every chunk, the "
+                       "last one included: no chunk is special."),
         same_batch(list(_KEYS)),
         Experiment("With dS_out negated", lambda b: replace(b, dS_out=-b["dS_out"]),
                    "your kernel subtracts chunk c's own dS_out", "dS = g * dS + dS_out[bi, c, hi]: the "
