@@ -378,7 +378,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     """Exercise 7, right for M = 0; each M >= 21 plants one more mistake (see SCAN)."""
     bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     g = hi // HEADS_PER_GROUP
-    x_c = ct.load(x, (bi, c, g if M == 51 else hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO).reshape((Q, TP))
+    x_c = ct.load(x, (bi, c, g if M == 51 else hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO)
+    x_c = x_c.reshape((Q, TP))
     C_c = ct.load(C, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
     B_c = ct.load(C if M == 45 else B, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN),
                   padding_mode=ZERO).reshape((Q, TN))
