@@ -13,7 +13,14 @@ from __future__ import annotations
 import cuda.tile as ct
 import torch
 
-from ..kernels.bwd_chunk import chunk_block, decay_tile, example_chunk_inputs, load_positions, load_rows
+from ..kernels.bwd_chunk import (
+    chunk_block,
+    chunk_bwd_plan,
+    decay_tile,
+    example_chunk_inputs,
+    load_positions,
+    load_rows,
+)
 from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
 from ..runtime.specs import KernelSpec
@@ -90,14 +97,13 @@ def launch_dc_heads(plan, inputs, CB, chunk_init_states, outputs, backend, occup
 def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, hpb=2):
     def make():
         from ..kernels.chunk_scan import D_PER_HEAD
-        from .bwd_chunk import chunk_bwd_heads_plan
-
         e = example_chunk_inputs(dtype, Q, D_PER_HEAD, b, l, h, p, g, n)
-        plan = chunk_bwd_heads_plan(b, l, h, p, g, n, Q, dtype, hpb)
+        plan = chunk_bwd_plan(b, l, h, p, n, Q, dtype)            # the taught tiles, h / hpb blocks of heads
+        grid = (*plan.grid[:2], h // hpb)
         t = plan.tiles
         inputs = tuple(e[k] for k in ("x", "dy", "dt_out", "dA_cumsum", "C", "B"))
         CB = torch.randn(b, e["per_pos"].shape[2], g, Q, Q)
-        return plan.grid, (*inputs, CB, e["S"], torch.empty(b, l, h // hpb, n), e["per_pos"],
+        return grid, (*inputs, CB, e["S"], torch.empty(b, l, h // hpb, n), e["per_pos"],
                            h // g, hpb, Q, t["T"], t["PP"], t["NS"])
 
     return make

@@ -19,6 +19,7 @@ from ..kernels._host import placeholder
 from ..kernels.bwd_chunk import (
     added_state_grads,
     chunk_block,
+    chunk_bwd_plan,
     decay_tile_transposed,
     example_chunk_inputs,
     key_tile_grads,
@@ -123,14 +124,13 @@ def launch_dx_heads(plan, inputs, CBt, dstates, D, outputs, backend, occupancy):
 
 def _example_args(dtype, Q, D_MODE=D_PER_HEAD, b=2, l=300, h=4, p=48, g=2, n=80, hpb=2):
     def make():
-        from .bwd_chunk import chunk_bwd_heads_plan
-
         e = example_chunk_inputs(dtype, Q, D_MODE, b, l, h, p, g, n)
-        plan = chunk_bwd_heads_plan(b, l, h, p, g, n, Q, dtype, hpb)
+        plan = chunk_bwd_plan(b, l, h, p, n, Q, dtype)            # the taught tiles, h / hpb blocks of heads
+        grid = (*plan.grid[:2], h // hpb)
         t, per_pos = plan.tiles, e["per_pos"]
         inputs = tuple(e[k] for k in ("x", "dy", "dt_out", "dA_cumsum", "C", "B"))
         CBt = torch.randn(b, per_pos.shape[2], g, Q, Q)
-        return plan.grid, (*inputs, CBt, e["dstates"], e["D"], torch.empty_like(e["x"]),
+        return grid, (*inputs, CBt, e["dstates"], e["D"], torch.empty_like(e["x"]),
                            torch.empty(b, l, h // hpb, n), per_pos, per_pos.clone(), per_pos.clone(),
                            torch.empty(b, per_pos.shape[2] * (Q // t["T"]), h, t["PP"]),
                            h // g, hpb, Q, t["T"], t["PP"], t["NS"], D_MODE)

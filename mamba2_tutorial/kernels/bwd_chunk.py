@@ -298,7 +298,7 @@ def launch_chunk_bwd(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates,
 
 
 def example_chunk_inputs(dtype, Q, D_MODE, b, l, h, p, g, n) -> dict:
-    """Random inputs of kernels 3 and 4 for a compile spec (the fast path's chunk kernels take them too):
+    """Random inputs of kernels 3 and 4 for a compile spec (and of any kernel of the same contract):
     x, dy, C, B in ``dtype``; dt_out, dA_cumsum, dstates and a per-position buffer in float32; D of
     ``D_MODE``'s shape; the entering states S in ``dtype``."""
     gen = torch.Generator().manual_seed(0)

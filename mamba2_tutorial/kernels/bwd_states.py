@@ -162,7 +162,7 @@ def launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backe
 
 
 def example_state_grads_inputs(dtype, Q, b, l, h, p, g, n) -> dict:
-    """Random inputs of backward kernels 1 and 2 for a compile spec (the fast state stage takes them too):
+    """Random inputs of backward kernels 1 and 2 for a compile spec (and of any kernel of the same contract):
     dy and C in ``dtype``, dA_cumsum, the entering states S (in ``dtype``) and d final_states."""
     gen = torch.Generator().manual_seed(0)
     nchunks = cdiv(l, Q)
