@@ -1,6 +1,7 @@
 """The fast backward kernels against the taught ones, stage by stage, and ``ssd_forward`` training with them.
 
-The fast path's backward (``fast/bwd_states.py``, ``fast/bwd_chunk.py``) computes what the taught kernels
+The fast path's backward (``fast/bwd_states.py``, ``fast/bwd_chunk.py`` with its kernels in
+``fast/bwd_dx_heads.py`` and ``fast/bwd_dc_heads.py``) computes what the taught kernels
 compute, in other blocks: the state gradient in one launch, C Bᵀ once per group, the heads of a group summed
 in the block. Each stage must give the taught stage's results on random ragged problems with groups, for
 every way of splitting a group's heads between blocks, with every buffer poisoned with NaN first; and
@@ -10,6 +11,8 @@ with.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -17,8 +20,17 @@ from mamba2_tutorial import reference as ref
 from mamba2_tutorial.fast import backward as fast_backward
 from mamba2_tutorial.fast.bwd_chunk import heads_per_block, launch_chunk_bwd_heads
 from mamba2_tutorial.fast.bwd_states import launch_state_grads_fused
-from mamba2_tutorial.fast.config import ChunkScan, Decay, FastConfig, Fused, Segmented
+from mamba2_tutorial.fast.config import (
+    BackwardConfig,
+    ChunkGrads,
+    ChunkScan,
+    Decay,
+    FastConfig,
+    Fused,
+    Segmented,
+)
 from mamba2_tutorial.fast.forward import ssd_forward, training_stages
+from mamba2_tutorial.fast.tuning import backward_config
 from mamba2_tutorial.kernels.bwd_chunk import launch_chunk_bwd
 from mamba2_tutorial.kernels.bwd_states import launch_state_grads
 from mamba2_tutorial.kernels.forward import taught_stages
@@ -93,17 +105,23 @@ def test_chunk_bwd_heads_equals_taught(problem, dtype, device="cpu"):
 
 
 def test_heads_per_block():
-    assert heads_per_block(80, 1) == 16 and heads_per_block(24, 1) == 12 and heads_per_block(128, 8) == 16
-    assert heads_per_block(6, 3) == 2 and heads_per_block(7, 1) == 7 and heads_per_block(17, 1) == 1
-    assert heads_per_block(12, 1, cap=5) == 4
+    shipped = BackwardConfig().chunk                    # 16 heads at most, two waves, hint 2
+
+    def hpb(h, g, sms=132, settings=shipped, **kw):
+        return heads_per_block(h, g, sms=sms, settings=settings, **kw)
+
+    assert hpb(80, 1) == 16 and hpb(24, 1) == 12 and hpb(128, 8) == 16
+    assert hpb(6, 3) == 2 and hpb(7, 1) == 7 and hpb(17, 1) == 1
+    assert hpb(12, 1, settings=ChunkGrads(max_heads_per_block=5)) == 4
     # a small grid: fewer heads per block, so that the grid makes two waves of 132 SMs × 2 blocks
-    assert heads_per_block(80, 1, blocks_per_head=4 * 8 * 16) == 16         # b8-l4096-h80: 2560 blocks at 16
-    assert heads_per_block(24, 1, blocks_per_head=4 * 4 * 8) == 4           # b4-l2048-h24: 256 blocks at 12
-    assert heads_per_block(24, 1, blocks_per_head=4 * 4 * 8, sms=16) == 12  # a small GPU: 12 is enough
-    assert heads_per_block(24, 1, blocks_per_head=4) == 1                   # never enough: the most blocks
+    assert hpb(80, 1, blocks_per_head=4 * 8 * 16) == 16         # b8-l4096-h80: 2560 blocks at 16
+    assert hpb(24, 1, blocks_per_head=4 * 4 * 8) == 4           # b4-l2048-h24: 256 blocks at 12
+    assert hpb(24, 1, blocks_per_head=4 * 4 * 8, sms=16) == 12  # a small GPU: 12 is enough
+    assert hpb(24, 1, blocks_per_head=4) == 1                   # never enough: the most blocks
     # the wave is SMs × the occupancy hint: 64 · 24 / d blocks against 2 × 264, or 2 × 132 without a hint
-    assert heads_per_block(24, 1, blocks_per_head=64) == 2
-    assert heads_per_block(24, 1, blocks_per_head=64, occupancy=None) == 4
+    assert hpb(24, 1, blocks_per_head=64) == 2
+    assert hpb(24, 1, blocks_per_head=64, settings=ChunkGrads(occupancy=None)) == 4
+    assert hpb(24, 1, blocks_per_head=64, settings=ChunkGrads(min_waves=0)) == 12
     inp, dt_out, dA_cumsum, init, dy, dfinal, backend = _intermediates(PROBLEMS[0], torch.float32, 0)
     args = (inp["x"], dy, dt_out, dA_cumsum, inp["C"], inp["B"], init, init.float(), None, backend)
     with pytest.raises(ValueError, match=r"hpb \(heads per block\) must divide the group size h / g = 4"):
@@ -122,7 +140,7 @@ def test_ssd_forward_trains_with_the_fast_backward(config, monkeypatch):
     """Gradients of every input against float64 autograd, through each kind of state stage, and the fast
     backward kernels are the ones that ran."""
     calls = []
-    monkeypatch.setattr(fast_backward, "MIN_FUSED_BLOCKS_PER_SM", 0)   # tiny problems: the fused stage too
+    _fused_state_stage_from(0, monkeypatch)                            # tiny problems: the fused stage too
     work = fast_backward.ChunkBwdHeads
     for owner, name in ((fast_backward, "launch_state_grads_fused"), (work, "launch_dc"),
                         (work, "launch_dx")):
@@ -144,11 +162,25 @@ def test_ssd_forward_trains_with_the_fast_backward(config, monkeypatch):
         assert err <= 1e-4, f"{config}: d{name} relative error {err:.2e} against float64 autograd"
 
 
+def _fused_state_stage_from(blocks_per_sm: int, monkeypatch) -> None:
+    """The fast backward with the shipped settings, but the fused state stage from ``blocks_per_sm``."""
+    real = fast_backward.backward_config
+
+    def config(*args):
+        cfg = real(*args)
+        return dataclasses.replace(cfg, state=dataclasses.replace(cfg.state,
+                                                                  min_fused_blocks_per_sm=blocks_per_sm))
+    monkeypatch.setattr(fast_backward, "backward_config", config)
+
+
 def test_few_long_sequences_take_the_taught_state_stage(monkeypatch):
     """The fused state stage walks every chunk in one block per (state tile, batch, head): with fewer such
     blocks than SMs the taught kernels 1 and 2 (parallel over the chunks) run instead, and the gradients are
     the same."""
-    fused = fast_backward.uses_fused_state_grads
+    def fused(*problem, sms=132):
+        settings = backward_config(*problem).state
+        return fast_backward.uses_fused_state_grads(*problem, sms=sms, settings=settings)
+
     assert fused(8, 4096, 80, 64, 128, 256, torch.bfloat16)           # 2 state tiles × 640: 1280 blocks
     assert fused(1, 32768, 80, 64, 128, 256, torch.bfloat16)          # 160 blocks on 132 SMs
     assert not fused(1, 32768, 8, 64, 128, 256, torch.bfloat16)       # 16 blocks
@@ -160,7 +192,7 @@ def test_few_long_sequences_take_the_taught_state_stage(monkeypatch):
     dout, dfinal = torch.randn(b, l, h, p, generator=gen), torch.randn(b, h, p, n, generator=gen)
     grads = {}
     for threshold in (0, 10**9):                    # fused, then taught
-        monkeypatch.setattr(fast_backward, "MIN_FUSED_BLOCKS_PER_SM", threshold)
+        _fused_state_stage_from(threshold, monkeypatch)
         grads[threshold] = ssd_gradients(ssd_forward, inp, Q, dout, dfinal, backend="cpu")
     for name, g_fused in grads[0].items():
         assert relative_error(g_fused, grads[10**9][name]) < 1e-5, name
@@ -214,10 +246,13 @@ def test_kernel_4_beside_the_state_stage_changes_nothing(problem):
     inp, dt_out, dA_cumsum, init, dy, dfinal, _ = _intermediates(GPU_PROBLEMS[problem], torch.bfloat16,
                                                                  problem, "cuda")
     args = (dy, inp["x"], dt_out, dA_cumsum, inp["C"], inp["B"], init, dfinal, inp["D"], "gpu")
-    states, chunk = fast_backward.kernel_stages(*args, overlap=False)
+    b, l, h, p = dy.shape
+    shipped = backward_config(b, l, h, p, inp["C"].shape[3], dA_cumsum.shape[3], dy.dtype, dy.device)
+    assert shipped.overlap
+    states, chunk = fast_backward.kernel_stages(*args, config=dataclasses.replace(shipped, overlap=False))
     want = [t for t in (*states, *chunk) if t is not None]
     for _ in range(5):
-        states, chunk = fast_backward.kernel_stages(*args, overlap=True)
+        states, chunk = fast_backward.kernel_stages(*args, config=shipped)
         got = [t for t in (*states, *chunk) if t is not None]
         for i, (a, w) in enumerate(zip(got, want)):
             assert torch.equal(a, w), f"result {i} of kernels 1-4 differs with kernel 4 on a second stream"

@@ -10,6 +10,7 @@ CPU the kernels run on the tile executor; the tests marked ``gpu`` run the same 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 
 import pytest
@@ -205,8 +206,8 @@ def test_the_sm_count_has_one_source_the_gpus_description():
     """A table's SM count is its GPU's, from ``runtime/hardware.py``: a table that states its own, or names a
     GPU no GPUSpec describes, is refused; the CPU executor's count (the fast backward's head split) is the
     H200's, the GPU the shipped tables are tuned on."""
-    from mamba2_tutorial.fast import tuning
-    from mamba2_tutorial.fast.bwd_chunk import heads_per_block
+    from mamba2_tutorial.fast import backward as fast_backward
+    from mamba2_tutorial.fast import bwd_chunk, tuning
     from mamba2_tutorial.runtime.hardware import H200, gpu_spec, sm_count
 
     raw = json.loads((tuning.resources.files("mamba2_tutorial") / "data/configs/h200.json").read_text())
@@ -216,9 +217,10 @@ def test_the_sm_count_has_one_source_the_gpus_description():
     with pytest.raises(ValueError, match="no GPUSpec for GPU 'NVIDIA B300'"):
         tuning.table_from_json("b300", {**raw, "gpu": "NVIDIA B300"})
     assert sm_count(torch.device("cpu")) == sm_count("cpu") == H200.sm_count
-    # the default of the head split is that count: 24 heads, one group, a small grid
-    assert heads_per_block(24, 1, blocks_per_head=4) == heads_per_block(24, 1, blocks_per_head=4,
-                                                                        sms=sm_count("cpu"))
+    # the fast backward's head split and state stage take no SM count of their own: they ask sm_count
+    source = inspect.getsource(fast_backward) + inspect.getsource(bwd_chunk)
+    assert "sm_count(x.device)" in source and "sm_count(dy.device)" in source
+    assert "H200" not in source and "132" not in source
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from .tuning import load_table, problem_class, ssd_config
 
 #: modules of this package whose SPECS the compile check covers: the kernels the shipped configs launch
 #: (``specs.py``) and the fast backward's
-SPEC_MODULES: tuple[str, ...] = ("specs", "bwd_states", "bwd_chunk")
+SPEC_MODULES: tuple[str, ...] = ("specs", "bwd_states", "bwd_chunk", "bwd_dc_heads", "bwd_dx_heads")
 
 register_spec_modules(*(f"{__name__}.{module}" for module in SPEC_MODULES))
 

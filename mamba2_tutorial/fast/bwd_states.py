@@ -21,10 +21,12 @@ import cuda.tile as ct
 import torch
 
 from ..kernels._host import LaunchPlan, allocate, cdiv, placeholder, tile_size
-from ..kernels.chunk_state import LOG2E
+from ..kernels.bwd_states import add_output_grad, example_state_grads_inputs, hand_out_chunk, state_tile_block
 from ..kernels.state_passing import initial_state_tile
 from ..runtime.launch import launch
 from ..runtime.specs import KernelSpec
+from .config import StateGrads
+from .tuning import backward_config
 
 __all__ = ["SPECS", "launch_state_grads_fused", "state_grads_fused_kernel", "state_grads_fused_plan"]
 
@@ -41,12 +43,7 @@ def state_grads_fused_kernel(dy, C, dA_cumsum, chunk_init_states, dfinal_states,
     (b, nchunks, h, p, n), dfinal_states (b, h, p, n) -> dstates (b, nchunks, h, p, n) in its own dtype,
     ddA_last (b, h, nchunks, state tiles) float32 (one part per block), dinitial_states (b, h, p, n)
     float32. Grid (state tiles, b, h)."""
-    pid_pn = ct.bid(0)
-    b = ct.bid(1)
-    h = ct.bid(2)
-    n_tiles = ct.cdiv(dstates.shape[4], TN)
-    i_p = pid_pn // n_tiles
-    i_n = pid_pn % n_tiles
+    pid_pn, i_p, i_n, b, h = state_tile_block(dstates.shape[4], TN)
     g = h // heads_per_group
     nchunks = dstates.shape[1]
     seqlen = dy.shape[1]
@@ -54,36 +51,19 @@ def state_grads_fused_kernel(dy, C, dA_cumsum, chunk_init_states, dfinal_states,
     dS = initial_state_tile(dfinal_states, b, h, i_p, i_n, TP, TN, HAS_DFINAL)
     for i in range(nchunks):
         c = nchunks - 1 - i
-        ct.store(dstates, (b, c, h, i_p, i_n), dS.astype(dstates.dtype).reshape((1, 1, 1, TP, TN)))
-        g_c = ct.exp2(ct.load(dA_cumsum, (b, h, c, Q - 1), shape=()) * LOG2E, flush_to_zero=True)
-        S_c = ct.load(chunk_init_states, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
-        part = g_c * ct.sum(dS * S_c.reshape((TP, TN)).astype(ct.float32))
-        ct.store(ddA_last, (b, h, c, pid_pn), part.reshape((1, 1, 1, 1)))
+        g_c = hand_out_chunk(dS, dstates, ddA_last, dA_cumsum, chunk_init_states, b, c, h, i_p, i_n, pid_pn,
+                             Q, TP, TN)
         # dS = g_c · dS + (dy · exp(a))ᵀ C over the chunk's rows, accumulated into the decayed tile
         dS = g_c * dS
         n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
         for kt in range(n_steps):
-            k_tile = c * (Q // TK) + kt
-            dy_k = ct.load(dy, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
-            C_k = ct.load(C, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO).reshape((TK, TN))
-            a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
-            e_k = ct.exp2(a_k * LOG2E, flush_to_zero=True)
-            dye = (dy_k.astype(ct.float32) * e_k[:, None]).astype(dy.dtype)
-            dS = ct.mma(ct.transpose(dye), C_k.astype(dy.dtype), dS)
+            dS = add_output_grad(dy, C, dA_cumsum, b, c, h, g, i_p, i_n, kt, dS, Q, TK, TP, TN)
     ct.store(dinitial_states, (b, h, i_p, i_n), dS.reshape((1, 1, TP, TN)))
-
-
-#: (TP, TN, TK): a block's state tile (TP × TN) and the rows of dy and C it loads per step (TK). On an H200
-#: at b8-l4096-h80 (bench-train --sweep, 2026-12-06) the fastest; (64, 128, 64) and (64, 64, 256) within 6%
-TILES = (64, 64, 64)
-#: blocks per SM the compiler budgets for (a hint; None: the compiler's choice). The kernel has no stack at
-#: any budget; on the same H200 run a hint of 2 took 0.354 ms against 0.522 ms at the compiler's choice
-OCCUPANCY = 2
 
 
 @functools.lru_cache(maxsize=256)
 def state_grads_fused_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
-                           tiles: tuple = TILES) -> LaunchPlan:
+                           tiles: tuple) -> LaunchPlan:
     """One block per (state tile, batch, head); ``tiles`` = (TP, TN, TK), clipped to p, n and Q. float32
     mma has no fast tensor-core path and its code grows with the tile: at most 32 × 32 × 64 there."""
     TP, TN, TK = tiles if dtype != torch.float32 else (min(tiles[0], 32), min(tiles[1], 32), tiles[2])
@@ -92,14 +72,17 @@ def state_grads_fused_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype
 
 
 def launch_state_grads_fused(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison=False,
-                             tiles: tuple = TILES, occupancy: int | None = OCCUPANCY):
+                             settings: StateGrads | None = None):
     """``(dstates in dy's dtype, ddA_last (b, h, nchunks) float32, dinitial_states float32)``: the contract
-    of the taught ``launch_state_grads``."""
+    of the taught ``launch_state_grads``. ``settings``: the stage's tiles and hint, a
+    :class:`~mamba2_tutorial.fast.config.StateGrads` (default: the shipped table's for this problem)."""
     b, l, h, p = dy.shape
     g, n = C.shape[2], C.shape[3]
     nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
     device = dy.device
-    plan = state_grads_fused_plan(b, l, h, p, n, Q, dy.dtype, tuple(tiles))
+    if settings is None:
+        settings = backward_config(b, l, h, p, n, Q, dy.dtype, device).state
+    plan = state_grads_fused_plan(b, l, h, p, n, Q, dy.dtype, settings.tiles)
     t = plan.tiles
     dstates = allocate((b, nchunks, h, p, n), dy.dtype, device, poison)
     ddA_parts = allocate((b, h, nchunks, plan.grid[0]), torch.float32, device, poison)
@@ -109,24 +92,20 @@ def launch_state_grads_fused(dy, C, dA_cumsum, chunk_init_states, dfinal_states,
            (dy, C, dA_cumsum, chunk_init_states,
             dfinal_states if has_dfinal else placeholder(device, torch.float32, 4),
             dstates, ddA_parts, dinitial_states, h // g, Q, t["TK"], t["TP"], t["TN"], has_dfinal), backend,
-           occupancy)
+           settings.occupancy)
     return dstates, ddA_parts.sum(-1), dinitial_states
 
 
 def _example_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80, has_dfinal=True):
     def make():
-        gen = torch.Generator().manual_seed(0)
-        plan = state_grads_fused_plan(b, l, h, p, n, Q, dtype)
-        t = plan.tiles
-        nchunks = cdiv(l, Q)
-        args = (torch.randn(b, l, h, p, generator=gen).to(dtype),
-                torch.randn(b, l, g, n, generator=gen).to(dtype),
-                -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1),
-                torch.randn(b, nchunks, h, p, n, generator=gen).to(dtype),
-                torch.randn(b, h, p, n, generator=gen),
-                torch.empty(b, nchunks, h, p, n, dtype=dtype), torch.empty(b, h, nchunks, plan.grid[0]),
-                torch.empty(b, h, p, n), h // g, Q, t["TK"], t["TP"], t["TN"], has_dfinal)
-        return plan.grid, args
+        e = example_state_grads_inputs(dtype, Q, b, l, h, p, g, n)
+        tiles = backward_config(b, l, h, p, n, Q, dtype).state.tiles
+        plan = state_grads_fused_plan(b, l, h, p, n, Q, dtype, tiles)
+        t, nchunks = plan.tiles, cdiv(l, Q)
+        return plan.grid, (e["dy"], e["C"], e["dA_cumsum"], e["S"], e["dfinal_states"],
+                           torch.empty(b, nchunks, h, p, n, dtype=dtype),
+                           torch.empty(b, h, nchunks, plan.grid[0]), torch.empty(b, h, p, n),
+                           h // g, Q, t["TK"], t["TP"], t["TN"], has_dfinal)
 
     return make
 

@@ -18,22 +18,24 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, next_power_of_two
+from ..kernels._host import LaunchPlan, allocate, cdiv, next_power_of_two, placeholder
 from ..runtime.launch import launch
 from .state_fused import key_log2
 
 __all__ = ["KEY_LOG2_ROWS", "chunk_cb_kernel", "chunk_cb_plan", "key_log2_kernel", "launch_chunk_cb",
-           "launch_key_log2"]
+           "launch_chunk_cb_both", "launch_key_log2"]
 
 ZERO = ct.PaddingMode.ZERO
 
 
 @ct.kernel
-def chunk_cb_kernel(C, B, CB, Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
-                    NS: ct.Constant[int]):
+def chunk_cb_kernel(C, B, CB, CBt, Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
+                    NS: ct.Constant[int], TRANSPOSED: ct.Constant[bool]):
     """C, B (b, l, g, n) -> CB (b, nchunks, g, Q, Q): CB[b, c, g, m, k] = C_{cQ+m} · B_{cQ+k}, accumulated in
     float32 and stored in CB's dtype. Writes only the (TM, TK) tiles the scan reads: key tiles up to the one
-    holding the row tile's last row (causality), none past the sequence end. Grid (Q/TM, b · nchunks, g)."""
+    holding the row tile's last row (causality), none past the sequence end. Grid (Q/TM, b · nchunks, g).
+    With ``TRANSPOSED`` (the fast backward, TM = TK) also CBt, each tile built transposed, keys as rows:
+    CBt[k, m] = B_k · C_m (its kernel 3 multiplies by it)."""
     i_m = ct.bid(0)
     pid_bc = ct.bid(1)
     g = ct.bid(2)
@@ -49,6 +51,9 @@ def chunk_cb_kernel(C, B, CB, Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.
             B_k = ct.load(B, (b, k_tile, g, 0), shape=(1, TK, 1, NS), padding_mode=ZERO).reshape((TK, NS))
             CB_mk = ct.mma(C_m, ct.transpose(B_k), ct.zeros((TM, TK), dtype=ct.float32))
             ct.store(CB, (b, c, g, i_m, kt), CB_mk.astype(CB.dtype).reshape((1, 1, 1, TM, TK)))
+            if TRANSPOSED:
+                CB_km = ct.mma(B_k, ct.transpose(C_m), ct.zeros((TK, TM), dtype=ct.float32))
+                ct.store(CBt, (b, c, g, kt, i_m), CB_km.astype(CBt.dtype).reshape((1, 1, 1, TK, TM)))
 
 
 @ct.kernel
@@ -77,8 +82,18 @@ def launch_chunk_cb(C, B, Q, TM, TK, backend, poison=False, cb_dtype=torch.float
     CB = allocate((b, cdiv(l, Q), g, Q, Q), cb_dtype, C.device, poison)
     plan = chunk_cb_plan(b, l, g, n, Q, TM, TK)
     t = plan.tiles
-    launch(chunk_cb_kernel, plan.grid, (C, B, CB, Q, t["TM"], t["TK"], t["NS"]), backend)
+    launch(chunk_cb_kernel, plan.grid,
+           (C, B, CB, placeholder(C.device, cb_dtype, 5), Q, t["TM"], t["TK"], t["NS"], False), backend)
     return CB
+
+
+def launch_chunk_cb_both(C, B, CB, CBt, T, backend):
+    """:data:`chunk_cb_kernel` at (T, T) tiles into float32 CB and CBt (b, nchunks, g, Q, Q): C Bᵀ and its
+    transpose, each tile of the causal triangle computed in both orientations (the fast backward's)."""
+    b, l, g, n = C.shape
+    Q = CB.shape[-1]
+    plan = chunk_cb_plan(b, l, g, n, Q, T, T)
+    launch(chunk_cb_kernel, plan.grid, (C, B, CB, CBt, Q, T, T, plan.tiles["NS"], True), backend)
 
 
 def launch_key_log2(dt_out, dA_cumsum, backend, poison=False):

@@ -22,6 +22,9 @@ scan, which adds the segments' carry; storing the key-log2 form needs a scan tha
 changes speed, never results (up to float32 rounding): ``tests/test_fast_path.py`` checks every shipped
 config against the taught forward and the float64 reference. The configs that ship, per GPU and problem
 size, are data: ``mamba2_tutorial/data/configs/*.json`` (:mod:`mamba2_tutorial.fast.tuning`).
+
+The backward has its own config, :class:`BackwardConfig` (at the end of this module): the state-gradient
+stage's and the chunk-gradient stage's settings, shipped in the same tables.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["ChunkScan", "Decay", "FastConfig", "Fused", "PlainScan", "Segmented", "SharedScan", "StateForm",
-           "TAUGHT", "Unfused", "config_from_json", "config_to_json"]
+__all__ = ["BackwardConfig", "ChunkGrads", "ChunkScan", "Decay", "FastConfig", "Fused", "PlainScan",
+           "Segmented", "SharedScan", "StateForm", "StateGrads", "TAUGHT", "Unfused",
+           "backward_config_from_json", "backward_config_to_json", "config_from_json", "config_to_json"]
 
 
 class StateForm(enum.IntFlag):
@@ -242,3 +246,95 @@ def config_from_json(value: Mapping) -> FastConfig:
         raise ValueError(f"a FastConfig is an object with exactly 'state' and 'scan', got {value!r}")
     return FastConfig(_stage_from_json(_STATES, "state", value["state"]),
                       _stage_from_json(_SCANS, "scan", value["scan"]))
+
+
+# ----------------------------------------------------------------------------------------------------
+# The backward: what ``ssd_backward_fast`` (``fast/backward.py``) runs for one problem
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StateGrads:
+    """Backward kernels 1 and 2. Fused in one launch (``fast/bwd_states.py``) where that launch has at least
+    ``min_fused_blocks_per_sm`` blocks per SM (0: always), else the taught kernels 1 and 2, which are
+    parallel over the chunks where the fused blocks each walk all of them. ``tiles`` = (TP, TN, TK): a fused
+    block's state tile and the rows of dy and C per mma step; ``occupancy``: the fused kernel's hint."""
+
+    tiles: tuple = (64, 64, 64)
+    occupancy: int | None = 2
+    min_fused_blocks_per_sm: int = 1
+
+    def __post_init__(self):
+        _check_occupancy("StateGrads", self.occupancy)
+        if not isinstance(self.tiles, tuple) or len(self.tiles) != 3:
+            raise ValueError(f"StateGrads.tiles must be (TP, TN, TK), got {self.tiles!r}")
+        for what, value in zip(("TP", "TN", "TK"), self.tiles):
+            _check_power_of_two("StateGrads.tiles", what, value, 16)
+        if type(self.min_fused_blocks_per_sm) is not int or self.min_fused_blocks_per_sm < 0:
+            raise ValueError("StateGrads.min_fused_blocks_per_sm must be an int >= 0 (0: the fused stage "
+                             f"always), got {self.min_fused_blocks_per_sm!r}")
+
+
+@dataclass(frozen=True)
+class ChunkGrads:
+    """Backward kernels 3 and 4 (``fast/bwd_chunk.py``), each block walking several heads of one group: at
+    most ``max_heads_per_block``, and fewer where the grid would make fewer than ``min_waves`` waves of
+    blocks (SMs × ``occupancy`` each); ``occupancy``: the hint of both kernels."""
+
+    occupancy: int | None = 2
+    max_heads_per_block: int = 16
+    min_waves: int = 2
+
+    def __post_init__(self):
+        _check_occupancy("ChunkGrads", self.occupancy)
+        if type(self.max_heads_per_block) is not int or self.max_heads_per_block < 1:
+            raise ValueError(f"ChunkGrads.max_heads_per_block must be an int >= 1, got "
+                             f"{self.max_heads_per_block!r}")
+        if type(self.min_waves) is not int or self.min_waves < 0:
+            raise ValueError(f"ChunkGrads.min_waves must be an int >= 0 (0: no wave rule), got "
+                             f"{self.min_waves!r}")
+
+
+@dataclass(frozen=True)
+class BackwardConfig:
+    """The fast backward of one problem: its state stage, its chunk stage, and ``overlap``: on a GPU, C Bᵀ
+    and kernel 4 (which need no state gradient) run on a second stream beside the state stage. A config
+    changes speed, never results (``tests/test_fast_backward.py`` checks the overlap bit for bit)."""
+
+    state: StateGrads = StateGrads()
+    chunk: ChunkGrads = ChunkGrads()
+    overlap: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.state, StateGrads):
+            raise TypeError(f"BackwardConfig.state must be a StateGrads, got {self.state!r}")
+        if not isinstance(self.chunk, ChunkGrads):
+            raise TypeError(f"BackwardConfig.chunk must be a ChunkGrads, got {self.chunk!r}")
+        if type(self.overlap) is not bool:
+            raise ValueError(f"BackwardConfig.overlap must be a bool, got {self.overlap!r}")
+
+
+def backward_config_to_json(cfg: BackwardConfig) -> dict:
+    """``cfg`` as plain JSON values: ``{"state": {fields}, "chunk": {fields}, "overlap": bool}``."""
+    def fields(stage) -> dict:
+        return {f.name: list(v) if isinstance(v := getattr(stage, f.name), tuple) else v
+                for f in dataclasses.fields(stage)}
+    return {"state": fields(cfg.state), "chunk": fields(cfg.chunk), "overlap": cfg.overlap}
+
+
+def backward_config_from_json(value: Mapping) -> BackwardConfig:
+    """The :class:`BackwardConfig` of :func:`backward_config_to_json`'s dict; a missing or unknown field is
+    an error."""
+    if not isinstance(value, Mapping) or set(value) != {"state", "chunk", "overlap"}:
+        raise ValueError(f"a BackwardConfig is an object with exactly 'state', 'chunk' and 'overlap', got "
+                         f"{value!r}")
+    stages = {}
+    for key, cls in (("state", StateGrads), ("chunk", ChunkGrads)):
+        names = {f.name for f in dataclasses.fields(cls)}
+        raw = value[key]
+        if not isinstance(raw, Mapping) or set(raw) != names:
+            raise ValueError(f"backward {key} must be an object with exactly the fields {sorted(names)} of "
+                             f"{cls.__name__}, got {raw!r}")
+        kw = dict(raw)
+        if isinstance(kw.get("tiles"), list):
+            kw["tiles"] = tuple(kw["tiles"])
+        stages[key] = cls(**kw)
+    return BackwardConfig(stages["state"], stages["chunk"], value["overlap"])

@@ -16,6 +16,11 @@ A :class:`~mamba2_tutorial.fast.config.Segmented` stage with ``segments`` None g
 :func:`segments_for`'s count: the smallest power of two giving ``rules.segment_waves`` blocks per SM, with at
 least ``rules.min_segment_chunks`` chunks per segment.
 
+The table's ``backward`` section does the same for the fast backward: named
+:class:`~mamba2_tutorial.fast.config.BackwardConfig` s, and the name of one for every problem class and for
+``float32`` (which the forward leaves to the taught kernels, while its backward runs the fast kernels too):
+:func:`backward_config`.
+
 On a GPU the table whose ``gpu`` is the device's name is used; where none matches (and on the CPU
 executor) the H200's, the only GPU the configs were measured on. Configs change speed, never results.
 """
@@ -31,10 +36,10 @@ from importlib import resources
 import torch
 
 from ..runtime.hardware import gpu_spec
-from .config import FastConfig, Segmented, config_from_json
+from .config import BackwardConfig, FastConfig, Segmented, backward_config_from_json, config_from_json
 
-__all__ = ["DEFAULT_TABLE", "TuningTable", "load_table", "problem_class", "segments_for", "ssd_config",
-           "table_for_device", "table_from_json", "table_names", "with_segments"]
+__all__ = ["DEFAULT_TABLE", "TuningTable", "backward_config", "load_table", "problem_class", "segments_for",
+           "ssd_config", "table_for_device", "table_from_json", "table_names", "with_segments"]
 
 #: the table used where no table names the GPU (and on the CPU executor)
 DEFAULT_TABLE = "h200"
@@ -54,9 +59,14 @@ class TuningTable:
     min_segment_chunks: int
     configs: dict                     # config name -> FastConfig
     classes: dict                     # problem class -> config name
+    backward_configs: dict            # backward config name -> BackwardConfig
+    backward_classes: dict            # problem class (and "float32") -> backward config name
 
     def config(self, key: str) -> FastConfig:
         return self.configs[self.classes[key]]
+
+    def backward_config(self, key: str) -> BackwardConfig:
+        return self.backward_configs[self.backward_classes[key]]
 
 
 def table_names() -> list[str]:
@@ -110,7 +120,7 @@ def table_from_json(name: str, raw: dict) -> TuningTable:
         raise ValueError(f"{where}: {e}") from None
     return TuningTable(name, raw["gpu"], sms, int(rules["large_work"]),
                        int(rules["long_loop_chunks"]), int(rules["segment_waves"]),
-                       int(rules["min_segment_chunks"]), configs, classes)
+                       int(rules["min_segment_chunks"]), configs, classes, *_backward_from_json(where, raw))
 
 
 @functools.lru_cache(maxsize=8)
@@ -168,3 +178,46 @@ def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: to
     if key is None:
         return FastConfig()
     return with_segments(table.config(key), b, h, -(-l // Q), table)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The backward's section of a table
+# ----------------------------------------------------------------------------------------------------
+def _backward_classes() -> list[str]:
+    return [*_all_classes(), "float32"]
+
+
+def _backward_from_json(where: str, raw: dict) -> tuple[dict, dict]:
+    """``(backward configs by name, problem class -> name)`` of a table's ``backward`` section, checked as
+    the forward's sections are: every config valid, every class (and float32) mapped to a defined config,
+    every config used."""
+    section = raw.get("backward")
+    if not isinstance(section, dict) or set(section) != {"configs", "classes"}:
+        raise ValueError(f"{where}: needs a 'backward' section with exactly 'configs' and 'classes' (the "
+                         f"fast backward's settings per problem class), got {section!r}")
+    configs = {}
+    for cname, value in section["configs"].items():
+        try:
+            configs[cname] = backward_config_from_json(value)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{where}: backward config {cname!r}: {e}") from None
+    classes = dict(section["classes"])
+    missing = sorted(set(_backward_classes()) - set(classes))
+    unknown = sorted(set(classes) - set(_backward_classes()))
+    if missing or unknown:
+        raise ValueError(f"{where}: backward classes missing {missing}, unknown {unknown}")
+    dangling = sorted({v for v in classes.values() if v not in configs})
+    unused = sorted(set(configs) - set(classes.values()))
+    if dangling or unused:
+        raise ValueError(f"{where}: backward classes name configs it does not define {dangling}; backward "
+                         f"configs no class uses {unused}")
+    return configs, classes
+
+
+def backward_config(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
+                    device: torch.device | str = "cpu") -> BackwardConfig:
+    """The :class:`~mamba2_tutorial.fast.config.BackwardConfig` the fast backward runs for this problem on
+    ``device``: its table's config of the problem's class (``float32``'s for float32)."""
+    table = table_for_device(torch.device(device))
+    key = problem_class(b, l, h, p, n, Q, dtype, table)
+    return table.backward_config("float32" if key is None else key)

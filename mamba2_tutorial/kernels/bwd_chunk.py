@@ -57,7 +57,8 @@ from ._host import LaunchPlan, allocate, cdiv, next_power_of_two, placeholder
 from .chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, d_mode
 from .chunk_state import LOG2E
 
-__all__ = ["SPECS", "chunk_bwd_dc_kernel", "chunk_bwd_dx_kernel", "chunk_bwd_plan", "launch_chunk_bwd"]
+__all__ = ["SPECS", "added_state_grads", "chunk_block", "chunk_bwd_dc_kernel", "chunk_bwd_dx_kernel",
+           "chunk_bwd_plan", "example_chunk_inputs", "key_tile_grads", "launch_chunk_bwd", "skip_terms"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -103,6 +104,53 @@ def pair_tile_transposed(B_k, C_m, x_k, dy_m, a_k, a_m, k_pos, m_pos, T):
     return CBt, dMt, decay_tile_transposed(a_k, a_m, k_pos, m_pos)
 
 
+@ct.function
+def chunk_block(nchunks):
+    """A block's place on the (Q / T, b · nchunks, heads) grid: (tile of the chunk, batch, chunk, head)."""
+    pid_bc = ct.bid(1)
+    return ct.bid(0), pid_bc // nchunks, pid_bc % nchunks, ct.bid(2)
+
+
+@ct.function
+def key_tile_grads(CBt, dMt, Lt, dt_k, dy_m, C_m, acc_dx, acc_dB, ddt_k):
+    """One (keys × rows) tile's share of kernel 3: Mᵀ dy into dx, dCBᵀ C into dB, the column sums into ddt."""
+    CBLt = CBt * Lt
+    Mt = CBLt * dt_k[:, None]                   # the forward's matrix, transposed: y_intra = M x
+    dCBt = dMt * Lt * dt_k[:, None]             # the gradient of C Bᵀ, transposed
+    acc_dx = ct.mma(Mt.astype(dy_m.dtype), dy_m, acc_dx)       # Mᵀ dy
+    acc_dB = ct.mma(dCBt.astype(dy_m.dtype), C_m, acc_dB)      # dCBᵀ C
+    return acc_dx, acc_dB, ddt_k + ct.sum(dMt * CBLt, axis=1)
+
+
+@ct.function
+def added_state_grads(dstates, dA_cumsum, b, c, h, a_k, dt_k, x_k, B_k, acc_dx, acc_dB, ddt_k, da_k,
+                      Q, T, PP, NS):
+    """Kernel 3 through the state the chunk adds, s = sum_k w_k x_k ⊗ B_k with G = dL/ds from kernel 2:
+    ``(dx, dB, ddt, da, w_k r_k)``, the last a_last's share (the host sums it)."""
+    G = ct.load(dstates, (b, c, h, 0, 0), shape=(1, 1, 1, PP, NS), padding_mode=ZERO).reshape((PP, NS))
+    G = G.astype(x_k.dtype)
+    a_last = ct.load(dA_cumsum, (b, h, c, Q - 1), shape=()) * LOG2E
+    decay_k = ct.exp2(ct.minimum(a_last - a_k, 0.0), flush_to_zero=True)
+    w_k = decay_k * dt_k
+    BG = ct.mma(B_k, ct.transpose(G), ct.zeros((T, PP), dtype=ct.float32))    # B_k Gᵀ (T, p)
+    xG = ct.mma(x_k, G, ct.zeros((T, NS), dtype=ct.float32))                   # x_k G  (T, n)
+    acc_dx = acc_dx + w_k[:, None] * BG
+    acc_dB = acc_dB + w_k[:, None] * xG
+    r_k = ct.sum(x_k.astype(ct.float32) * BG, axis=1)                           # x_k · (G B_k)
+    return acc_dx, acc_dB, ddt_k + decay_k * r_k, da_k - w_k * r_k, w_k * r_k
+
+
+@ct.function
+def skip_terms(dy, D, b, k_tile, h, T, PP, D_MODE):
+    """The skip connection y += D x at T key rows: ``(dy_k, D_h)`` in float32, dx gets dy_k · D_h."""
+    dy_k = load_rows(dy, b, k_tile, h, T, PP).astype(ct.float32)
+    if D_MODE == D_PER_HEAD:
+        D_h = ct.load(D, (h,), shape=()).astype(ct.float32)
+    else:
+        D_h = ct.load(D, (h, 0), shape=(1, PP), padding_mode=ZERO).astype(ct.float32)
+    return dy_k, D_h
+
+
 @ct.kernel
 def chunk_bwd_dx_kernel(x, dy, dt_out, dA_cumsum, C, B, dstates, D,     # inputs
                         dx, dB, ddt, da, da_last,                        # outputs
@@ -112,12 +160,7 @@ def chunk_bwd_dx_kernel(x, dy, dt_out, dA_cumsum, C, B, dstates, D,     # inputs
     """Kernel 3, one block per T keys k: dx (b, l, h, p) in x's dtype, dB (b, l, h, n) float32 per head,
     ddt, da and da_last (b, h, nchunks, Q) float32 (the key side: column sums; da_last holds each key's
     share w_k r_k of the gradient of a_last, which the host sums)."""
-    kt = ct.bid(0)                      # which T keys of the chunk
-    pid_bc = ct.bid(1)
-    h = ct.bid(2)
-    nchunks = dA_cumsum.shape[2]
-    b = pid_bc // nchunks
-    c = pid_bc % nchunks
+    kt, b, c, h = chunk_block(dA_cumsum.shape[2])            # kt: which T keys of the chunk
     g = h // heads_per_group
     seqlen = x.shape[1]
     k_tile = c * (Q // T) + kt          # key tile index along l, in units of T
@@ -141,42 +184,24 @@ def chunk_bwd_dx_kernel(x, dy, dt_out, dA_cumsum, C, B, dstates, D,     # inputs
             a_m = load_positions(dA_cumsum, b, h, c, mt, T) * LOG2E
             m_pos = mt * T + ct.arange(T, dtype=ct.int32)
             CBt, dMt, Lt = pair_tile_transposed(B_k, C_m, x_k, dy_m, a_k, a_m, k_pos, m_pos, T)
-            CBLt = CBt * Lt
-            Mt = CBLt * dt_k[:, None]                   # the forward's matrix, transposed: y_intra = M x
-            dCBt = dMt * Lt * dt_k[:, None]             # the gradient of C Bᵀ, transposed
-            acc_dx = ct.mma(Mt.astype(x.dtype), dy_m, acc_dx)       # Mᵀ dy
-            acc_dB = ct.mma(dCBt.astype(x.dtype), C_m, acc_dB)      # dCBᵀ C
-            ddt_k = ddt_k + ct.sum(dMt * CBLt, axis=1)
+            acc_dx, acc_dB, ddt_k = key_tile_grads(CBt, dMt, Lt, dt_k, dy_m, C_m, acc_dx, acc_dB, ddt_k)
         da_k = -ddt_k * dt_k                            # column sums of T = dM ∘ CB ∘ L ∘ dt
 
         # 2. through the state this chunk adds: s = sum_k w_k x_k ⊗ B_k, with G = dL/ds from kernel 2
-        G = ct.load(dstates, (b, c, h, 0, 0), shape=(1, 1, 1, PP, NS), padding_mode=ZERO).reshape((PP, NS))
-        G = G.astype(x.dtype)
-        a_last = ct.load(dA_cumsum, (b, h, c, Q - 1), shape=()) * LOG2E
-        decay_k = ct.exp2(ct.minimum(a_last - a_k, 0.0), flush_to_zero=True)
-        w_k = decay_k * dt_k
-        BG = ct.mma(B_k, ct.transpose(G), ct.zeros((T, PP), dtype=ct.float32))    # B_k Gᵀ (T, p)
-        xG = ct.mma(x_k, G, ct.zeros((T, NS), dtype=ct.float32))                   # x_k G  (T, n)
-        acc_dx = acc_dx + w_k[:, None] * BG
-        acc_dB = acc_dB + w_k[:, None] * xG
-        r_k = ct.sum(x_k.astype(ct.float32) * BG, axis=1)                           # x_k · (G B_k)
-        ddt_k = ddt_k + decay_k * r_k
-        da_k = da_k - w_k * r_k              # and + w_k r_k to a_last, through da_last (the host sums it)
+        #    (da_k gets - w_k r_k, and a_last + w_k r_k through da_last)
+        acc_dx, acc_dB, ddt_k, da_k, wr_k = added_state_grads(
+            dstates, dA_cumsum, b, c, h, a_k, dt_k, x_k, B_k, acc_dx, acc_dB, ddt_k, da_k, Q, T, PP, NS)
 
         # 3. the skip connection y += D x
         if D_MODE != D_NONE:
-            dy_k = load_rows(dy, b, k_tile, h, T, PP).astype(ct.float32)
-            if D_MODE == D_PER_HEAD:
-                D_h = ct.load(D, (h,), shape=()).astype(ct.float32)
-            else:
-                D_h = ct.load(D, (h, 0), shape=(1, PP), padding_mode=ZERO).astype(ct.float32)
+            dy_k, D_h = skip_terms(dy, D, b, k_tile, h, T, PP, D_MODE)
             acc_dx = acc_dx + dy_k * D_h
 
         ct.store(dx, (b, k_tile, h, 0), acc_dx.astype(dx.dtype).reshape((1, T, 1, PP)))
         ct.store(dB, (b, k_tile, h, 0), acc_dB.reshape((1, T, 1, NS)))
         ct.store(ddt, (b, h, c, kt), ddt_k.reshape((1, 1, 1, T)))
         ct.store(da, (b, h, c, kt), da_k.reshape((1, 1, 1, T)))
-        ct.store(da_last, (b, h, c, kt), (w_k * r_k).reshape((1, 1, 1, T)))
+        ct.store(da_last, (b, h, c, kt), wr_k.reshape((1, 1, 1, T)))
     else:                                # past the end: zeros, so the host can sum whole chunks
         zeros = ct.zeros((1, 1, 1, T), dtype=ct.float32)
         ct.store(ddt, (b, h, c, kt), zeros)
@@ -191,12 +216,7 @@ def chunk_bwd_dc_kernel(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states,  # in
                         Q: ct.Constant[int], T: ct.Constant[int], PP: ct.Constant[int], NS: ct.Constant[int]):
     """Kernel 4, one block per T rows m: dC (b, l, h, n) float32 per head and da (b, h, nchunks, Q) float32
     (the row side: row sums)."""
-    mt = ct.bid(0)                      # which T rows of the chunk
-    pid_bc = ct.bid(1)
-    h = ct.bid(2)
-    nchunks = dA_cumsum.shape[2]
-    b = pid_bc // nchunks
-    c = pid_bc % nchunks
+    mt, b, c, h = chunk_block(dA_cumsum.shape[2])            # mt: which T rows of the chunk
     g = h // heads_per_group
     seqlen = x.shape[1]
     m_tile = c * (Q // T) + mt
@@ -277,26 +297,33 @@ def launch_chunk_bwd(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates,
     return dx, dB, dC, ddt, da_key + da_row, da_last, None
 
 
+def example_chunk_inputs(dtype, Q, D_MODE, b, l, h, p, g, n) -> dict:
+    """Random inputs of kernels 3 and 4 for a compile spec (and of any kernel of the same contract):
+    x, dy, C, B in ``dtype``; dt_out, dA_cumsum, dstates and a per-position buffer in float32; D of
+    ``D_MODE``'s shape; the entering states S in ``dtype``."""
+    gen = torch.Generator().manual_seed(0)
+    nchunks = cdiv(l, Q)
+    x, dy = (torch.randn(b, l, h, p, generator=gen).to(dtype) for _ in range(2))
+    C, B = (torch.randn(b, l, g, n, generator=gen).to(dtype) for _ in range(2))
+    dt_out = torch.rand(b, h, nchunks, Q, generator=gen)
+    D = torch.randn(h, p, generator=gen) if D_MODE == D_PER_CHANNEL else torch.randn(h, generator=gen)
+    dstates = torch.randn(b, nchunks, h, p, n, generator=gen)
+    return dict(x=x, dy=dy, dt_out=dt_out, dA_cumsum=-dt_out.cumsum(-1), C=C, B=B, D=D, dstates=dstates,
+                S=dstates.to(dtype), per_pos=torch.empty(b, h, nchunks, Q))
+
+
 def _example_args(kernel_name, dtype, Q, D_MODE=D_PER_HEAD, b=2, l=300, h=4, p=48, g=2, n=80):
     def make():
-        gen = torch.Generator().manual_seed(0)
-        nchunks = cdiv(l, Q)
+        e = example_chunk_inputs(dtype, Q, D_MODE, b, l, h, p, g, n)
         plan = chunk_bwd_plan(b, l, h, p, n, Q, dtype)
-        t = plan.tiles
-        x, dy = (torch.randn(b, l, h, p, generator=gen).to(dtype) for _ in range(2))
-        C, B = (torch.randn(b, l, g, n, generator=gen).to(dtype) for _ in range(2))
-        dt_out = torch.rand(b, h, nchunks, Q, generator=gen)
-        dA_cumsum = -dt_out.cumsum(-1)
-        per_pos = torch.empty(b, h, nchunks, Q)
+        t, per_pos = plan.tiles, e["per_pos"]
+        inputs = tuple(e[k] for k in ("x", "dy", "dt_out", "dA_cumsum", "C", "B"))
         if kernel_name == "dx":
-            D = torch.randn(h, p, generator=gen) if D_MODE == D_PER_CHANNEL else torch.randn(h, generator=gen)
-            args = (x, dy, dt_out, dA_cumsum, C, B, torch.randn(b, nchunks, h, p, n, generator=gen), D,
-                    torch.empty_like(x), torch.empty(b, l, h, n), per_pos, per_pos.clone(), per_pos.clone(),
-                    h // g, Q, t["T"], t["PP"], t["NS"], D_MODE)
-            return plan.grid, args
-        args = (x, dy, dt_out, dA_cumsum, C, B, torch.randn(b, nchunks, h, p, n, generator=gen).to(dtype),
-                torch.empty(b, l, h, n), per_pos, h // g, Q, t["T"], t["PP"], t["NS"])
-        return plan.grid, args
+            return plan.grid, (*inputs, e["dstates"], e["D"], torch.empty_like(e["x"]),
+                               torch.empty(b, l, h, n), per_pos, per_pos.clone(), per_pos.clone(),
+                               h // g, Q, t["T"], t["PP"], t["NS"], D_MODE)
+        return plan.grid, (*inputs, e["S"], torch.empty(b, l, h, n), per_pos,
+                           h // g, Q, t["T"], t["PP"], t["NS"])
 
     return make
 

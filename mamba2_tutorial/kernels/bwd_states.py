@@ -38,9 +38,43 @@ from ._host import LaunchPlan, allocate, cdiv, placeholder
 from .chunk_state import LOG2E, chunk_state_plan
 from .state_passing import initial_state_tile, state_passing_plan
 
-__all__ = ["SPECS", "chunk_dstates_kernel", "launch_state_grads", "state_passing_bwd_kernel"]
+__all__ = ["SPECS", "add_output_grad", "chunk_dstates_kernel", "example_state_grads_inputs", "hand_out_chunk",
+           "launch_state_grads", "state_passing_bwd_kernel", "state_tile_block"]
 
 ZERO = ct.PaddingMode.ZERO
+
+
+@ct.function
+def state_tile_block(n, TN):
+    """A block's place on the (state tiles, b, h) grid: (state tile, its p and n tiles, batch, head)."""
+    pid_pn = ct.bid(0)
+    n_tiles = ct.cdiv(n, TN)
+    return pid_pn, pid_pn // n_tiles, pid_pn % n_tiles, ct.bid(1), ct.bid(2)
+
+
+@ct.function
+def add_output_grad(dy, C, dA_cumsum, b, c, h, g, i_p, i_n, kt, acc, Q, TK, TP, TN):
+    """``acc`` + (dy · exp(a))ᵀ C over rows kt·TK.. of chunk c: what they ask of the state entering it."""
+    k_tile = c * (Q // TK) + kt
+    dy_k = ct.load(dy, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
+    C_k = ct.load(C, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO).reshape((TK, TN))
+    # exp(a_m) <= 1: how much of the entering state is left at row m
+    a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
+    e_k = ct.exp2(a_k * LOG2E, flush_to_zero=True)
+    dye = (dy_k.astype(ct.float32) * e_k[:, None]).astype(dy.dtype)     # mma operands in dy's dtype
+    return ct.mma(ct.transpose(dye), C_k.astype(dy.dtype), acc)
+
+
+@ct.function
+def hand_out_chunk(dS, dstates, ddA_last, dA_cumsum, chunk_init_states, b, c, h, i_p, i_n, pid_pn,
+                   Q, TP, TN):
+    """Stores chunk c's dstates (dS) and this tile's share of d a_last = g_c · <dS, S_c>; returns g_c."""
+    ct.store(dstates, (b, c, h, i_p, i_n), dS.astype(dstates.dtype).reshape((1, 1, 1, TP, TN)))
+    g_c = ct.exp2(ct.load(dA_cumsum, (b, h, c, Q - 1), shape=()) * LOG2E, flush_to_zero=True)
+    S_c = ct.load(chunk_init_states, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+    part = g_c * ct.sum(dS * S_c.reshape((TP, TN)).astype(ct.float32))    # this tile's share of <dS, S>
+    ct.store(ddA_last, (b, h, c, pid_pn), part.reshape((1, 1, 1, 1)))
+    return g_c
 
 
 @ct.kernel
@@ -66,14 +100,7 @@ def chunk_dstates_kernel(dy, C, dA_cumsum,          # inputs
     acc = ct.zeros((TP, TN), dtype=ct.float32)
     n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))   # no step entirely past the sequence end
     for kt in range(n_steps):
-        k_tile = c * (Q // TK) + kt
-        dy_k = ct.load(dy, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
-        C_k = ct.load(C, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO).reshape((TK, TN))
-        # exp(a_m) <= 1: how much of the entering state is left at row m
-        a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
-        e_k = ct.exp2(a_k * LOG2E, flush_to_zero=True)
-        dye = (dy_k.astype(ct.float32) * e_k[:, None]).astype(dy.dtype)     # mma operands in dy's dtype
-        acc = ct.mma(ct.transpose(dye), C_k.astype(dy.dtype), acc)
+        acc = add_output_grad(dy, C, dA_cumsum, b, c, h, g, i_p, i_n, kt, acc, Q, TK, TP, TN)
     ct.store(dS_out, (b, c, h, i_p, i_n), acc.reshape((1, 1, 1, TP, TN)))
 
 
@@ -86,23 +113,15 @@ def state_passing_bwd_kernel(dS_out, dA_cumsum, chunk_init_states, dfinal_states
     chunk_init_states (b, nchunks, h, p, n) (the forward's S_c), dfinal_states (b, h, p, n)
     -> dstates (b, nchunks, h, p, n) fp32, ddA_last (b, h, nchunks, state tiles) fp32 (one part per block),
     dinitial_states (b, h, p, n) fp32."""
-    pid_pn = ct.bid(0)
-    b = ct.bid(1)
-    h = ct.bid(2)
-    n_tiles = ct.cdiv(dS_out.shape[4], TN)
-    i_p = pid_pn // n_tiles
-    i_n = pid_pn % n_tiles
+    pid_pn, i_p, i_n, b, h = state_tile_block(dS_out.shape[4], TN)
     nchunks = dS_out.shape[1]
 
     # dS: dL/dS_c+1, the running gradient, float32; it starts from the gradient of the final state
     dS = initial_state_tile(dfinal_states, b, h, i_p, i_n, TP, TN, HAS_DFINAL)
     for i in range(nchunks):
         c = nchunks - 1 - i                                   # backwards: the last chunk first
-        ct.store(dstates, (b, c, h, i_p, i_n), dS.reshape((1, 1, 1, TP, TN)))
-        g_c = ct.exp2(ct.load(dA_cumsum, (b, h, c, Q - 1), shape=()) * LOG2E, flush_to_zero=True)
-        S_c = ct.load(chunk_init_states, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
-        part = g_c * ct.sum(dS * S_c.reshape((TP, TN)).astype(ct.float32))    # this tile's share of <dS, S>
-        ct.store(ddA_last, (b, h, c, pid_pn), part.reshape((1, 1, 1, 1)))
+        g_c = hand_out_chunk(dS, dstates, ddA_last, dA_cumsum, chunk_init_states, b, c, h, i_p, i_n, pid_pn,
+                             Q, TP, TN)
         dS_c = ct.load(dS_out, (b, c, h, i_p, i_n), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
         dS = g_c * dS + dS_c.reshape((TP, TN))
     ct.store(dinitial_states, (b, h, i_p, i_n), dS.reshape((1, 1, TP, TN)))
@@ -142,17 +161,25 @@ def launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backe
     return dstates, ddA_parts.sum(-1), dinitial_states
 
 
+def example_state_grads_inputs(dtype, Q, b, l, h, p, g, n) -> dict:
+    """Random inputs of backward kernels 1 and 2 for a compile spec (and of any kernel of the same contract):
+    dy and C in ``dtype``, dA_cumsum, the entering states S (in ``dtype``) and d final_states."""
+    gen = torch.Generator().manual_seed(0)
+    nchunks = cdiv(l, Q)
+    return dict(dy=torch.randn(b, l, h, p, generator=gen).to(dtype),
+                C=torch.randn(b, l, g, n, generator=gen).to(dtype),
+                dA_cumsum=-torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1),
+                S=torch.randn(b, nchunks, h, p, n, generator=gen).to(dtype),
+                dfinal_states=torch.randn(b, h, p, n, generator=gen))
+
+
 def _dstates_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
     def make():
-        gen = torch.Generator().manual_seed(0)
+        e = example_state_grads_inputs(dtype, Q, b, l, h, p, g, n)
         plan = dstates_plan(b, l, h, p, n, Q, dtype)
         t = plan.tiles
-        nchunks = cdiv(l, Q)
-        args = (torch.randn(b, l, h, p, generator=gen).to(dtype),
-                torch.randn(b, l, g, n, generator=gen).to(dtype),
-                -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1), torch.empty(b, nchunks, h, p, n),
-                h // g, Q, t["TK"], t["TP"], t["TN"])
-        return plan.grid, args
+        dS_out = torch.empty(b, cdiv(l, Q), h, p, n)
+        return plan.grid, (e["dy"], e["C"], e["dA_cumsum"], dS_out, h // g, Q, t["TK"], t["TP"], t["TN"])
 
     return make
 

@@ -30,6 +30,7 @@ lifted.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
 import sys
@@ -256,7 +257,7 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     from ..fast.backward import state_grads_stage as fast_state_stage
     from ..fast.bwd_chunk import launch_chunk_bwd_heads
     from ..fast.forward import training_stages
-    from ..fast.tuning import ssd_config
+    from ..fast.tuning import backward_config, ssd_config
     from ..kernels.backward import ssd_backward_taught
     from ..kernels.bwd_chunk import launch_chunk_bwd
     from ..kernels.bwd_states import launch_state_grads
@@ -268,6 +269,7 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     b, l, h, p = x.shape
     Q = shape.chunk_size
     cfg = ssd_config(b, l, h, p, B.shape[2], B.shape[3], Q, dtype, x.device)
+    bwd = backward_config(b, l, h, p, B.shape[3], Q, dtype, x.device)
     opts = SSDOptions(Q, False, (0.0, float("inf")), backend, training_stages(cfg))
 
     def forward():
@@ -277,18 +279,21 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     gen = torch.Generator(device=device).manual_seed(seed + 2)
     dout = torch.randn(x.shape, generator=gen, device=device).to(dtype)
     state_args = (dout, C, dA_cs, init, None, backend)
-    dstates = {"taught": launch_state_grads(*state_args)[0], "fast": fast_state_stage(*state_args)[0]}
+    dstates = {"taught": launch_state_grads(*state_args)[0],
+               "fast": fast_state_stage(*state_args, settings=bwd.state)[0]}
     chunk_args = {k: (x, dout, dt_out, dA_cs, C, B, init, d, None, backend) for k, d in dstates.items()}
     saved = (dout, x, dt, A, B, C, dt_out, dA_cs, init)
     kernel_args = (dout, x, dt_out, dA_cs, C, B, init, None, None, backend)
     stages = {
         "training forward (fast)": forward,
         "state grads, kernels 1-2 (taught)": lambda: launch_state_grads(*state_args),
-        "state grads, kernels 1-2 (fast)": lambda: fast_state_stage(*state_args),
+        "state grads, kernels 1-2 (fast)": lambda: fast_state_stage(*state_args, settings=bwd.state),
         "chunk grads, kernels 3-4 (taught)": lambda: launch_chunk_bwd(*chunk_args["taught"]),
         "chunk grads, kernels 3-4 (fast)": lambda: launch_chunk_bwd_heads(*chunk_args["fast"]),
-        "kernels 1-4 in order (fast)": lambda: fast_kernel_stages(*kernel_args, overlap=False),
-        "kernels 1-4, kernel 4 beside 1-2 (fast)": lambda: fast_kernel_stages(*kernel_args, overlap=True),
+        "kernels 1-4 in order (fast)": lambda: fast_kernel_stages(
+            *kernel_args, config=dataclasses.replace(bwd, overlap=False)),
+        "kernels 1-4, kernel 4 beside 1-2 (fast)": lambda: fast_kernel_stages(
+            *kernel_args, config=dataclasses.replace(bwd, overlap=True)),
         "backward (taught)": lambda: ssd_backward_taught(*saved, backend=backend),
         "backward (fast)": lambda: ssd_backward_fast(*saved, backend=backend),
     }
@@ -318,9 +323,11 @@ def backward_sweep(shape, dtype, *, backend: str = "gpu", device: str = "cuda", 
     """The fast backward's settings at one shape, each timed alone: ``{setting: median ms}`` for the chunk
     stage at every heads-per-block in :data:`SWEEP_HEADS` that divides the group size, times every hint in
     :data:`SWEEP_OCCUPANCY`, and the state stage at every tile in :data:`SWEEP_STATE_TILES` times the hints
-    None and 2. What the defaults of ``fast/bwd_chunk.py`` and ``fast/bwd_states.py`` are chosen from."""
+    None and 2. What a tuning table's backward configs (``fast/config.py``'s ``BackwardConfig``) are chosen
+    from."""
     from ..fast.bwd_chunk import launch_chunk_bwd_heads
     from ..fast.bwd_states import launch_state_grads_fused
+    from ..fast.config import ChunkGrads, StateGrads
     from ..kernels.chunk_state import launch_chunk_state
     from ..kernels.state_passing import launch_state_passing
 
@@ -339,12 +346,13 @@ def backward_sweep(shape, dtype, *, backend: str = "gpu", device: str = "cuda", 
         for occupancy in SWEEP_OCCUPANCY:
             jobs[f"chunk grads, {hpb} heads per block, occupancy {occupancy}"] = (
                 lambda hpb=hpb, occupancy=occupancy: launch_chunk_bwd_heads(
-                    x, dy, dt_out, dA_cs, C, B, init, dstates, None, backend, hpb=hpb, occupancy=occupancy))
+                    x, dy, dt_out, dA_cs, C, B, init, dstates, None, backend, hpb=hpb,
+                    settings=ChunkGrads(occupancy=occupancy)))
     for tiles in SWEEP_STATE_TILES:
         for occupancy in (None, 2):
             jobs[f"state grads, tiles {tiles}, occupancy {occupancy}"] = (
                 lambda tiles=tiles, occupancy=occupancy: launch_state_grads_fused(
-                    dy, C, dA_cs, init, None, backend, tiles=tiles, occupancy=occupancy))
+                    dy, C, dA_cs, init, None, backend, settings=StateGrads(tiles, occupancy)))
     return _timed(jobs, timer, log)
 
 
