@@ -824,7 +824,7 @@ def test_configs_replace_what_ssd_config_picks_and_are_recorded_cpu():
     picked = ssd_config(d.b, d.l, d.h, d.p, d.n, d.Q, torch.bfloat16)
     assert isinstance(picked.state, Fused)  # so an unfused override shows in the stages that are timed
     unfused = FastConfig(Unfused(occupancy=2), SharedScan(occupancy=3))
-    impl = bench._make_cutile(backend="cpu", configs={(d.b, d.l, d.h, d.p, d.n, d.Q): unfused})
+    impl = bench._make_cutile(backend="cpu", configs={(d.b, d.l, d.h, d.p, d.g, d.n, d.Q): unfused})
     rec, calls = _run_one({"cutile": impl}, name="tiny", seed=4)
     assert rec["rel_err"]["cutile"] < 1e-2 and "cutile_kernels" not in rec["errors"]
     assert calls == ["tiny/cutile"] + [f"tiny/kernel/{k}" for k in res.KERNELS]
@@ -861,7 +861,8 @@ def test_config_mismatches_name_results_measured_with_other_configs():
 
 def test_read_configs_maps_shape_names_to_sizes(tmp_path):
     path = tmp_path / "best.json"
-    cfg = FastConfig(Fused(tiles=(64, 128), occupancy=2), ChunkScan("bfloat16", Decay.KEY_LOG2, occupancy=3))
+    cfg = FastConfig(Fused(state_tile=(64, 128), occupancy=2),
+                     ChunkScan(torch.bfloat16, Decay.KEY_LOG2, occupancy=3))
     path.write_text(json.dumps({"b8-l4096-h80": config_to_json(cfg)}))
     assert bench.read_configs(path) == {(8, 4096, 80, 64, 1, 128, 256): cfg}
     path.write_text(json.dumps({"b9-nonsense": {}}))
