@@ -337,7 +337,7 @@ def test_the_shipped_results():
     for rec in r.get("steps", []):
         d = rec["dims"]
         dtype = getattr(torch, rec["dtype"])
-        shipped = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], dtype)
+        shipped = ssd_config(d["b"], d["l"], d["h"], d["p"], d["n"], d["Q"], dtype)
         assert config_from_json(rec["steps"][-1]["config"]) == shipped, rec["name"]
         assert rec["steps"][0]["config"] == config_to_json(FastConfig()), rec["name"]
 
@@ -795,7 +795,7 @@ def test_our_kernels_wired_into_the_harness_on_the_cpu_executor():
     assert rec["ms"]["cutile"] is not None, rec["errors"]
     assert rec["rel_err"]["cutile"] < 1e-2 and "cutile_kernels" not in rec["errors"]
     d = rec["dims"]
-    cfg = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], torch.bfloat16)
+    cfg = ssd_config(d["b"], d["l"], d["h"], d["p"], d["n"], d["Q"], torch.bfloat16)
     stages = res.FUSED_KERNELS if isinstance(cfg.state, Fused) else res.KERNELS
     assert calls == ["tiny/cutile"] + [f"tiny/kernel/{k}" for k in stages]
     assert set(rec["cutile_kernels_ms"]) == set(rec["kernel_floor_ms"]) == set(stages)
@@ -809,7 +809,7 @@ def test_the_taught_forward_wired_into_the_harness_on_the_cpu_executor():
     rec, calls = _run_one(impls, name="tiny-g3", seed=2)
     assert rec["ms"]["taught"] is not None and rec["rel_err"]["taught"] < 1e-2, rec["errors"]
     d = rec["dims"]
-    cfg = ssd_config(d["b"], d["l"], d["h"], d["p"], d["g"], d["n"], d["Q"], torch.bfloat16)
+    cfg = ssd_config(d["b"], d["l"], d["h"], d["p"], d["n"], d["Q"], torch.bfloat16)
     stages = res.FUSED_KERNELS if isinstance(cfg.state, Fused) else res.KERNELS
     assert calls == ["tiny-g3/cutile", "tiny-g3/taught"] + [f"tiny-g3/kernel/{k}" for k in stages]
     validate_results(_results([rec]))
@@ -821,7 +821,7 @@ def test_configs_replace_what_ssd_config_picks_and_are_recorded_cpu():
     for that size, and records it; other sizes keep ssd_config's."""
     spec = _spec("tiny")
     d = spec.dims
-    picked = ssd_config(d.b, d.l, d.h, d.p, d.g, d.n, d.Q, torch.bfloat16)
+    picked = ssd_config(d.b, d.l, d.h, d.p, d.n, d.Q, torch.bfloat16)
     assert isinstance(picked.state, Fused)  # so an unfused override shows in the stages that are timed
     unfused = FastConfig(Unfused(occupancy=2), SharedScan(occupancy=3))
     impl = bench._make_cutile(backend="cpu", configs={(d.b, d.l, d.h, d.p, d.g, d.n, d.Q): unfused})
@@ -833,7 +833,7 @@ def test_configs_replace_what_ssd_config_picks_and_are_recorded_cpu():
     rec, _ = _run_one({"cutile": impl}, name="tiny-g3", seed=4)  # another size: ssd_config's pick
     e = rec["dims"]
     assert rec["cutile_config"] == config_to_json(
-        ssd_config(e["b"], e["l"], e["h"], e["p"], e["g"], e["n"], e["Q"], torch.bfloat16))
+        ssd_config(e["b"], e["l"], e["h"], e["p"], e["n"], e["Q"], torch.bfloat16))
 
 
 def test_config_mismatches_name_results_measured_with_other_configs():
@@ -841,7 +841,7 @@ def test_config_mismatches_name_results_measured_with_other_configs():
                   dims={"b": 8, "l": 4096, "h": 80, "p": 64, "g": 1, "n": 128, "Q": 256})
     results = dict(_results([rec]), device="NVIDIA H200")  # the GPU of the h200 tuning table
     assert bench.config_mismatches(results) == []  # nothing recorded, nothing to compare
-    shipped = ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16)
+    shipped = ssd_config(8, 4096, 80, 64, 128, 256, torch.bfloat16)
     rec["cutile_config"] = config_to_json(shipped)
     assert bench.config_mismatches(results) == []
     rec["cutile_config"] = config_to_json(STEPS[-2].config)  # the step before the state stage was tuned
@@ -850,7 +850,7 @@ def test_config_mismatches_name_results_measured_with_other_configs():
     # a segmented stage recorded with its segment count matches the table's rule (segments None)
     long = _record("b1-l32768-h80", dict.fromkeys(IMPLS, 1.0),
                    dims={"b": 1, "l": 32768, "h": 80, "p": 64, "g": 1, "n": 128, "Q": 256})
-    long["cutile_config"] = config_to_json(ssd_config(1, 32768, 80, 64, 1, 128, 256, torch.bfloat16))
+    long["cutile_config"] = config_to_json(ssd_config(1, 32768, 80, 64, 128, 256, torch.bfloat16))
     assert long["cutile_config"]["state"]["segments"] == 8
     assert bench.config_mismatches(dict(results, shapes=[long])) == []
     # a GPU without its own table runs the default table's configs, as ssd_config picks them there
@@ -861,7 +861,8 @@ def test_config_mismatches_name_results_measured_with_other_configs():
 
 def test_read_configs_maps_shape_names_to_sizes(tmp_path):
     path = tmp_path / "best.json"
-    cfg = FastConfig(Fused(tiles=(64, 128), occupancy=2), ChunkScan("bfloat16", Decay.KEY_LOG2, occupancy=3))
+    cfg = FastConfig(Fused(state_tile=(64, 128), occupancy=2),
+                     ChunkScan(torch.bfloat16, Decay.KEY_LOG2, occupancy=3))
     path.write_text(json.dumps({"b8-l4096-h80": config_to_json(cfg)}))
     assert bench.read_configs(path) == {(8, 4096, 80, 64, 1, 128, 256): cfg}
     path.write_text(json.dumps({"b9-nonsense": {}}))
@@ -918,7 +919,7 @@ def test_bench_steps_rejects_a_wrong_step_and_never_times_it(monkeypatch):
 
     def wrong_for_bf16_cb(*args, config=None, **kw):
         y = real(*args, config=config, **kw)
-        return y * 1.5 if getattr(config.scan, "cb_dtype", None) == "bfloat16" else y
+        return y * 1.5 if getattr(config.scan, "cb_dtype", None) == torch.bfloat16 else y
 
     monkeypatch.setattr(forward, "ssd_forward", wrong_for_bf16_cb)
     calls = []

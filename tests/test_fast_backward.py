@@ -260,9 +260,11 @@ def test_kernel_4_beside_the_state_stage_changes_nothing(problem):
 
 def test_storing_the_states_needs_a_carry():
     """Only a segmented state stage has segment-local states for the scan to turn into the true ones."""
+    from mamba2_tutorial.fast.plan import Plan, ScanCall
     from mamba2_tutorial.fast.scan_chunk import launch_scan_chunk
 
     inp, dt_out, dA_cumsum, init, _, _, _ = _intermediates(PROBLEMS[0], torch.float32, 0)
+    plan = Plan(Fused(), ChunkScan(), False, False, True, torch.float32)
     with pytest.raises(ValueError, match="store_states needs the carry of a segmented state stage"):
-        launch_scan_chunk(inp["x"], dt_out, dA_cumsum, inp["C"], inp["B"], init, None, None, "cpu",
-                          store_states=True)
+        launch_scan_chunk(ScanCall(inp["x"], dt_out, dA_cumsum, inp["C"], inp["B"], init, None, None, "cpu"),
+                          plan)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,6 +45,7 @@ from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}  # relative L2 error vs float64
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 TABLE = load_table()
+TABLE_FOLDER = Path(__file__).resolve().parents[1] / "mamba2_tutorial" / "data" / "configs"
 
 
 def _with_segments(cfg: FastConfig, segments: int = 3) -> FastConfig:
@@ -128,19 +130,23 @@ def test_a_config_is_resolved_once_per_call():
     from mamba2_tutorial.fast.forward import resolve
     from mamba2_tutorial.fast.tuning import with_segments
 
+    bf16 = torch.bfloat16
     kd = CONFIGS["fused-occ2-acc-kd+chunk-bf16cb-kd"]
-    plan = resolve(kd, 2, 8, 16, "cpu", (0.0, float("inf")))
+    plan = resolve(kd, 2, 8, 16, bf16, "cpu", (0.0, float("inf")))
     assert plan.key_log2 and plan.store_kd and plan.state == kd.state and not plan.store_states
-    exact = resolve(kd, 2, 8, 16, "cpu", (-0.01, 0.5))
+    assert kd.scan.cb_dtype == plan.cb_dtype == bf16
+    assert resolve(kd, 2, 8, 16, torch.float32, "cpu", (0.0, float("inf"))).cb_dtype == torch.float32
+    exact = resolve(kd, 2, 8, 16, bf16, "cpu", (-0.01, 0.5))
     assert not exact.key_log2 and not exact.store_kd and not exact.state.store_kd
-    training = resolve(kd, 2, 8, 16, "cpu", (0.0, float("inf")), training=True)
+    training = resolve(kd, 2, 8, 16, bf16, "cpu", (0.0, float("inf")), training=True)
     assert training.key_log2 and not training.store_kd and not training.state.store_kd
-    segmented = FastConfig(Segmented(tiles=(64, 128), store_kd=True), ChunkScan(decay=Decay.KEY_LOG2))
-    plan = resolve(segmented, 1, 8, 128, "cpu", (0.0, float("inf")), training=True)
+    segmented = FastConfig(Segmented(state_tile=(64, 128), store_kd=True), ChunkScan(decay=Decay.KEY_LOG2))
+    plan = resolve(segmented, 1, 8, 128, bf16, "cpu", (0.0, float("inf")), training=True)
     assert plan.state.segments == segments_for(1, 8, 128, TABLE) and plan.store_states and not plan.store_kd
     assert with_segments(segmented, 1, 8, 128, TABLE).state == dataclasses.replace(plan.state, store_kd=True)
-    assert resolve(TAUGHT, 1, 8, 128, "cpu", (0.0, float("inf"))) == (TAUGHT.state, TAUGHT.scan, False, False,
-                                                                     False)
+    assert plan.cb_dtype == torch.float32  # ChunkScan's default
+    assert resolve(TAUGHT, 1, 8, 128, bf16, "cpu", (0.0, float("inf"))) == (TAUGHT.state, TAUGHT.scan, False,
+                                                                           False, False, None)
 
 
 def test_a_segmented_config_without_a_count_runs_with_the_tables():
@@ -150,7 +156,7 @@ def test_a_segmented_config_without_a_count_runs_with_the_tables():
 
 
 def test_float32_runs_the_taught_kernels():
-    assert ssd_config(2, 4096, 8, 64, 1, 128, 256, torch.float32) == TAUGHT
+    assert ssd_config(2, 4096, 8, 64, 128, 256, torch.float32) == TAUGHT
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -168,7 +174,7 @@ def test_benchmark_shapes_get_their_classes():
     for (b, l, h, p, _g, n, Q), key in expect.items():
         assert problem_class(b, l, h, p, n, Q, torch.bfloat16, TABLE) == key
     assert problem_class(8, 4096, 80, 64, 128, 256, torch.float32, TABLE) is None
-    cfg = ssd_config(1, 32768, 80, 64, 1, 128, 256, torch.bfloat16)
+    cfg = ssd_config(1, 32768, 80, 64, 128, 256, torch.bfloat16)
     assert isinstance(cfg.state, Segmented) and cfg.state.segments == 8  # 640 blocks: >= 4 waves of 132 SMs
     assert segments_for(1, 80, 128, TABLE) == 8 and segments_for(1, 8, 24, TABLE) == 4  # >= 4 chunks each
 
@@ -182,7 +188,7 @@ def test_every_table_covers_every_class_with_valid_configs():
             assert cfg is table.configs[cname]
             assert config_from_json(config_to_json(cfg)) == cfg
             if key.startswith("float16"):  # fp16 keeps a float32 C Bᵀ: bf16 rounds 8x coarser than fp16
-                assert not (isinstance(cfg.scan, ChunkScan) and cfg.scan.cb_dtype == "bfloat16"), key
+                assert not (isinstance(cfg.scan, ChunkScan) and cfg.scan.cb_dtype == torch.bfloat16), key
 
 
 def test_a_broken_table_is_refused(tmp_path, monkeypatch):
@@ -230,14 +236,18 @@ def test_the_sm_count_has_one_source_the_gpus_description():
     (lambda: FastConfig(Segmented(), SharedScan()), "needs ChunkScan"),
     (lambda: FastConfig(Fused(store_kd=True), ChunkScan()), "store_kd"),
     (lambda: FastConfig(Fused(store_kd=True), PlainScan()), "store_kd"),
-    (lambda: Fused(tiles=(64, 100)), "power of two"),
-    (lambda: Fused(tiles=(64,)), "tiles must be"),
+    (lambda: Fused(state_tile=(64, 100)), "power of two"),
+    (lambda: Fused(state_tile=(64,)), "state_tile must be"),
+    (lambda: Segmented(state_tile=(64, 128, 128)), r"state_tile must be \(TP, TN\).*mma_rows"),
+    (lambda: Fused(mma_rows=100), "mma_rows"),
+    (lambda: Segmented(mma_rows=8), "mma_rows"),
     (lambda: Fused(form=StateForm.KD), "store_kd"),
     (lambda: Fused(form=6), "StateForm"),
     (lambda: Segmented(segments=1), "segments"),
     (lambda: Unfused(occupancy=0), "occupancy"),
     (lambda: SharedScan(occupancy=2.0), "occupancy"),
-    (lambda: ChunkScan(cb_dtype="float16"), "cb_dtype"),
+    (lambda: ChunkScan(cb_dtype=torch.float16), "cb_dtype must be torch.float32 or torch.bfloat16"),
+    (lambda: ChunkScan(cb_dtype="bfloat16"), "cb_dtype must be torch.float32 or torch.bfloat16"),
     (lambda: ChunkScan(decay="key_log2"), "Decay"),
     (lambda: FastConfig(Unfused(), "chunk"), "scan must be"),
 ])
@@ -246,9 +256,31 @@ def test_invalid_configs_are_refused(make, message):
         make()
 
 
+def test_segmented_is_its_own_stage():
+    """Segmented is not a subclass of Fused: where both are meant, ``FUSED_WALKS`` says so."""
+    from mamba2_tutorial.fast.config import FUSED_WALKS
+
+    assert not issubclass(Segmented, Fused) and not isinstance(Segmented(), Fused)
+    assert isinstance(Segmented(), FUSED_WALKS) and isinstance(Fused(), FUSED_WALKS)
+    assert not isinstance(Unfused(), FUSED_WALKS)
+
+
 def test_config_json_round_trip_and_errors():
     for cfg in CONFIGS.values():
         assert config_from_json(json.loads(json.dumps(config_to_json(cfg)))) == cfg
+    # the shipped tables read back to exactly what they say: tiles as one list, C Bᵀ's dtype by its name
+    for name in table_names():
+        raw = json.loads((TABLE_FOLDER / f"{name}.json").read_text())
+        for cname, value in raw["configs"].items():
+            assert config_to_json(config_from_json(value)) == value, (name, cname)
+    fused = config_from_json({"state": {"kind": "fused", "tiles": [32, 64, 128]}, "scan": {"kind": "plain"}})
+    assert fused.state == Fused(state_tile=(32, 64), mma_rows=128)
+    with pytest.raises(ValueError, match="no fields"):
+        config_from_json({"state": {"kind": "fused", "state_tile": [64, 128]}, "scan": {"kind": "plain"}})
+    with pytest.raises(ValueError, match="tiles must be"):
+        config_from_json({"state": {"kind": "fused", "tiles": [64]}, "scan": {"kind": "plain"}})
+    with pytest.raises(ValueError, match="cb_dtype must be one of"):
+        config_from_json({"state": {"kind": "unfused"}, "scan": {"kind": "chunk", "cb_dtype": "float16"}})
     with pytest.raises(ValueError, match="kind"):
         config_from_json({"state": {"kind": "turbo"}, "scan": {"kind": "plain"}})
     with pytest.raises(ValueError, match="no fields"):
@@ -259,9 +291,9 @@ def test_config_json_round_trip_and_errors():
 
 def test_the_steps_end_at_the_shipped_configs():
     assert STEPS[0].config == TAUGHT
-    assert STEPS[-1].config == ssd_config(8, 4096, 80, 64, 1, 128, 256, torch.bfloat16)
+    assert STEPS[-1].config == ssd_config(8, 4096, 80, 64, 128, 256, torch.bfloat16)
     long = steps_for(segmented=True, segments=8)
-    assert long[-1].config == ssd_config(1, 32768, 80, 64, 1, 128, 256, torch.bfloat16)
+    assert long[-1].config == ssd_config(1, 32768, 80, 64, 128, 256, torch.bfloat16)
     assert len({s.name for s in long}) == len(long) and all(s.idea for s in long)
 
 

@@ -14,6 +14,8 @@ add a variant.
 ``chunk_cb.py``     C Bᵀ once per (chunk, group); the key-log2 form kd
 ``scan_shared.py``  the scan with 2-D mmas, C Bᵀ computed in the block (small problems)
 ``scan_chunk.py``   one block per (head, chunk) walking the whole chunk, reading C Bᵀ
+``plan.py``         a call's inputs grouped whole (StateCall, ScanCall); the config resolved once (Plan)
+``stages.py``       the plan's two stages routed to their launchers (run_state, run_scan, training_stages)
 ``forward.py``      ``ssd_forward``: validate, pick the config, run the two stages
 ==================  ======================================================================
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 from .. import kernels  # noqa: F401  (the taught kernels' modules register first; the fast path's follow)
 from ..runtime.specs import register_spec_modules
 from .config import (
+    FUSED_WALKS,
     TAUGHT,
     ChunkScan,
     Decay,
@@ -44,6 +47,6 @@ SPEC_MODULES: tuple[str, ...] = ("specs", "bwd_states", "bwd_chunk", "bwd_dc_hea
 
 register_spec_modules(*(f"{__name__}.{module}" for module in SPEC_MODULES))
 
-__all__ = ["SPEC_MODULES", "TAUGHT", "ChunkScan", "Decay", "FastConfig", "Fused", "PlainScan", "Segmented",
-           "SharedScan", "StateForm", "Unfused", "config_from_json", "config_to_json", "load_table",
-           "problem_class", "ssd_config"]
+__all__ = ["FUSED_WALKS", "SPEC_MODULES", "TAUGHT", "ChunkScan", "Decay", "FastConfig", "Fused", "PlainScan",
+           "Segmented", "SharedScan", "StateForm", "Unfused", "config_from_json", "config_to_json",
+           "load_table", "problem_class", "ssd_config"]

@@ -4,7 +4,7 @@ The taught scan computes C Bᵀ inside every block. But C Bᵀ depends on the ch
 head: with one head per block every head of a group recomputes the same (Q, Q) matrix, and at Mamba-2's
 n = 128, p = 64 that is half of the scan's tensor-core work. ``chunk_cb_kernel`` computes it once, as
 mamba_ssm does (its ``bmm_chunk_fwd``); the scan then reads a (TM, TK) tile of it per key step instead of
-loading a (TK, n) tile of B and multiplying. Stored in bfloat16 (``ChunkScan(cb_dtype="bfloat16")``) it
+loading a (TK, n) tile of B and multiplying. Stored in bfloat16 (``ChunkScan(cb_dtype=torch.bfloat16)``) it
 halves the scan's largest reads: the scan rounds C Bᵀ · decay · dt to x's dtype for its mma anyway.
 
 ``key_log2_kernel`` rewrites dt_out as kd = dA_cs · log2(e) − log2(dt) for the scan's ``Decay.KEY_LOG2``

@@ -34,9 +34,14 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["BackwardConfig", "ChunkGrads", "ChunkScan", "Decay", "FastConfig", "Fused", "PlainScan",
-           "Segmented", "SharedScan", "StateForm", "StateGrads", "TAUGHT", "Unfused",
+import torch
+
+__all__ = ["CB_DTYPES", "FUSED_WALKS", "BackwardConfig", "ChunkGrads", "ChunkScan", "Decay", "FastConfig",
+           "Fused", "PlainScan", "Segmented", "SharedScan", "StateForm", "StateGrads", "TAUGHT", "Unfused",
            "backward_config_from_json", "backward_config_to_json", "config_from_json", "config_to_json"]
+
+#: the dtypes C Bᵀ may be stored in (:class:`ChunkScan`), by the names the JSON tables give them
+CB_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 class StateForm(enum.IntFlag):
@@ -84,45 +89,67 @@ class Unfused:
         _check_occupancy("Unfused", self.occupancy)
 
 
+def _check_walk(stage) -> None:
+    """The fields :class:`Fused` and :class:`Segmented` share (one walk over the chunks per block)."""
+    name = type(stage).__name__
+    _check_occupancy(name, stage.occupancy)
+    if not isinstance(stage.state_tile, tuple) or len(stage.state_tile) != 2:
+        raise ValueError(f"{name}.state_tile must be (TP, TN), the state tile of one block (the chunk rows "
+                         f"per mma step are mma_rows), got {stage.state_tile!r}")
+    for what, value in zip(("TP", "TN"), stage.state_tile):
+        _check_power_of_two(f"{name}.state_tile", what, value, 16)
+    if stage.mma_rows is not None:
+        _check_power_of_two(name, "mma_rows (None: the default)", stage.mma_rows, 16)
+    if not isinstance(stage.form, StateForm) or StateForm.KD in stage.form:
+        raise ValueError(f"{name}.form must be a StateForm of DT_ONCE and ACC (kd is asked for with "
+                         f"store_kd), got {stage.form!r}")
+    if type(stage.store_kd) is not bool:
+        raise ValueError(f"{name}.store_kd must be a bool, got {stage.store_kd!r}")
+
+
 @dataclass(frozen=True)
 class Fused:
-    """Kernels 1 and 2 in one launch. ``tiles`` = (TP, TN) state tile per block, or (TP, TN, TK) with the
-    chunk rows per mma step (default: the whole chunk, up to 256, for 16-bit inputs); ``form``: a
-    :class:`StateForm` of DT_ONCE and ACC; ``store_kd``: the stage stores the key-log2 form kd in place of
-    dt, for a :class:`ChunkScan` with :attr:`Decay.KEY_LOG2` (no separate kd launch)."""
+    """Kernels 1 and 2 in one launch. ``state_tile`` = (TP, TN), the state tile of one block; ``mma_rows``
+    (TK): the chunk rows per mma step (None: the whole chunk, up to 256, for 16-bit inputs; float32 takes
+    chunk_state's 64); ``form``: a :class:`StateForm` of DT_ONCE and ACC; ``store_kd``: the stage stores the
+    key-log2 form kd in place of dt, for a :class:`ChunkScan` with :attr:`Decay.KEY_LOG2` (no separate kd
+    launch)."""
 
-    tiles: tuple = (64, 128)
+    state_tile: tuple = (64, 128)
+    mma_rows: int | None = None
     occupancy: int | None = None
     form: StateForm = StateForm(0)
     store_kd: bool = False
 
     def __post_init__(self):
-        name = type(self).__name__
-        _check_occupancy(name, self.occupancy)
-        if not isinstance(self.tiles, tuple) or len(self.tiles) not in (2, 3):
-            raise ValueError(f"{name}.tiles must be (TP, TN) or (TP, TN, TK), got {self.tiles!r}")
-        for what, value in zip(("TP", "TN", "TK"), self.tiles):
-            _check_power_of_two(f"{name}.tiles", what, value, 16)
-        if not isinstance(self.form, StateForm) or StateForm.KD in self.form:
-            raise ValueError(f"{name}.form must be a StateForm of DT_ONCE and ACC (kd is asked for with "
-                             f"store_kd), got {self.form!r}")
-        if type(self.store_kd) is not bool:
-            raise ValueError(f"{name}.store_kd must be a bool, got {self.store_kd!r}")
+        _check_walk(self)
 
 
 @dataclass(frozen=True)
-class Segmented(Fused):
+class Segmented:
     """The fused stage by segments of the sequence: b·h·segments blocks each walk cdiv(nchunks, segments)
     chunks, state passing carries the state across the segments, and the chunk scan adds each segment's
-    carry. ``segments`` None: the tuning table's rule picks it per problem size."""
+    carry. ``state_tile``, ``mma_rows``, ``occupancy``, ``form`` and ``store_kd`` as :class:`Fused`'s (not a
+    subclass of it: where both are meant, :data:`FUSED_WALKS` says so). ``segments`` None: the tuning table's
+    rule picks it per problem size."""
 
+    state_tile: tuple = (64, 128)
+    mma_rows: int | None = None
+    occupancy: int | None = None
+    form: StateForm = StateForm(0)
+    store_kd: bool = False
     segments: int | None = None
 
     def __post_init__(self):
-        super().__post_init__()
+        _check_walk(self)
         if self.segments is not None and (type(self.segments) is not int or self.segments < 2):
             raise ValueError(f"Segmented.segments must be None (chosen per problem size) or an int >= 2, "
                              f"got {self.segments!r}")
+
+
+#: the state stages that walk the chunks in one launch, the float32 chunk states kept on chip (``state_tile``,
+#: ``mma_rows``, ``form``, ``store_kd``): ``isinstance(stage, FUSED_WALKS)`` where both are meant
+FUSED_WALKS = (Fused, Segmented)
 
 
 @dataclass(frozen=True)
@@ -143,20 +170,22 @@ class SharedScan:
 
 @dataclass(frozen=True)
 class ChunkScan:
-    """C Bᵀ by its own kernel, stored in ``cb_dtype`` ("bfloat16" halves the scan's largest reads; for
-    16-bit inputs only: float32 inputs keep a float32 C Bᵀ), then one block per (head, chunk) walking every
-    row tile of the chunk at ``occupancy``; ``decay``: see :class:`Decay`; ``unroll``: a full chunk's row and
-    key tiles as one unrolled body, no loops (pays at chunk size 128)."""
+    """C Bᵀ by its own kernel, stored in ``cb_dtype`` (``torch.bfloat16`` halves the scan's largest reads;
+    for 16-bit inputs only: float32 inputs keep a float32 C Bᵀ; the JSON tables write "float32" or
+    "bfloat16"), then one block per (head, chunk) walking every row tile of the chunk at ``occupancy``;
+    ``decay``: see :class:`Decay`; ``unroll``: a full chunk's row and key tiles as one unrolled body, no loops
+    (pays at chunk size 128)."""
 
-    cb_dtype: str = "float32"
+    cb_dtype: torch.dtype = torch.float32
     decay: Decay = Decay.EXACT
     unroll: bool = False
     occupancy: int | None = None
 
     def __post_init__(self):
         _check_occupancy("ChunkScan", self.occupancy)
-        if self.cb_dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"ChunkScan.cb_dtype must be 'float32' or 'bfloat16', got {self.cb_dtype!r}")
+        if not isinstance(self.cb_dtype, torch.dtype) or self.cb_dtype not in CB_DTYPES.values():
+            raise ValueError(f"ChunkScan.cb_dtype must be torch.float32 or torch.bfloat16 (in JSON 'float32' "
+                             f"or 'bfloat16'), got {self.cb_dtype!r}")
         if not isinstance(self.decay, Decay):
             raise ValueError(f"ChunkScan.decay must be a Decay, got {self.decay!r}")
         if type(self.unroll) is not bool:
@@ -175,14 +204,14 @@ class FastConfig:
     scan: ScanStage = PlainScan()
 
     def __post_init__(self):
-        if not isinstance(self.state, (Unfused, Fused)):
+        if not isinstance(self.state, (Unfused, *FUSED_WALKS)):
             raise TypeError(f"FastConfig.state must be Unfused, Fused or Segmented, got {self.state!r}")
         if not isinstance(self.scan, (PlainScan, SharedScan, ChunkScan)):
             raise TypeError(f"FastConfig.scan must be PlainScan, SharedScan or ChunkScan, got {self.scan!r}")
         if isinstance(self.state, Segmented) and not isinstance(self.scan, ChunkScan):
             raise ValueError("a Segmented state stage needs ChunkScan, the scan that adds each segment's "
                              f"carry; got {self.scan!r}")
-        if isinstance(self.state, Fused) and self.state.store_kd and not (
+        if isinstance(self.state, FUSED_WALKS) and self.state.store_kd and not (
                 isinstance(self.scan, ChunkScan) and self.scan.decay is Decay.KEY_LOG2):
             raise ValueError("store_kd (the state stage stores the key-log2 form) needs "
                              f"ChunkScan(decay=Decay.KEY_LOG2), the scan that reads it; got {self.scan!r}")
@@ -195,18 +224,31 @@ _STATES = {"unfused": Unfused, "fused": Fused, "segmented": Segmented}
 _SCANS = {"plain": PlainScan, "shared": SharedScan, "chunk": ChunkScan}
 
 
+def _json_fields(cls) -> list[str]:
+    """The JSON names of a stage's fields: a walk's ``state_tile`` and ``mma_rows`` are one list ``tiles``,
+    [TP, TN] or [TP, TN, TK], as the shipped tables write them."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    if cls in FUSED_WALKS:
+        names[names.index("state_tile")] = "tiles"
+        names.remove("mma_rows")
+    return names
+
+
 def _stage_to_json(kinds: dict, stage) -> dict:
     kind = next(k for k, cls in kinds.items() if type(stage) is cls)
     out = {"kind": kind}
-    for f in dataclasses.fields(stage):
-        value = getattr(stage, f.name)
+    for name in _json_fields(type(stage)):
+        if name == "tiles":
+            value = [*stage.state_tile] + ([] if stage.mma_rows is None else [stage.mma_rows])
+        else:
+            value = getattr(stage, name)
         if isinstance(value, StateForm):
             value = sorted(m.name for m in StateForm if m in value)
         elif isinstance(value, Decay):
             value = value.value
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[f.name] = value
+        elif isinstance(value, torch.dtype):
+            value = next(k for k, v in CB_DTYPES.items() if v == value)
+        out[name] = value
     return out
 
 
@@ -219,7 +261,7 @@ def _stage_from_json(kinds: dict, where: str, value) -> object:
     if not isinstance(value, Mapping) or value.get("kind") not in kinds:
         raise ValueError(f"{where} must be an object with a 'kind' of {sorted(kinds)}, got {value!r}")
     cls = kinds[value["kind"]]
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = set(_json_fields(cls))
     unknown = sorted(set(value) - fields - {"kind"})
     if unknown:
         raise ValueError(f"{where}: {cls.__name__} has no fields {unknown}; its fields are {sorted(fields)}")
@@ -235,8 +277,16 @@ def _stage_from_json(kinds: dict, where: str, value) -> object:
         kw["form"] = form
     if "decay" in kw:
         kw["decay"] = Decay(kw["decay"])
-    if "tiles" in kw and isinstance(kw["tiles"], list):
-        kw["tiles"] = tuple(kw["tiles"])
+    if "cb_dtype" in kw:
+        if kw["cb_dtype"] not in CB_DTYPES:
+            raise ValueError(f"{where}.cb_dtype must be one of {sorted(CB_DTYPES)}, got {kw['cb_dtype']!r}")
+        kw["cb_dtype"] = CB_DTYPES[kw["cb_dtype"]]
+    if "tiles" in kw:
+        tiles = kw.pop("tiles")
+        if not isinstance(tiles, list) or len(tiles) not in (2, 3):
+            raise ValueError(f"{where}.tiles must be [TP, TN] or [TP, TN, TK], got {tiles!r}")
+        kw["state_tile"] = tuple(tiles[:2])
+        kw["mma_rows"] = tiles[2] if len(tiles) == 3 else None
     return cls(**kw)
 
 

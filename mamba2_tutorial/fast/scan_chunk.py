@@ -31,6 +31,8 @@ from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
 from ._scan_parts import entering_state_T, inter_chunk_heads
 from .chunk_cb import launch_chunk_cb, launch_key_log2
+from .config import ChunkScan
+from .plan import Plan, ScanCall
 
 __all__ = ["chunk_scan_chunk_kernel", "launch_scan_chunk", "scan_chunk_plan"]
 
@@ -177,33 +179,38 @@ def scan_chunk_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtyp
                       {"Q": Q, "TM": TM, "TK": TK, "TP": TP, "NS": NS, "HB": 1})
 
 
-def launch_scan_chunk(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, poison=False,
-                      occupancy=None, cb_dtype=torch.float32, key_log2=False, kd_ready=False, unroll=False,
-                      carry=None, store_states=False):
-    """C Bᵀ (:data:`~mamba2_tutorial.fast.chunk_cb.chunk_cb_kernel`), kd if ``key_log2`` and not
-    ``kd_ready`` (the state stage stored it), then :data:`chunk_scan_chunk_kernel`; no argument checks.
-    ``carry``: the :class:`~mamba2_tutorial.fast.segments.SegmentCarry` of a segmented state stage;
-    ``store_states`` (with a carry): chunk_init_states' segment-local states are overwritten with the true
-    ones (what training keeps for the backward)."""
-    if store_states and carry is None:
+def launch_scan_chunk(call: ScanCall, plan: Plan):
+    """C Bᵀ (:data:`~mamba2_tutorial.fast.chunk_cb.chunk_cb_kernel`) in the plan's ``cb_dtype``, kd if the
+    plan's ``key_log2`` and not its ``store_kd`` (the state stage stored it), then
+    :data:`chunk_scan_chunk_kernel` at the plan's ChunkScan ``occupancy`` and ``unroll``; no argument
+    checks. ``call.carry``: the :class:`~mamba2_tutorial.fast.segments.SegmentCarry` of a segmented state
+    stage; the plan's ``store_states`` (with a carry): chunk_init_states' segment-local states are
+    overwritten with the true ones (what training keeps for the backward)."""
+    carry = call.carry
+    if plan.store_states and carry is None:
         raise ValueError("store_states needs the carry of a segmented state stage")
+    if not isinstance(plan.scan, ChunkScan) or plan.cb_dtype is None:
+        raise ValueError(f"launch_scan_chunk needs a plan resolved for ChunkScan, got {plan.scan!r} with "
+                         f"cb_dtype {plan.cb_dtype!r}")
+    x, C, D, z, backend, poison = call.x, call.C, call.D, call.z, call.backend, call.poison
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
-    Q = dA_cumsum.shape[3]
+    Q = call.dA_cumsum.shape[3]
     device = x.device
-    plan = scan_chunk_plan(b, l, h, p, g, n, Q, x.dtype)
-    t = plan.tiles
-    CB = launch_chunk_cb(C, B, Q, t["TM"], t["TK"], backend, poison, cb_dtype)
-    if key_log2 and not kd_ready:
-        dt_out = launch_key_log2(dt_out, dA_cumsum, backend, poison)
+    tiles = scan_chunk_plan(b, l, h, p, g, n, Q, x.dtype)
+    t = tiles.tiles
+    CB = launch_chunk_cb(C, call.B, Q, t["TM"], t["TK"], backend, poison, plan.cb_dtype)
+    dt_out = call.dt_out
+    if plan.key_log2 and not plan.store_kd:
+        dt_out = launch_key_log2(dt_out, call.dA_cumsum, backend, poison)
     out = allocate((b, l, h, p), x.dtype, device, poison)
     if carry is None:
         segmented, cps = (placeholder(device, x.dtype, 5), placeholder(device, torch.float32, 3)), 1
     else:
         segmented, cps = (carry.carry, carry.seg_prefix), carry.chunks_per_segment
-    args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, CB,
-            chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), *segmented, out,
-            h // g, cps, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode(D), z is not None,
-            bool(key_log2), carry is not None, bool(unroll), bool(store_states))
-    launch(chunk_scan_chunk_kernel, plan.grid, args, backend, occupancy)
+    args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, call.dA_cumsum, C, CB,
+            call.chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), *segmented,
+            out, h // g, cps, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode(D), z is not None,
+            plan.key_log2, carry is not None, plan.scan.unroll, plan.store_states)
+    launch(chunk_scan_chunk_kernel, tiles.grid, args, backend, plan.scan.occupancy)
     return out

@@ -19,6 +19,8 @@ from ..kernels.chunk_scan import chunk_scan_tiles, d_mode, store_output
 from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
 from ._scan_parts import inter_chunk_heads
+from .config import SharedScan
+from .plan import ScanCall
 
 __all__ = ["chunk_scan_shared_kernel", "launch_scan_shared", "scan_shared_plan"]
 
@@ -84,19 +86,19 @@ def scan_shared_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dty
                       {"Q": Q, "TM": TM, "TK": TK, "TP": TP, "NS": NS, "HB": heads})
 
 
-def launch_scan_shared(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, backend, poison=False,
-                       occupancy=None):
-    """Allocate the output, launch :data:`chunk_scan_shared_kernel` (one head per block); no argument
-    checks."""
+def launch_scan_shared(call: ScanCall, stage: SharedScan):
+    """Allocate the output, launch :data:`chunk_scan_shared_kernel` (one head per block) at the ``stage``'s
+    occupancy; no argument checks."""
+    x, C, D, z = call.x, call.C, call.D, call.z
     b, l, h, p = x.shape
     g, n = C.shape[2], C.shape[3]
-    Q = dA_cumsum.shape[3]
+    Q = call.dA_cumsum.shape[3]
     device = x.device
-    out = allocate((b, l, h, p), x.dtype, device, poison)
+    out = allocate((b, l, h, p), x.dtype, device, call.poison)
     plan = scan_shared_plan(b, l, h, p, g, n, Q, x.dtype)
     t = plan.tiles
-    args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, dA_cumsum, C, B,
-            chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), out,
-            h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode(D), z is not None)
-    launch(chunk_scan_shared_kernel, plan.grid, args, backend, occupancy)
+    args = (x, z if z is not None else placeholder(device, x.dtype, 4), call.dt_out, call.dA_cumsum, C,
+            call.B, call.chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1),
+            out, h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode(D), z is not None)
+    launch(chunk_scan_shared_kernel, plan.grid, args, call.backend, stage.occupancy)
     return out

@@ -36,6 +36,8 @@ import torch
 from ..kernels._host import LaunchPlan, allocate, cdiv
 from ..kernels.state_passing import launch_state_passing
 from ..runtime.launch import launch
+from .config import Segmented
+from .plan import StateCall
 from .state_fused import chunk_local_state, chunk_state_passing_tiles, head_scalars, state_args
 
 __all__ = ["SegmentCarry", "chunk_state_segments_kernel", "launch_chunk_state_segments", "segment_layout",
@@ -99,29 +101,33 @@ def segment_layout(nchunks: int, segments: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=256)
-def segments_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype, segments: int,
-                  tiles: tuple = (64, 128)) -> LaunchPlan:
-    """Grid and tiles of :data:`chunk_state_segments_kernel`: one block per (state tile, batch·segment, head);
-    the tiles are the fused kernel's. ``tiles["cps"]`` and ``tiles["nseg"]``: the segment layout."""
-    TK, TP, TN = chunk_state_passing_tiles(Q, p, n, dtype, tiles)
-    cps, nseg = segment_layout(cdiv(l, Q), segments)
+def segments_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
+                  stage: Segmented) -> LaunchPlan:
+    """Grid and tiles of :data:`chunk_state_segments_kernel` for the ``stage`` (its ``segments`` filled in):
+    one block per (state tile, batch·segment, head); the tiles are the fused kernel's. ``tiles["cps"]`` and
+    ``tiles["nseg"]``: the segment layout."""
+    if stage.segments is None:
+        raise ValueError("segments_plan needs a Segmented stage with its segments filled in "
+                         "(fast.tuning.with_segments, as fast.plan.resolve does), got segments=None")
+    TK, TP, TN = chunk_state_passing_tiles(Q, p, n, dtype, stage)
+    cps, nseg = segment_layout(cdiv(l, Q), stage.segments)
     return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b * nseg, h),
                       {"Q": Q, "TK": TK, "TP": TP, "TN": TN, "cps": cps, "nseg": nseg})
 
 
-def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
-                                backend, segments, poison=False, tiles=(64, 128), occupancy=None,
-                                form=0, store_kd=False):
-    """Both launches of the segmented state stage (no argument checks): the segments kernel, then
-    state_passing over the segments. Returns ``(dt_out (or kd), dA_cumsum, chunk_init_states, final_states,
-    carry)``: chunk_init_states segment-local in x's dtype, ``carry`` a :class:`SegmentCarry` for the scan
-    (its states in x's dtype), final_states float32."""
+def launch_chunk_state_segments(call: StateCall, stage: Segmented):
+    """Both launches of the segmented state stage (no argument checks): the segments kernel with the
+    ``stage``'s tiles, segments, occupancy, form and store_kd (as :func:`~mamba2_tutorial.fast.plan.resolve`
+    left them), then state_passing over the segments. Returns ``(dt_out (or kd), dA_cumsum,
+    chunk_init_states, final_states, carry)``: chunk_init_states segment-local in x's dtype, ``carry`` a
+    :class:`SegmentCarry` for the scan (its states in x's dtype), final_states float32."""
+    x, poison = call.x, call.poison
     b, l, h, p = x.shape
-    n = B.shape[3]
-    Q = chunk_size
+    n = call.B.shape[3]
+    Q = call.chunk_size
     nchunks = cdiv(l, Q)
     device = x.device
-    plan = segments_plan(b, l, h, p, n, Q, x.dtype, segments, tiles)
+    plan = segments_plan(b, l, h, p, n, Q, x.dtype, stage)
     t = plan.tiles
     nseg = t["nseg"]
     dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
@@ -130,12 +136,12 @@ def launch_chunk_state_segments(x, dt, A, B, chunk_size, dt_bias, dt_softplus, d
     seg_prefix = allocate((b, h, nchunks), torch.float32, device, poison)
     seg_states = allocate((b, nseg, h, p, n), torch.float32, device, poison)
     seg_decay = allocate((b, h, nseg, 1), torch.float32, device, poison)
-    inputs, scalars, flags, FORM = state_args(x, dt, A, B, dt_bias, dt_softplus, dt_limit, form, store_kd)
+    inputs, scalars, flags, FORM = state_args(call, stage)
     hpg, dt_min, dt_max = scalars
     args = (*inputs, dt_out, dA_cumsum, chunk_init_states, seg_prefix, seg_states, seg_decay,
             hpg, t["cps"], dt_min, dt_max, Q, t["TK"], t["TP"], t["TN"], *flags, FORM)
-    launch(chunk_state_segments_kernel, plan.grid, args, backend, occupancy)
+    launch(chunk_state_segments_kernel, plan.grid, args, call.backend, stage.occupancy)
     # kernel 2 over the segments: seg_decay's only entry per segment is its total decay (a "chunk" of 1)
-    carry, final_states = launch_state_passing(seg_states, seg_decay, initial_states, backend, poison,
-                                               out_dtype=chunk_init_states.dtype)
+    carry, final_states = launch_state_passing(seg_states, seg_decay, call.initial_states, call.backend,
+                                               poison, out_dtype=chunk_init_states.dtype)
     return dt_out, dA_cumsum, chunk_init_states, final_states, SegmentCarry(carry, seg_prefix, t["cps"])

@@ -27,7 +27,8 @@ from ..kernels._host import LaunchPlan, allocate, cdiv, placeholder, tile_size
 from ..kernels.chunk_state import LOG2E, chunk_state_tiles, process_dt
 from ..kernels.state_passing import initial_state_tile
 from ..runtime.launch import launch
-from .config import StateForm
+from .config import Fused, Segmented, StateForm
+from .plan import StateCall
 
 __all__ = ["chunk_local_state", "chunk_state_passing_kernel", "chunk_state_passing_plan",
            "chunk_state_passing_tiles", "computed_once", "head_scalars", "key_log2",
@@ -124,58 +125,61 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
 
 @functools.lru_cache(maxsize=256)
 def chunk_state_passing_tiles(chunk_size: int, headdim: int, dstate: int, dtype: torch.dtype,
-                              tiles: tuple = (64, 128)) -> tuple[int, int, int]:
-    """(TK, TP, TN): ``tiles`` = (TP, TN) state tile (clipped to p and n), or (TP, TN, TK) also the chunk rows
-    per mma step. Without TK, 16-bit inputs take a whole chunk of up to 256 rows per mma step (no loop inside
-    the loop over chunks), float32 chunk_state's 64."""
+                              stage: Fused | Segmented) -> tuple[int, int, int]:
+    """(TK, TP, TN): the stage's ``state_tile`` (TP, TN) clipped to p and n, and its ``mma_rows`` (TK), the
+    chunk rows per mma step. Without ``mma_rows``, 16-bit inputs take a whole chunk of up to 256 rows per
+    mma step (no loop inside the loop over chunks), float32 chunk_state's 64."""
     TK = chunk_state_tiles(chunk_size, headdim, dstate, dtype)[0]
     if dtype != torch.float32:
         TK = min(chunk_size, 256)
-    if len(tiles) > 2:
-        TK = min(tiles[2], chunk_size)
-    return TK, tile_size(headdim, tiles[0]), tile_size(dstate, tiles[1])
+    if stage.mma_rows is not None:
+        TK = min(stage.mma_rows, chunk_size)
+    TP, TN = stage.state_tile
+    return TK, tile_size(headdim, TP), tile_size(dstate, TN)
 
 
 @functools.lru_cache(maxsize=256)
 def chunk_state_passing_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
-                             tiles: tuple = (64, 128)) -> LaunchPlan:
-    """Grid and tiles of :data:`chunk_state_passing_kernel`: one block per (state tile, batch, head)."""
-    TK, TP, TN = chunk_state_passing_tiles(Q, p, n, dtype, tiles)
+                             stage: Fused | Segmented) -> LaunchPlan:
+    """Grid and tiles of :data:`chunk_state_passing_kernel` for the ``stage``: one block per (state tile,
+    batch, head)."""
+    TK, TP, TN = chunk_state_passing_tiles(Q, p, n, dtype, stage)
     return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b, h), {"Q": Q, "TK": TK, "TP": TP, "TN": TN})
 
 
-def state_args(x, dt, A, B, dt_bias, dt_softplus, dt_limit, form, store_kd):
+def state_args(call: StateCall, stage: Fused | Segmented):
     """The launch arguments the fused and segmented kernels share: their inputs (x, B, dt, A, dt_bias), the
-    scalars (heads_per_group, dt_min, dt_max), the flags (HAS_DT_BIAS, DT_SOFTPLUS) and FORM."""
-    device = x.device
+    scalars (heads_per_group, dt_min, dt_max), the flags (HAS_DT_BIAS, DT_SOFTPLUS) and FORM (the stage's
+    form, with KD where it stores kd)."""
+    x, dt_bias = call.x, call.dt_bias
     has_bias = dt_bias is not None
-    inputs = (x, B, dt, A, dt_bias if has_bias else placeholder(device, torch.float32, 1))
-    scalars = (x.shape[2] // B.shape[2], float(dt_limit[0]), float(dt_limit[1]))
-    flags = (has_bias, bool(dt_softplus))
-    return inputs, scalars, flags, (KD if store_kd else 0) | int(form)
+    inputs = (x, call.B, call.dt, call.A, dt_bias if has_bias else placeholder(x.device, torch.float32, 1))
+    scalars = (x.shape[2] // call.B.shape[2], float(call.dt_limit[0]), float(call.dt_limit[1]))
+    flags = (has_bias, bool(call.dt_softplus))
+    return inputs, scalars, flags, (KD if stage.store_kd else 0) | int(stage.form)
 
 
-def launch_chunk_state_passing(x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states,
-                               backend, poison=False, tiles=(64, 128), occupancy=None, form=0,
-                               store_kd=False):
-    """Allocate the outputs, launch :data:`chunk_state_passing_kernel`; no argument checks. Returns
+def launch_chunk_state_passing(call: StateCall, stage: Fused):
+    """Allocate the outputs, launch :data:`chunk_state_passing_kernel` with the ``stage``'s tiles, occupancy,
+    form and store_kd (as :func:`~mamba2_tutorial.fast.plan.resolve` left it); no argument checks. Returns
     ``(dt_out (or kd with store_kd), dA_cumsum, chunk_init_states in x's dtype, final_states float32)``."""
+    x, poison = call.x, call.poison
     b, l, h, p = x.shape
-    n = B.shape[3]
-    Q = chunk_size
+    n = call.B.shape[3]
+    Q = call.chunk_size
     nchunks = cdiv(l, Q)
     device = x.device
     dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
     dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
     chunk_init_states = allocate((b, nchunks, h, p, n), x.dtype, device, poison)
     final_states = allocate((b, h, p, n), torch.float32, device, poison)
-    plan = chunk_state_passing_plan(b, l, h, p, n, Q, x.dtype, tiles)
+    plan = chunk_state_passing_plan(b, l, h, p, n, Q, x.dtype, stage)
     t = plan.tiles
-    inputs, scalars, flags, FORM = state_args(x, dt, A, B, dt_bias, dt_softplus, dt_limit, form,
-                                              store_kd)
+    inputs, scalars, flags, FORM = state_args(call, stage)
+    initial_states = call.initial_states
     has_init = initial_states is not None
     args = (*inputs, initial_states if has_init else placeholder(device, torch.float32, 4),
             dt_out, dA_cumsum, chunk_init_states, final_states, *scalars,
             Q, t["TK"], t["TP"], t["TN"], *flags, has_init, FORM)
-    launch(chunk_state_passing_kernel, plan.grid, args, backend, occupancy)
+    launch(chunk_state_passing_kernel, plan.grid, args, call.backend, stage.occupancy)
     return dt_out, dA_cumsum, chunk_init_states, final_states

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import torch
+
 from .config import ChunkScan, Decay, FastConfig, Fused, PlainScan, Segmented, SharedScan, StateForm
 
 __all__ = ["STEPS", "Step", "steps_for"]
@@ -21,8 +23,9 @@ class Step(NamedTuple):
     config: FastConfig
 
 
-_FUSED = Fused(tiles=(64, 128))
-_BEST_STATE = Fused(tiles=(64, 128, 128), occupancy=2, form=StateForm.DT_ONCE | StateForm.ACC, store_kd=True)
+_FUSED = Fused(state_tile=(64, 128))
+_BEST_STATE = Fused(state_tile=(64, 128), mma_rows=128, occupancy=2, form=StateForm.DT_ONCE | StateForm.ACC,
+                    store_kd=True)
 
 #: the steps at chunk size 256 for a problem with many (batch, head) pairs (b8-l4096-h80)
 STEPS: tuple[Step, ...] = (
@@ -35,14 +38,14 @@ STEPS: tuple[Step, ...] = (
          FastConfig(_FUSED, SharedScan(occupancy=3))),
     Step("C Bᵀ once, whole-chunk scan",
          "C Bᵀ computed once per (chunk, group) instead of once per head; one block walks a whole chunk",
-         FastConfig(_FUSED, ChunkScan("float32", Decay.EXACT, occupancy=3))),
+         FastConfig(_FUSED, ChunkScan(torch.float32, Decay.EXACT, occupancy=3))),
     Step("C Bᵀ in bf16", "C Bᵀ stored in bfloat16: half the scan's largest reads",
-         FastConfig(_FUSED, ChunkScan("bfloat16", Decay.EXACT, occupancy=3))),
+         FastConfig(_FUSED, ChunkScan(torch.bfloat16, Decay.EXACT, occupancy=3))),
     Step("key-log2 decay", "decay · dt as one exponential of a difference: no multiply, no clamp",
-         FastConfig(_FUSED, ChunkScan("bfloat16", Decay.KEY_LOG2, occupancy=3))),
+         FastConfig(_FUSED, ChunkScan(torch.bfloat16, Decay.KEY_LOG2, occupancy=3))),
     Step("state stage tuned",
          "the fused stage at 2 blocks per SM, 128 rows per mma step, dt computed once, storing kd itself",
-         FastConfig(_BEST_STATE, ChunkScan("bfloat16", Decay.KEY_LOG2, occupancy=3))),
+         FastConfig(_BEST_STATE, ChunkScan(torch.bfloat16, Decay.KEY_LOG2, occupancy=3))),
 )
 
 
@@ -51,10 +54,10 @@ def steps_for(segmented: bool = False, segments: int = 8) -> tuple[Step, ...]:
     sequence (for few (batch, head) pairs and long sequences, b1-l32768-h80)."""
     if not segmented:
         return STEPS
-    state = Segmented(tiles=_BEST_STATE.tiles, occupancy=2, form=_BEST_STATE.form, store_kd=True,
-                      segments=segments)
+    state = Segmented(state_tile=_BEST_STATE.state_tile, mma_rows=_BEST_STATE.mma_rows, occupancy=2,
+                      form=_BEST_STATE.form, store_kd=True, segments=segments)
     return STEPS + (Step("segmented state stage",
                          f"the state stage's sequential loop cut into {segments} segments walked in parallel",
-                         FastConfig(state, ChunkScan("bfloat16", Decay.KEY_LOG2, occupancy=3))),)
+                         FastConfig(state, ChunkScan(torch.bfloat16, Decay.KEY_LOG2, occupancy=3))),)
 
 

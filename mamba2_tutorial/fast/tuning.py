@@ -169,7 +169,7 @@ def with_segments(cfg: FastConfig, b: int, h: int, nchunks: int, table: TuningTa
     return cfg
 
 
-def ssd_config(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype,
+def ssd_config(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
                device: torch.device | str = "cpu") -> FastConfig:
     """The config ``ssd_forward`` runs for this problem on ``device``: the table's config of its class, with a
     segmented stage's segment count filled in; :data:`~mamba2_tutorial.fast.config.TAUGHT` for float32."""

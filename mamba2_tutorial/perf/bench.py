@@ -107,8 +107,8 @@ def _make_cutile(backend: str = "gpu", configs: Mapping[tuple, object] | None = 
     def pick(inp, Q):
         x, B = inp["x"], inp["B"]
         dims = (*x.shape, *B.shape[2:], Q)
-        b, l, h, p, g, n, _ = dims
-        return (configs or {}).get(dims) or ssd_config(b, l, h, p, g, n, Q, x.dtype, x.device)
+        b, l, h, p, _g, n, _ = dims
+        return (configs or {}).get(dims) or ssd_config(b, l, h, p, n, Q, x.dtype, x.device)
 
     def prepare(inp, Q):
         x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))

@@ -268,7 +268,7 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     x, dt, A, B, C = (inp[k] for k in GRADS)
     b, l, h, p = x.shape
     Q = shape.chunk_size
-    cfg = ssd_config(b, l, h, p, B.shape[2], B.shape[3], Q, dtype, x.device)
+    cfg = ssd_config(b, l, h, p, B.shape[3], Q, dtype, x.device)
     bwd = backward_config(b, l, h, p, B.shape[3], Q, dtype, x.device)
     opts = SSDOptions(Q, False, (0.0, float("inf")), backend, training_stages(cfg))
 
