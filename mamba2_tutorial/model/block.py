@@ -156,8 +156,10 @@ class Mamba2Block(nn.Module):
     ``ssd`` picks the SSD (:data:`SSD_FORMS` or a function; see :func:`ssd_function`), ``backend`` where
     ``"cutile"`` runs; both can be overridden per call of :meth:`forward`.
 
-    Not here: mamba_ssm's ``d_ssm`` (a gated MLP beside the SSM; here every channel goes through the SSD),
-    ``conv_init``, and its tensor- and sequence-parallel options.
+    Sequence parallel (one sequence split across processes):
+    :func:`mamba2_tutorial.model.parallel.sequence_parallel_block` runs a block on a rank's slice. Not here:
+    mamba_ssm's ``d_ssm`` (a gated MLP beside the SSM; here every channel goes through the SSD),
+    ``conv_init``, and its tensor-parallel options.
     """
 
     def __init__(self, d_model: int, *, d_state: int = 128, d_conv: int = 4, expand: float = 2,
