@@ -83,26 +83,43 @@ def test_called_as_mamba_ssms_own_tests_call_it(name, problem):
     assert relative_error(positional[1], final) < 1e-4
 
 
-@pytest.mark.parametrize("name", FORWARDS)
 @pytest.mark.parametrize(("argument", "position"), [("seq_idx", 10), ("cu_seqlens", 11),
                                                     ("return_varlen_states", 15)])
-def test_packed_sequences_are_refused_by_name_not_ignored(name, argument, position, problem):
-    forward = FORWARDS[name]
+def test_the_taught_forward_refuses_packed_sequences_by_name_and_says_where_they_run(argument, position,
+                                                                                     problem):
     x, dt, A, B, C = (problem[k] for k in ("x", "dt", "A", "B", "C"))
     b, l = x.shape[:2]
     value = {"seq_idx": torch.zeros(b, l, dtype=torch.int32),
              "cu_seqlens": torch.tensor([0, 20, l], dtype=torch.int32),
              "return_varlen_states": True}[argument]
-    with pytest.raises(NotImplementedError, match=rf"^{argument} is not supported yet"):
-        forward(x, dt, A, B, C, problem["chunk_size"], **{argument: value}, backend="cpu")
+    with pytest.raises(NotImplementedError, match=rf"^{argument} is not supported by ssd_forward_taught.*"
+                                                  r"ssd_forward \(the fast path"):
+        ssd_forward_taught(x, dt, A, B, C, problem["chunk_size"], **{argument: value}, backend="cpu")
     args = [x, dt, A, B, C, problem["chunk_size"], None, None, None, None, None, None, False,
             (0.0, float("inf")), False, False]
     args[position] = value
     with pytest.raises(NotImplementedError, match=argument):
-        forward(*args, backend="cpu")
+        ssd_forward_taught(*args, backend="cpu")
     # None and False are what mamba_ssm passes when the batch is not packed: accepted
     args[position] = None if argument != "return_varlen_states" else False
-    assert forward(*args, backend="cpu").shape == x.shape
+    assert ssd_forward_taught(*args, backend="cpu").shape == x.shape
+
+
+def test_ssd_forward_takes_packed_sequences_in_mamba_ssms_positions(problem):
+    """``mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, seq_idx,
+    cu_seqlens, dt_softplus, dt_limit, return_final_states, return_varlen_states)`` with a packed batch."""
+    x, dt, A, B, C = (problem[k][:1] if problem[k].dim() > 1 else problem[k]
+                      for k in ("x", "dt", "A", "B", "C"))
+    l = x.shape[1]
+    cu_seqlens = torch.tensor([0, 3, 4, l], dtype=torch.int32)
+    seq_idx = ref.seq_idx_from_cu_seqlens(cu_seqlens)
+    out, final, varlen = ssd_forward(x, dt, A, B, C, problem["chunk_size"], None, None, None, None, seq_idx,
+                                     cu_seqlens, False, (0.0, float("inf")), True, True, backend="cpu")
+    want, want_final, want_varlen = ref.ssd_recurrent(
+        x.double(), dt.double(), A.double(), B.double(), C.double(), seq_idx=seq_idx, cu_seqlens=cu_seqlens,
+        return_final_states=True, return_varlen_states=True)
+    assert relative_error(out, want) < 1e-4 and relative_error(final, want_final) < 1e-4
+    assert varlen.shape == (3, *final.shape[1:]) and relative_error(varlen, want_varlen) < 1e-4
 
 
 def test_a_seventeenth_positional_argument_is_refused():

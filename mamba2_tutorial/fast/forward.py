@@ -13,12 +13,15 @@ once for the call (:func:`~mamba2_tutorial.fast.plan.resolve`) and run from the 
 
 from __future__ import annotations
 
+import torch
+
 from ..kernels._host import strided_ok
 from ..kernels.chunk_state import launch_chunk_state
 from ..kernels.state_passing import launch_state_passing
+from ..reference.packed import packed_results
 from ..runtime.autograd import SSDOptions, needs_grad, ssd_autograd
 from ..runtime.launch import resolve_backend
-from ..runtime.validation import check_not_varlen, validate_kernel_inputs
+from ..runtime.validation import validate_kernel_inputs, validate_packing
 from .backward import ssd_backward_fast
 from .config import FUSED_WALKS, FastConfig
 from .plan import Plan, ScanCall, StateCall, resolve
@@ -39,8 +42,10 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
 
     Arguments (in their positions) and results as ``mamba_chunk_scan_combined``: x (b, l, h, p), dt (b, l, h),
     A (h,), B and C (b, l, g, n); optional D (h,) or (h, p), z (b, l, h, p), dt_bias (h,), initial_states
-    (b, h, p, n). ``seq_idx``, ``cu_seqlens`` and ``return_varlen_states`` (packed sequences of different
-    lengths) are not supported yet: anything but None / False raises NotImplementedError.
+    (b, h, p, n). Packed sequences as mamba_ssm: ``seq_idx`` (b, l) int32, non-decreasing (no state and no
+    decay crosses a change of seq_idx; ``initial_states`` enters sequence 0), with ``cu_seqlens``
+    (number of sequences + 1,) and ``return_varlen_states`` (b = 1) each sequence's final state as the last
+    result, (number of sequences, h, p, n); see :func:`_each_sequence` for how they run.
     out (b, l, h, p) in x's dtype; final_states (b, h, p, n) float32. x, B, C (and z) share one dtype:
     float32, float16 or bfloat16 (mma operands; every product accumulates in float32). ``chunk_size`` (Q)
     must be a power of two; the sequence length l is arbitrary. All arguments are checked before any kernel
@@ -52,9 +57,12 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     backward runs the cuTile backward kernels. ``_poison`` (tests only) fills every
     intermediate with NaN first, so that an element no block wrote shows up in the result.
     """
-    check_not_varlen(seq_idx, cu_seqlens, return_varlen_states)
     b, l, h, p, _g, n = validate_kernel_inputs(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states,
                                                dt_limit)
+    packing = validate_packing(seq_idx, cu_seqlens, return_varlen_states, b, l, x.device)
+    if packing is not None:
+        return _each_sequence(packing, x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus,
+                              dt_limit, return_final_states, backend=backend, config=config, _poison=_poison)
     where = resolve_backend(backend, x)
     cfg = config if config is not None else ssd_config(b, l, h, p, n, chunk_size, x.dtype, x.device)
     x, dt, A, B, C, D, z, dt_bias, initial_states = (
@@ -68,6 +76,34 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
         x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison))
     out = run_scan(plan, ScanCall(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, _poison, carry))
     return (out, final_states) if return_final_states else out
+
+
+def _each_sequence(packing, x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus, dt_limit,
+                   return_final_states, **options):
+    """A packed batch, every sequence of every row run alone through :func:`ssd_forward` (each with the
+    config of its own size) and put back in place: nothing crosses a boundary, one inside a chunk included,
+    and under autograd the gradients flow back through the same cuts. Sequence 0 of a row starts from the
+    row's initial state, the others from zero. One set of launches per sequence: a row of many short
+    sequences is bound by the host's launch time (the float64 oracle is
+    :func:`~mamba2_tutorial.reference.packed.ssd_each_sequence`)."""
+    rows, finals, varlen = [], [], []
+    for row, bounds in enumerate(packing.bounds):
+        pieces = []
+        for start, end in bounds:
+            cut = slice(start, end)
+            first = int(packing.seq_idx[row, start]) == 0
+            y_i, final_i = ssd_forward(
+                x[row:row + 1, cut], dt[row:row + 1, cut], A, B[row:row + 1, cut], C[row:row + 1, cut],
+                chunk_size, D, None if z is None else z[row:row + 1, cut], dt_bias,
+                initial_states[row:row + 1] if initial_states is not None and first else None,
+                dt_softplus=dt_softplus, dt_limit=dt_limit, return_final_states=True, **options)
+            pieces.append(y_i)
+            varlen.append(final_i[0])
+        rows.append(torch.cat(pieces, dim=1))
+        finals.append(final_i)
+    varlen_states = torch.stack(varlen) if packing.return_varlen_states else None
+    return packed_results(torch.cat(rows, dim=0), torch.cat(finals, dim=0), varlen_states,
+                          return_final_states, packing.return_varlen_states)
 
 
 def ssd_stages(x, dt, A, B, C, chunk_size, *, backend="gpu", config: FastConfig | None = None) -> dict:

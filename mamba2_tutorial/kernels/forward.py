@@ -33,7 +33,8 @@ def ssd_forward_taught(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
 
     x (b, l, h, p), dt (b, l, h), A (h,), B and C (b, l, g, n); optional D (h,) or (h, p), z (b, l, h, p),
     dt_bias (h,), initial_states (b, h, p, n), in ``mamba_chunk_scan_combined``'s positions (its ``seq_idx``,
-    ``cu_seqlens`` and ``return_varlen_states`` are not supported yet: NotImplementedError). out (b, l, h, p)
+    ``cu_seqlens`` and ``return_varlen_states`` are refused with NotImplementedError: ``ssd_forward`` runs
+    packed sequences). out (b, l, h, p)
     in x's dtype; final_states (b, h, p, n) float32. ``backend``: "auto" (the GPU when usable, else the CPU
     tile executor), "gpu" or "cpu". Differentiable: when an input requires a gradient, the backward runs the
     taught backward kernels (``kernels/backward.py``). ``_poison`` (tests only) fills every intermediate with

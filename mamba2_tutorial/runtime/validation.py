@@ -353,8 +353,8 @@ def check_decay_nonpositive(A: torch.Tensor) -> None:
 
 def check_not_varlen(seq_idx=None, cu_seqlens=None, return_varlen_states=False) -> None:
     """NotImplementedError for the arguments of ``mamba_chunk_scan_combined`` that describe a packed batch of
-    sequences of different lengths (``seq_idx``, ``cu_seqlens``, ``return_varlen_states``): the cuTile
-    forwards take them in mamba_ssm's positions but do not support them yet, and never ignore one silently."""
+    sequences of different lengths (``seq_idx``, ``cu_seqlens``, ``return_varlen_states``): the taught
+    forward takes them in mamba_ssm's positions, refuses them, and says where they are supported."""
     for name, value, given in (("seq_idx", seq_idx, seq_idx is not None),
                                ("cu_seqlens", cu_seqlens, cu_seqlens is not None),
                                ("return_varlen_states", return_varlen_states, bool(return_varlen_states))):
@@ -363,9 +363,10 @@ def check_not_varlen(seq_idx=None, cu_seqlens=None, return_varlen_states=False) 
                      else repr(value))
             default = "False" if name == "return_varlen_states" else "None"
             raise NotImplementedError(
-                f"{name} is not supported yet (got {shown}): the cuTile forwards run one sequence per batch "
-                f"row. Pass {name}={default}, and split a packed batch into rows (padding each to one "
-                "length) or call ssd_chunked per sequence")
+                f"{name} is not supported by ssd_forward_taught (got {shown}): the taught kernels run one "
+                f"sequence per batch row. Packed sequences run in ssd_forward (the fast path, same "
+                f"arguments) and in the reference forms ssd_recurrent and ssd_quadratic; or pass "
+                f"{name}={default} and split the batch into rows")
 
 
 class Packing(NamedTuple):
