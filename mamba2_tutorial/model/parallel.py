@@ -78,6 +78,8 @@ __all__ = [
     "conv_halo",
     "sequence_parallel_block",
     "bench",
+    "run_on_cpu_ranks",
+    "split_demo",
 ]
 
 _NO_LIMIT = (0.0, float("inf"))
@@ -331,6 +333,101 @@ def sequence_parallel_block(block, u: torch.Tensor, *, group=None, ssd: str | Ca
                               z=None if block.rmsnorm else z.reshape(x.shape), dt_bias=block.dt_bias,
                               dt_softplus=True, dt_limit=block.dt_limit, group=group, ssd=run)
     return block.output(y, z)
+
+
+# -- several CPU processes, for notebooks and small checks --------------------------------------------------
+def _rank_main(rank: int, world: int, init: str, fn: Callable, args: tuple, results) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        results.put((rank, True, fn(rank, world, *args)))
+    except Exception:  # noqa: BLE001 - sent back to the parent, which raises it
+        import traceback
+
+        results.put((rank, False, traceback.format_exc()))
+    finally:
+        dist.destroy_process_group()
+
+
+def run_on_cpu_ranks(fn: Callable, world_size: int, *args, timeout: float = 300.0) -> list:
+    """Run ``fn(rank, world_size, *args)`` in ``world_size`` CPU processes joined in one gloo process group;
+    returns their results in rank order (each must pickle: plain numbers, lists, NumPy arrays). A rank that
+    raises makes this raise RuntimeError with that rank's traceback. Processes are forked where the platform
+    allows it (Linux), else spawned (then ``fn`` must be importable, e.g. :func:`split_demo`)."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, got {world_size}")
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    ctx = mp.get_context(method)
+    with tempfile.TemporaryDirectory() as tmp:
+        init = Path(tmp, "rendezvous").as_uri()
+        results = ctx.SimpleQueue()
+        procs = [ctx.Process(target=_rank_main, args=(r, world_size, init, fn, args, results), daemon=True)
+                 for r in range(world_size)]
+        for proc in procs:
+            proc.start()
+        deadline = time.monotonic() + timeout
+        got = {}
+        while len(got) < world_size:
+            if results.empty():
+                if time.monotonic() > deadline or not any(p.is_alive() for p in procs):
+                    if results.empty():
+                        for proc in procs:
+                            proc.kill()
+                        raise RuntimeError(f"{world_size - len(got)} of {world_size} ranks returned nothing "
+                                           f"within {timeout:.0f} s")
+                time.sleep(0.02)
+                continue
+            rank, ok, value = results.get()
+            if not ok:
+                for proc in procs:
+                    proc.kill()
+                raise RuntimeError(f"rank {rank} of {world_size} failed:\n{value}")
+            got[rank] = value
+        for proc in procs:
+            proc.join(timeout=30)
+    return [got[r] for r in range(world_size)]
+
+
+def split_demo(rank: int, world: int, lengths: list[int], seed: int = 0) -> dict:
+    """One sequence of ``sum(lengths)`` positions (float64, b 2, h 4, p 3, g 2, n 5, Q 8, an initial state,
+    dt_bias and softplus), cut into ``lengths``: this rank runs :func:`sequence_parallel_ssd` on its slice
+    with the reference SSD, and compares its y, the final state and its slice of dx (the gradient of a fixed
+    random loss) with one process running the whole sequence. Returns the rank's slice, the three largest
+    differences and how many numbers it exchanged (run it with :func:`run_on_cpu_ranks`)."""
+    from ..lessons.inputs import SSDShape, make_inputs
+    from ..reference import ssd_chunked
+
+    if len(lengths) != world:
+        raise ValueError(f"lengths must give one slice length per rank ({world}), got {lengths}")
+    shape = SSDShape(2, sum(lengths), 4, 3, 2, 5, 8)
+    whole = make_inputs(shape, seed=seed, dtype=torch.float64, dt_bias=True, initial_states=True)
+    weight = torch.randn(2, shape.seqlen, 4, 3, dtype=torch.float64,
+                         generator=torch.Generator().manual_seed(seed + 1))
+    x_whole = whole["x"].clone().requires_grad_()
+    rest = {k: v for k, v in whole.items() if k != "x"}
+    y_whole, final_whole = ssd_chunked(x_whole, chunk_size=shape.chunk_size, return_final_states=True, **rest)
+    ((y_whole * weight).sum() + final_whole.sum()).backward()
+
+    start = sum(lengths[:rank])
+    part = slice(start, start + lengths[rank])
+    x = whole["x"][:, part].clone().requires_grad_()
+    y, final = sequence_parallel_ssd(
+        x, whole["dt"][:, part], whole["A"], whole["B"][:, part], whole["C"][:, part], shape.chunk_size,
+        D=whole["D"], dt_bias=whole["dt_bias"], initial_states=whole["initial_states"] if rank == 0 else None,
+        dt_softplus=True, return_final_states=True, ssd="chunked")
+    # every rank's loss: its slice of the whole loss; the final state's term once (rank 0 adds it)
+    loss = (y * weight[:, part]).sum() + (final.sum() if rank == 0 else 0.0)
+    loss.backward()
+    b, h, p, n = final.shape
+    return {"rank": rank, "positions": (start, start + lengths[rank]),
+            "y_error": float((y - y_whole[:, part]).detach().abs().max()),
+            "final_error": float((final - final_whole).detach().abs().max()),
+            "dx_error": float((x.grad - x_whole.grad[:, part]).abs().max()),
+            "exchanged": b * h * (1 + p * n)}
 
 
 # -- the benchmark ----------------------------------------------------------------------------------------
