@@ -68,17 +68,17 @@ def stacks_at(target, entry, run, package: str = PACKAGE) -> list[list[str]]:
     def profile(frame, event, _arg):
         if event != "call" or frame.f_code is not target.__code__:
             return
-        modules = []
+        modules, outermost = [], None  # up to the OUTERMOST call of entry (entry may call itself)
         f = frame
         while f is not None:
             name = f.f_globals.get("__name__", "")
             if name == package or name.startswith(package + "."):
                 modules.append(name)
             if f.f_code is entry.__code__:
-                break
+                outermost = len(modules)
             f = f.f_back
-        assert f is not None, f"{target.__name__} called from outside {entry.__name__}"
-        stacks.append(modules[::-1])
+        assert outermost is not None, f"{target.__name__} called from outside {entry.__name__}"
+        stacks.append(modules[:outermost][::-1])
 
     previous = sys.getprofile()
     sys.setprofile(profile)
@@ -137,3 +137,19 @@ def test_the_way_to_every_launch_never_returns_to_a_module_left(name, training):
     for stack in stacks:
         assert stack[0] == "mamba2_tutorial.fast.forward" and stack[-1] == "mamba2_tutorial.runtime.launch"
         assert returns(stack) == [], f"{name}: the way to a launch comes back: {' -> '.join(stack)}"
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_a_packed_batch_takes_the_same_way(training):
+    """With ``seq_idx`` ``ssd_forward`` runs every sequence alone through itself: one room entered again
+    from itself, never from another."""
+    inp = _inputs(training)
+    seq_idx = torch.repeat_interleave(torch.arange(3, dtype=torch.int32), torch.tensor([30, 7, 43]))[None]
+    with recording(lambda kernel, grid, args: None):
+        stacks = stacks_at(launch_module.launch, ssd_forward,
+                           lambda: ssd_forward(**inp, seq_idx=seq_idx, backend="cpu",
+                                               config=CONFIGS["fused+chunk"]))
+    assert len(stacks) >= 6, "three sequences, a state stage and a scan stage each"
+    for stack in stacks:
+        assert stack[:2] == ["mamba2_tutorial.fast.forward"] * 2, stack
+        assert returns(stack) == [], f"the way to a launch comes back: {' -> '.join(stack)}"
