@@ -1,4 +1,4 @@
-"""Command line: ``python -m mamba2_tutorial {env,compile,bench,bench-train} [...]``."""
+"""Command line: ``python -m mamba2_tutorial {env,compile,bench,bench-train,tune} [...]``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ COMMANDS = {
     "compile": ("runtime.compile", "compile every kernel ahead of time with tileiras (no GPU needed)"),
     "bench": ("perf.bench", "benchmark ssd_forward against mamba_ssm, fla and PyTorch on the GPU"),
     "bench-train": ("perf.bench_train", "benchmark forward + backward against mamba_ssm and fla on the GPU"),
+    "tune": ("perf.tune", "make a tuned config table for this GPU with cuTile's tuner (cuda.tile.tune)"),
 }
 
 

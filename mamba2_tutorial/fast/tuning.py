@@ -21,8 +21,11 @@ The table's ``backward`` section does the same for the fast backward: named
 ``float32`` (which the forward leaves to the taught kernels, while its backward runs the fast kernels too):
 :func:`backward_config`.
 
-On a GPU the table whose ``gpu`` is the device's name is used; where none matches (and on the CPU
-executor) the H200's, the only GPU the configs were measured on. Configs change speed, never results.
+On a GPU the table whose ``gpu`` is the device's name is used: first a user's table, one of the
+``*.json`` in :func:`user_table_dir` (``$MAMBA2_TUTORIAL_TABLES``, else ``~/.cache/mamba2_tutorial/configs``;
+``python -m mamba2_tutorial tune`` writes one for the GPU it runs on), then a shipped one; where none matches
+(and on the CPU executor) the H200's, the only GPU the shipped configs were measured on. A user's table is
+checked as a shipped one is. Configs change speed, never results.
 """
 
 from __future__ import annotations
@@ -30,19 +33,25 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
+import re
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 import torch
 
 from ..runtime.hardware import gpu_spec
 from .config import BackwardConfig, FastConfig, Segmented, backward_config_from_json, config_from_json
 
-__all__ = ["DEFAULT_TABLE", "TuningTable", "backward_config", "load_table", "problem_class", "segments_for",
-           "ssd_config", "table_for_device", "table_from_json", "table_names", "with_segments"]
+__all__ = ["DEFAULT_TABLE", "TABLES_ENV", "TuningTable", "backward_config", "load_table", "problem_class",
+           "segments_for", "ssd_config", "table_for_device", "table_from_json", "table_names", "table_slug",
+           "user_table_dir", "user_table_paths", "with_segments"]
 
 #: the table used where no table names the GPU (and on the CPU executor)
 DEFAULT_TABLE = "h200"
+#: the environment variable naming the folder of a user's tables (:func:`user_table_dir`)
+TABLES_ENV = "MAMBA2_TUTORIAL_TABLES"
 _DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
@@ -75,15 +84,52 @@ def table_names() -> list[str]:
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
 
 
+def user_table_dir() -> Path:
+    """The folder of a user's tables: ``$MAMBA2_TUTORIAL_TABLES`` if set, else
+    ``~/.cache/mamba2_tutorial/configs``. It need not exist."""
+    env = os.environ.get(TABLES_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "mamba2_tutorial" / "configs"
+
+
+def user_table_paths() -> list[Path]:
+    """The user's tables, ``*.json`` in :func:`user_table_dir`, sorted by name (none if it does not exist)."""
+    folder = user_table_dir()
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def table_slug(gpu: str) -> str:
+    """The file stem of a user's table for GPU ``gpu``: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3"."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+    if not slug:
+        raise ValueError(f"GPU name {gpu!r} has no letter or digit to name a table file by")
+    return slug
+
+
 def _all_classes() -> list[str]:
     return [f"{d}/{s}/{lay}/{q}" for d in _DTYPES.values() for s in ("large", "small")
             for lay in ("one-tile", "long", "wide") for q in ("q<=128", "q>=256")]
 
 
 @functools.lru_cache(maxsize=8)
-def load_table(name: str = DEFAULT_TABLE) -> TuningTable:
-    """Read and check ``data/configs/<name>.json``: every config valid, every problem class mapped to a named
-    config, every named config used."""
+def load_table(name: str | os.PathLike = DEFAULT_TABLE) -> TuningTable:
+    """Read and check a table: a shipped one by its stem (``data/configs/<name>.json``), or any table file by
+    its path (a :class:`~pathlib.Path`, or a string ending in ``.json``), a user's table for one: every config
+    valid, every problem class mapped to a named config, every named config used. Errors name the file."""
+    if isinstance(name, os.PathLike) or str(name).endswith(".json"):
+        path = Path(name)
+        if not path.is_file():
+            raise ValueError(f"no tuning table file {str(path)!r}")
+        try:
+            raw = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"tuning table {path}: not valid JSON: {e}") from None
+        if not isinstance(raw, dict):
+            raise ValueError(f"tuning table {path}: must be a JSON object, got {type(raw).__name__}")
+        try:
+            return table_from_json(path.stem, raw)
+        except (KeyError, TypeError, ValueError) as e:
+            what = f"missing entry {e}" if isinstance(e, KeyError) else str(e)
+            raise ValueError(f"{path}: {what}") from None
     path = resources.files("mamba2_tutorial") / "data" / "configs" / f"{name}.json"
     if not path.is_file():
         raise ValueError(f"no tuning table {name!r}; the shipped ones are {table_names()}")
@@ -125,9 +171,14 @@ def table_from_json(name: str, raw: dict) -> TuningTable:
 
 @functools.lru_cache(maxsize=8)
 def table_for_device(device: torch.device) -> TuningTable:
-    """The table measured on this GPU (by its name), else :data:`DEFAULT_TABLE`'s."""
+    """The table measured on this GPU (by its name): a user's table first (:func:`user_table_paths`), then a
+    shipped one; else :data:`DEFAULT_TABLE`'s. A user's table that does not load is an error naming its
+    file."""
     if device.type == "cuda":
         gpu = torch.cuda.get_device_name(device)
+        for path in user_table_paths():
+            if load_table(path).gpu == gpu:
+                return load_table(path)
         for name in table_names():
             if load_table(name).gpu == gpu:
                 return load_table(name)

@@ -110,8 +110,10 @@ H100_SXM = GPUSpec(
 #: H200 (SXM): the same chip as the H100 SXM5, with 141 GB of HBM3e at 4.8 TB/s. The tuning table's GPU.
 H200 = replace(H100_SXM, name="NVIDIA H200", memory="HBM3e", memory_bytes=141e9, memory_bandwidth=4.8e12)
 
-#: the GPUs described here, by the name CUDA reports (``torch.cuda.get_device_name``)
+#: the GPUs described here, by the name CUDA reports (``torch.cuda.get_device_name``); an H100 SXM5 reports
+#: itself as "NVIDIA H100 80GB HBM3"
 GPUS: dict[str, GPUSpec] = {spec.name: spec for spec in (H100_SXM, H200)}
+GPUS["NVIDIA H100 80GB HBM3"] = H100_SXM
 
 
 def gpu_spec(name: str) -> GPUSpec:
