@@ -223,6 +223,8 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
         bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     if M == 28:
         dt_c = ct.load(dt, (bi, hi, c), shape=(1, 1, Q), padding_mode=ZERO).reshape((Q,))
+    elif M == 54:
+        dt_c = ct.load(dt, (bi, 0, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
     else:
         dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
     pos = ct.arange(Q, dtype=ct.int32)
@@ -357,6 +359,10 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
             state = state + local
         elif M == 41:
             state = local
+        elif M == 55:
+            state = decay * state * local
+        elif M == 56:
+            state = decay * state + local if c > 0 else decay * state
         elif M == 42:
             ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
             state = decay * state + local
@@ -365,6 +371,8 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
     if M == 51:
         last = ct.load(states, (bi, nc - 1, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
         state = state + last.reshape((TP, TN))
+    if M == 54:
+        state = state + init
     if M == 53:
         ct.store(final_states, (bi, hi, 0, 0), init.reshape((1, 1, TP, TN)))
     elif M != 42:
@@ -424,6 +432,9 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
         y_c = y_c + past * (ct.exp(dA_cs) * dt_c)[:, None]
     elif M == 53:
         y_c = (y_c + past) * ct.exp(dA_cs)[:, None]
+    elif M == 54:
+        own = ct.sum(C_c.astype(ct.float32) * B_c.astype(ct.float32), axis=1) * dt_c
+        y_c = y_c + past * ct.exp(dA_cs)[:, None] + own[:, None] * x_c.astype(ct.float32)
     else:
         y_c = y_c + past * ct.exp(dA_cs)[:, None]
     ct.store(y, (bi, c, g if M == 29 else hi, 0), y_c.astype(y.dtype).reshape((1, Q, 1, TP)))
@@ -477,7 +488,7 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
         else:
             dS = g * dS + own
     if M != 44:
-        ct.store(dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
+        ct.store(dfinal_states if M == 53 else dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
 
 
 #: M -> (class, the cause the hint must name)
@@ -508,6 +519,7 @@ CUMSUM = {
          r"first position"),
     51: ("wrong reduction: a running mean", r"a running mean, not a running sum"),
     52: ("extra nonlinearity: dA_cumsum clamped at -20", r"clamps at -20"),
+    54: ("wrong chunk index: dt loaded from chunk 0 for every chunk", r"reads one fixed chunk"),
     53: ("mask inverted: where(c*Q + pos >= l) keeps nothing", r"a mask keeps nothing"),
 }
 STATE = {
@@ -580,6 +592,10 @@ PASSING = {
     52: ("wrong guard: chunk 0's entering state never stored", r"exactly the elements at index 0 of axis 1"),
     53: ("wrong variable: final_states stored from the initial state's variable",
          r"the value the loop starts from"),
+    54: ("term counted twice: the initial state added to final_states after the loop",
+         r"plus the initial state"),
+    55: ("wrong operator: the local state multiplied where it is added", r"grow as a power of the states"),
+    56: ("wrong guard: chunk 0's local state never added", r"never adds states\[:, 0\]"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),
@@ -617,6 +633,8 @@ SCAN = {
     51: ("wrong index: x loaded at the group index", r"reads x of another head"),
     52: ("mask inverted: ct.where's branches swapped", r"the mask is inverted"),
     53: ("scaling on the wrong term: (P @ x + past) * exp(dA_cs)", r"multiplied by exp\(dA_cs\[s\]\)"),
+    54: ("term counted twice: the current position added beside P @ x",
+         r"the diagonal k = s is what goes wrong"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),
@@ -654,6 +672,7 @@ PASSING_BWD = {
          r"dinitial_states equals the right dstates of chunk 0: it is stored before chunk 0's update"),
     51: ("wrong guard: ddA_last set to 0 for the last chunk", r"except at chunk \d+ \(the last"),
     52: ("loop bound: range(nchunks + 1)", r"a loop runs one step too many"),
+    53: ("wrong array: dinitial_states stored into dfinal_states", r"wrote into dfinal_states, an input"),
 }
 
 #: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)

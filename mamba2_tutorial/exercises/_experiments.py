@@ -174,6 +174,11 @@ class Linearity:
                     f"{self.what} or a function of {self.what} that is not 0 at 0 (softplus, exp, a bias, a "
                     f"clamp).\n      {self.hint}", self.recipe)
         if not all(close(b[k], 2 * a[k], lab.rtol, lab.atol) for k in self.outputs):
+            if _grows_as_a_power(a, b, self.outputs):
+                return (f"With {self.setting}{self.what} doubled your outputs grow 4, 8, ... times (every "
+                        f"output is linear in {self.what}): they grow as a power of {self.what}, so terms "
+                        f"that are added are multiplied in your kernel (a * typed for a +?).\n      "
+                        f"{self.hint}", self.recipe)
             return (f"With {self.setting}{self.what} doubled your outputs do not double (every output is "
                     f"linear in {self.what}): {self.finding}.\n      {self.hint}", self.recipe)
         negated = dict(base)
@@ -185,6 +190,23 @@ class Linearity:
         return (f"With {self.setting}{self.what} negated your outputs are not negated (every output is "
                 f"linear in {self.what}), though doubling doubles them: {self.finding} that treats negative "
                 f"values apart (a clamp at 0, a ReLU, an abs).\n      {self.hint}", self.recipe)
+
+
+def _grows_as_a_power(a: Outputs, b: Outputs, outputs: Sequence[str]) -> bool:
+    """Whether every element of ``b`` (the outputs with the inputs doubled) is ``a`` times 2**k, k >= 1, and
+    some with k >= 2 (k may differ from element to element: a product of k inputs), where ``a`` is not 0."""
+    ratios = []
+    for k in outputs:
+        x, y = a[k].double().flatten(), b[k].double().flatten()
+        big = x.abs() > 1e-6 * max(1.0, float(x.abs().max()))
+        if not bool(big.any()):
+            return False
+        ratios.append(y[big] / x[big])
+    r = torch.cat(ratios)
+    if not bool((r > 1.5).all()) or not bool((r > 3.5).any()):
+        return False
+    power = torch.log2(r)
+    return bool(((power - power.round()).abs() < 1e-3).all())
 
 
 @dataclass
@@ -477,9 +499,10 @@ def read_clamp(outputs: Sequence[str], hint: str) -> Reading:
 
 
 def read_one_slice(outputs: dict[str, Sequence[str]], hint: str) -> Reading:
-    """A reading of the base case itself: an output wrong exactly at one index of one named axis (all of
-    that slice wrong or zero, everything else right), e.g. only at the last chunk: a guard or a bound that
-    treats that index apart."""
+    """A reading of the base case itself: an output wrong exactly at one index of one named axis, and 0 all
+    over that slice (everything else right), e.g. only at the last chunk: a guard or a bound that zeroes
+    that index. (Wrong but not zero there is not enough: a kernel that reads another batch entry's input is
+    wrong at every batch entry but the one it reads.)"""
 
     def read(lab, inputs, got):
         want = lab.reference(inputs)
@@ -499,10 +522,11 @@ def read_one_slice(outputs: dict[str, Sequence[str]], hint: str) -> Reading:
                 i = int(hit[0])
                 last = wrong.shape[dim] - 1
                 where = "the last" if i == last else "the first" if i == 0 else f"{axis} {i}"
-                zero = bool((g.movedim(dim, 0)[i] == 0).all())
+                if not bool((g.movedim(dim, 0)[i] == 0).all()):
+                    continue
                 return (f"Your {name} is right everywhere except at {axis} {i} ({where} of 0.."
-                        f"{last}){', where it is 0' if zero else ''}: your kernel treats that "
-                        f"{axis} apart (an if or a where on the index, or a loop bound).\n      {hint}", None)
+                        f"{last}), where it is 0: your kernel treats that {axis} apart (an if or a where "
+                        f"on the index, or a loop bound).\n      {hint}", None)
         return None
 
     return Reading(lambda b: b, read)

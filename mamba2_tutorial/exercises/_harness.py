@@ -439,6 +439,17 @@ def check_kernel_on_backends(check: str, run_cases: Callable[[str, str], list[Ca
     congratulate(check, cases, tested, backend=" and the ".join(b for b, _, _ in backends))
 
 
+def _parameter_names(kernel) -> list[str]:
+    """The kernel function's parameter names, in order ([] when they cannot be read)."""
+    import inspect
+
+    fn = getattr(getattr(kernel, "_annotated_function", None), "pyfunc", None) or kernel
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
 def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: str, backend: str) -> None:
     """Launch the learner's kernel with :func:`mamba2_tutorial.launch` on ``backend`` ('cpu' or 'gpu').
 
@@ -447,10 +458,23 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
     __tracebackhide__ = True
     from mamba2_tutorial.runtime.backends import launch
 
+    # the inputs as they were: outputs arrive filled with UNWRITTEN, inputs do not
+    inputs = {i: a.clone() for i, a in enumerate(args)
+              if isinstance(a, torch.Tensor) and a.numel() and not bool((a == UNWRITTEN).all())}
     try:
         launch(kernel, grid, args, backend=backend)
         if backend == "gpu":
             torch.cuda.synchronize()
+        written = [i for i, before in inputs.items() if not torch.equal(args[i], before)]
+        if written:
+            names = _parameter_names(kernel)
+            which = ", ".join(names[i] if i < len(names) else f"argument {i}" for i in written)
+            raise fail(check, case, f"your kernel wrote into {which}, an input: its values changed during "
+                       f"the launch.", "a ct.store goes to an input array: check the array each store names "
+                       "(a copied store line whose array was not changed, or two similar names); a kernel "
+                       "writes only its outputs.")
+    except ExerciseFailed:
+        raise
     except NotImplementedError:
         raise fail(
             check,

@@ -309,6 +309,15 @@ def _read_cut(lab, inputs, got):
             f"with padding_mode=ZERO on the load no mask is needed.", None)
 
 
+def _same_chunks(base):
+    """Whole chunks only (l cut to a multiple of Q), each a copy of chunk 0 (None with fewer than two)."""
+    Q, dt = base["Q"], base["dt"]
+    full = dt.shape[1] // Q
+    if full < 2:
+        return None
+    return replace(base, dt=dt[:, :Q].repeat(1, full, 1).contiguous())
+
+
 def _exact(base):
     """dt in {0.5, 1} and A in {-1, -2, -0.5}: every product and running sum exact in bfloat16."""
     h = base["dt"].shape[2]
@@ -365,6 +374,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "your kernel applies a nonlinearity to A (exp? -exp?)",
                   "A arrives as the (negative) decay rate itself: dA_cumsum is the cumsum of dt * A[hi]."),
         same_batch(["dt"]),
+        Experiment("With every chunk of dt a copy of chunk 0's (whole chunks only)", _same_chunks,
+                   "so your kernel reads one fixed chunk (chunk 0?) for every chunk: the chunk index of a "
+                   "load is off", "block (bi, c, hi) loads its own chunk: ct.load(dt, (bi, c, hi), shape=(1, "
+                   "Q, 1)), with c = ct.bid(1), the grid's chunk axis."),
         Experiment("With dt the same for every head (each a copy of head 0's)",
                    lambda b: same_for_every_head(b, "dt", 2), "so your kernel reads dt of another head",
                    "block (bi, c, hi) loads its own head's step sizes: ct.load(dt, (bi, c, hi), shape=(1, Q, "

@@ -393,6 +393,8 @@ def _p_matrix(lab, base):
         (C @ C.T * low, "C_s . C_k under the mask: C in B's place"),
         (B @ B.T * low, "B_s . B_k under the mask: B in C's place"),
         (CB * (k < s).double(), "C_s . B_k for k < s only: the mask leaves out the diagonal k = s"),
+        (CB * low + torch.diag(torch.diag(CB)), "C_s . B_k under the mask, with the diagonal k = s counted "
+         "twice: a term for the current position added to P @ x, which already holds it"),
         (CB * (k >= s).double(), "C_s . B_k for k >= s: the mask keeps the future and drops the past"),
         (CB * (k > s).double(), "C_s . B_k for k > s only, 0 for k <= s: the mask is inverted, it keeps the "
          "future and drops the past and the diagonal (ct.where's two branches swapped, or its comparison "
@@ -530,8 +532,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With the entering state = 0 and C_s . B_k = 0 whenever s - k is even (the diagonal "
                    "among them)", lambda b: _parity(b, same=False),
                    "so the diagonal k = s is what goes wrong (the check confirmed it: with only the diagonal "
-                   "left, your output is wrong); the causal mask must keep k <= s, pos[:, None] >= "
-                   "pos[None, :]", "y_s includes position s itself: P[s, s] = (C_s . B_s) * dt_s.",
+                   "left, your output is wrong): it is left out (a strict mask, pos[:, None] > pos[None, :]) "
+                   "or counted twice (a term for the current position added to P @ x, which already holds "
+                   "it)", "y_s includes position s itself, once: P[s, s] = (C_s . B_s) * dt_s under the mask "
+                   "pos[:, None] >= pos[None, :], and nothing added for it beside P @ x.",
                    controls=[_only_diagonal, lambda b: _parity(b, same=True)]),
         Experiment("With the entering state = 0 and dt_out the same for every head (each a copy of head 0's)",
                    lambda b: same_for_every_head(b, "dt_out", 1), "so your kernel reads dt of another head",

@@ -304,6 +304,12 @@ def _read_added_again(lab, inputs, got):
         return None
     extra = got["final_states"].double() - want["final_states"]
     nc = inputs["states"].shape[1]
+    init = inputs["initial_states"].double()
+    if bool(init.abs().max() > 1e-6) and close(extra, init, lab.rtol, lab.atol):
+        return ("Your chunk_init_states are right, but your final_states is the right one plus the initial "
+                "state: the initial state is added twice (it already entered as the loop's starting value; "
+                "here it is added once more, e.g. after the loop).\n      final_states is the carried state "
+                "as the loop leaves it: store it after the loop, adding nothing.", None)
     for c in reversed(range(nc)):
         local = inputs["states"][:, c].double()
         if bool(local.abs().max() > 1e-6) and close(extra, local, lab.rtol, lab.atol):
@@ -312,6 +318,23 @@ def _read_added_again(lab, inputs, got):
                     f"own local state states[:, {c}]: that term is added twice (the loop's update already "
                     f"added it; here it is added once more, e.g. after the loop).\n      final_states is the "
                     f"carried state as the loop leaves it: store it after the loop, adding nothing.", None)
+    return None
+
+
+def _read_chunk_left_out(lab, inputs, got):
+    """A reading of the base case itself: the outputs equal the reference with one chunk's local state set
+    to zero: the kernel never adds that chunk's own state (a guard, or a loop that starts late)."""
+    states = inputs["states"]
+    for c in range(states.shape[1]):
+        if not bool(states[:, c].abs().max() > 1e-6):
+            continue
+        dropped = states.clone()
+        dropped[:, c] = 0
+        if lab.agrees(got, lab.reference(replace(inputs, states=dropped))):
+            return (f"Your outputs are what they would be with chunk {c}'s local state set to 0: your kernel "
+                    f"never adds states[:, {c}] (an if that skips chunk {c}, or a loop or a load that never "
+                    f"reaches it).\n      Every chunk's own state is added: state = exp(dA_last) * state + "
+                    f"states[bi, c, hi], for every c = 0..nchunks-1.", None)
     return None
 
 
@@ -373,6 +396,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                         "(inside the loop, or before the update)", "final_states is the state LEAVING the "
                         "last chunk: store it once, after the loop, when every chunk has been added."),
         Reading(lambda b: b, _read_added_again),
+        Reading(lambda b: b, _read_chunk_left_out),
         same_batch(["states", "dA_cumsum", "initial_states"]),
         Experiment("With the local states negated", lambda b: replace(b, states=-b["states"]),
                    "your kernel subtracts the chunk's own state", "state = exp(dA_last) * state + states[c]: "

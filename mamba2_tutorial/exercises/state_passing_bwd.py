@@ -373,9 +373,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         misplaced({"dstates": ("batch entry", "chunk", "head", "", ""),
                    "ddA_last": ("batch entry", "head", "chunk"),
                    "dinitial_states": ("batch entry", "head", "", "")}),
-        read_one_slice({"ddA_last": ("batch entry", "head", "chunk")}, ddA_rule + " for every chunk, the "
-                       "last one included: no chunk is special."),
         same_batch(list(_KEYS)),
+        read_one_slice({"ddA_last": ("", "", "chunk")}, ddA_rule + " for every chunk, the last one "
+                       "included: no chunk is special."),
         Experiment("With dS_out negated", lambda b: replace(b, dS_out=-b["dS_out"]),
                    "your kernel subtracts chunk c's own dS_out", "dS = g * dS + dS_out[bi, c, hi]: the "
                    "chunk's own gradient is added.", undo=True),
