@@ -192,17 +192,13 @@ def _dstates_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
 
 def _passing_args(state_dtype, b=2, nchunks=5, h=4, p=48, n=80, Q=64):
     def make():
-        gen = torch.Generator().manual_seed(0)
+        e = example_state_grads_inputs(state_dtype, Q, b, nchunks * Q, h, p, 1, n)
         plan = state_passing_plan(b, nchunks, h, p, n, Q)
-        t = plan.tiles
-        args = (torch.randn(b, nchunks, h, p, n, generator=gen),
-                -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1),
-                torch.randn(b, nchunks, h, p, n, generator=gen).to(state_dtype),
-                torch.randn(b, h, p, n, generator=gen),
-                torch.empty(b, nchunks, h, p, n), torch.empty(b, h, nchunks, plan.grid[0]),
-                torch.empty(b, h, p, n),
-                Q, t["TP"], t["TN"], True)
-        return plan.grid, args
+        dS_out = torch.randn(b, nchunks, h, p, n, generator=torch.Generator().manual_seed(1))
+        return plan.grid, (dS_out, e["dA_cumsum"], e["S"], e["dfinal_states"],
+                           torch.empty_like(dS_out), torch.empty(b, h, nchunks, plan.grid[0]),
+                           torch.empty(b, h, p, n),
+                           Q, plan.tiles["TP"], plan.tiles["TN"], True)
 
     return make
 
