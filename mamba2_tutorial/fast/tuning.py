@@ -94,22 +94,7 @@ def table_from_json(name: str, raw: dict) -> TuningTable:
     """A table from its JSON (``raw``), checked as :func:`load_table` describes; ``name`` names it in errors.
     The SM count is the table's GPU's (:func:`mamba2_tutorial.runtime.hardware.gpu_spec`)."""
     where = f"tuning table {name}.json"
-    configs = {}
-    for cname, value in raw["configs"].items():
-        try:
-            configs[cname] = config_from_json(value)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{where}: config {cname!r}: {e}") from None
-    classes = dict(raw["classes"])
-    missing = sorted(set(_all_classes()) - set(classes))
-    unknown = sorted(set(classes) - set(_all_classes()))
-    if missing or unknown:
-        raise ValueError(f"{where}: classes missing {missing}, unknown {unknown}")
-    dangling = sorted({v for v in classes.values() if v not in configs})
-    unused = sorted(set(configs) - set(classes.values()))
-    if dangling or unused:
-        raise ValueError(f"{where}: classes name configs it does not define {dangling}; configs no class "
-                         f"uses {unused}")
+    configs, classes = _section(where, "", raw, config_from_json, _all_classes())
     rules = raw["rules"]
     if "sms" in raw:
         raise ValueError(f"{where}: the SM count is not the table's to say: it is the GPU's "
@@ -195,22 +180,29 @@ def _backward_from_json(where: str, raw: dict) -> tuple[dict, dict]:
     if not isinstance(section, dict) or set(section) != {"configs", "classes"}:
         raise ValueError(f"{where}: needs a 'backward' section with exactly 'configs' and 'classes' (the "
                          f"fast backward's settings per problem class), got {section!r}")
+    return _section(where, "backward ", section, backward_config_from_json, _backward_classes())
+
+
+def _section(where: str, what: str, section: dict, parse, all_classes: list[str]) -> tuple[dict, dict]:
+    """``(configs by name, problem class -> name)`` of one section of a table (``what`` names it in errors),
+    checked: every config valid (``parse``), every class of ``all_classes`` mapped to a defined config, every
+    config used."""
     configs = {}
     for cname, value in section["configs"].items():
         try:
-            configs[cname] = backward_config_from_json(value)
+            configs[cname] = parse(value)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{where}: backward config {cname!r}: {e}") from None
+            raise ValueError(f"{where}: {what}config {cname!r}: {e}") from None
     classes = dict(section["classes"])
-    missing = sorted(set(_backward_classes()) - set(classes))
-    unknown = sorted(set(classes) - set(_backward_classes()))
+    missing = sorted(set(all_classes) - set(classes))
+    unknown = sorted(set(classes) - set(all_classes))
     if missing or unknown:
-        raise ValueError(f"{where}: backward classes missing {missing}, unknown {unknown}")
+        raise ValueError(f"{where}: {what}classes missing {missing}, unknown {unknown}")
     dangling = sorted({v for v in classes.values() if v not in configs})
     unused = sorted(set(configs) - set(classes.values()))
     if dangling or unused:
-        raise ValueError(f"{where}: backward classes name configs it does not define {dangling}; backward "
-                         f"configs no class uses {unused}")
+        raise ValueError(f"{where}: {what}classes name configs it does not define {dangling}; {what}configs "
+                         f"no class uses {unused}")
     return configs, classes
 
 
