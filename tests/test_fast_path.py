@@ -229,6 +229,37 @@ def test_the_sm_count_has_one_source_the_gpus_description():
     assert "H200" not in source and "132" not in source
 
 
+def test_the_classes_count_the_devices_sms(monkeypatch):
+    """``problem_class`` and ``segments_for`` count the SMs of the device the problem runs on (``sm_count``,
+    asked of the GPU), not those of the table's GPU: a GPU of 132 SMs, as the H100 and the H200 have, gets
+    the CPU executor's classes; one of 64 SMs puts a long sequence of 80 heads in another class and cuts it
+    into fewer segments."""
+    from mamba2_tutorial.runtime import hardware
+    from mamba2_tutorial.runtime.hardware import GPUS
+
+    assert {spec.sm_count for spec in GPUS.values()} == {hardware.sm_count("cpu")} == {132}
+    long_problem = (1, 32768, 80, 64, 128, 256, torch.bfloat16)
+    gpu = torch.device("cuda", 0)
+    for sms, layout, segments in ((132, "long", 8), (64, "one-tile", 4)):
+        monkeypatch.setattr(hardware, "_cuda_sm_count", lambda _index, sms=sms: sms)
+        assert problem_class(*long_problem, TABLE, gpu) == f"bfloat16/large/{layout}/q>=256"
+        assert segments_for(1, 80, 128, TABLE, gpu) == segments
+    assert problem_class(*long_problem, TABLE) == "bfloat16/large/long/q>=256"  # the CPU: the H200's 132
+    assert segments_for(1, 80, 128, TABLE) == 8
+
+
+def test_a_broken_backward_section_is_refused():
+    from mamba2_tutorial.fast import tuning
+
+    raw = json.loads((tuning.resources.files("mamba2_tutorial") / "data/configs/h200.json").read_text())
+    del raw["backward"]["classes"]["float32"]
+    with pytest.raises(ValueError, match="backward classes missing \\['float32'\\]"):
+        tuning.table_from_json("h200", raw)
+    raw["backward"]["classes"]["float32"] = "no such config"
+    with pytest.raises(ValueError, match="backward classes name configs it does not define \\['no such"):
+        tuning.table_from_json("h200", raw)
+
+
 # ----------------------------------------------------------------------------------------------------
 # FastConfig: invalid combinations cannot be built
 # ----------------------------------------------------------------------------------------------------
