@@ -18,17 +18,7 @@ import types
 import pytest
 import torch
 
-from mamba2_tutorial.fast.config import (
-    ChunkScan,
-    Decay,
-    FastConfig,
-    Fused,
-    PlainScan,
-    Segmented,
-    SharedScan,
-    StateForm,
-    Unfused,
-)
+from mamba2_tutorial import fast
 from mamba2_tutorial.fast.forward import ssd_forward
 from mamba2_tutorial.runtime import launch as launch_module
 from mamba2_tutorial.runtime.launch import recording
@@ -37,12 +27,14 @@ PACKAGE = "mamba2_tutorial"
 
 #: every state stage kind and every scan stage kind, the chunk scan with and without kd from the state stage
 CONFIGS = {
-    "unfused+plain": FastConfig(Unfused(), PlainScan()),
-    "fused+shared": FastConfig(Fused(occupancy=2), SharedScan(occupancy=3)),
-    "fused+chunk": FastConfig(Fused(form=StateForm.ACC), ChunkScan(torch.bfloat16, Decay.KEY_LOG2)),
-    "fused-kd+chunk": FastConfig(Fused(mma_rows=32, store_kd=True), ChunkScan(decay=Decay.KEY_LOG2)),
-    "segmented+chunk": FastConfig(Segmented(segments=2, store_kd=True), ChunkScan(decay=Decay.KEY_LOG2,
-                                                                                  unroll=True)),
+    "unfused+plain": fast.FastConfig(fast.Unfused(), fast.PlainScan()),
+    "fused+shared": fast.FastConfig(fast.Fused(occupancy=2), fast.SharedScan(occupancy=3)),
+    "fused+chunk": fast.FastConfig(fast.Fused(form=fast.StateForm.ACC),
+                                   fast.ChunkScan(torch.bfloat16, fast.Decay.KEY_LOG2)),
+    "fused-kd+chunk": fast.FastConfig(fast.Fused(mma_rows=32, store_kd=True),
+                                      fast.ChunkScan(decay=fast.Decay.KEY_LOG2)),
+    "segmented+chunk": fast.FastConfig(fast.Segmented(segments=2, store_kd=True),
+                                       fast.ChunkScan(decay=fast.Decay.KEY_LOG2, unroll=True)),
 }
 
 

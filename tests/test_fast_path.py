@@ -17,24 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from mamba2_tutorial import fast
 from mamba2_tutorial import reference as ref
-from mamba2_tutorial.fast import (
-    TAUGHT,
-    ChunkScan,
-    Decay,
-    FastConfig,
-    Fused,
-    PlainScan,
-    Segmented,
-    SharedScan,
-    StateForm,
-    Unfused,
-    config_from_json,
-    config_to_json,
-    load_table,
-    problem_class,
-    ssd_config,
-)
 from mamba2_tutorial.fast.forward import ssd_forward
 from mamba2_tutorial.fast.steps import STEPS, steps_for
 from mamba2_tutorial.fast.tuning import segments_for, table_names
@@ -44,21 +28,22 @@ from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
 
 TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}  # relative L2 error vs float64
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-TABLE = load_table()
+TABLE = fast.load_table()
 TABLE_FOLDER = Path(__file__).resolve().parents[1] / "mamba2_tutorial" / "data" / "configs"
 
 
-def _with_segments(cfg: FastConfig, segments: int = 3) -> FastConfig:
+def _with_segments(cfg: fast.FastConfig, segments: int = 3) -> fast.FastConfig:
     """A table config with its per-problem segment count fixed (a small problem has few chunks)."""
-    if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
+    if isinstance(cfg.state, fast.Segmented) and cfg.state.segments is None:
         return dataclasses.replace(cfg, state=dataclasses.replace(cfg.state, segments=segments))
     return cfg
 
 
 #: every distinct config the shipped tables and the staged steps can run
-CONFIGS = {name: _with_segments(cfg) for t in table_names() for name, cfg in load_table(t).configs.items()}
+CONFIGS = {name: _with_segments(cfg) for t in table_names()
+           for name, cfg in fast.load_table(t).configs.items()}
 CONFIGS |= {f"step: {s.name}": _with_segments(s.config) for s in steps_for(segmented=True, segments=3)}
-CONFIGS["taught"] = TAUGHT
+CONFIGS["taught"] = fast.TAUGHT
 
 #: random problems: (b, l, h, p, g, n, Q), every dimension distinct, ragged last chunks
 PROBLEMS = [(2, 150, 4, 32, 2, 48, 64), (1, 211, 6, 24, 3, 40, 32), (3, 97, 2, 40, 1, 56, 64)]
@@ -117,7 +102,7 @@ def test_key_log2_falls_back_to_the_exact_decay_for_negative_dt():
     """A dt_limit whose lower bound is negative allows dt < 0, where log2(dt) is undefined: the key-log2
     configs must then run the exact decay (and still match the reference)."""
     cfg = CONFIGS["fused-occ2-acc-kd+chunk-bf16cb-kd"]
-    assert cfg.scan.decay is Decay.KEY_LOG2 and cfg.state.store_kd
+    assert cfg.scan.decay is fast.Decay.KEY_LOG2 and cfg.state.store_kd
     _check(cfg, PROBLEMS[0], torch.bfloat16, seed=3, dt_limit=(-0.01, 0.5))
     _check(cfg, PROBLEMS[1], torch.float32, seed=4, dt_limit=(0.002, 0.06))
 
@@ -140,23 +125,24 @@ def test_a_config_is_resolved_once_per_call():
     assert not exact.key_log2 and not exact.store_kd and not exact.state.store_kd
     training = resolve(kd, 2, 8, 16, bf16, "cpu", (0.0, float("inf")), training=True)
     assert training.key_log2 and not training.store_kd and not training.state.store_kd
-    segmented = FastConfig(Segmented(state_tile=(64, 128), store_kd=True), ChunkScan(decay=Decay.KEY_LOG2))
+    segmented = fast.FastConfig(fast.Segmented(state_tile=(64, 128), store_kd=True),
+                                fast.ChunkScan(decay=fast.Decay.KEY_LOG2))
     plan = resolve(segmented, 1, 8, 128, bf16, "cpu", (0.0, float("inf")), training=True)
     assert plan.state.segments == segments_for(1, 8, 128, TABLE) and plan.store_states and not plan.store_kd
     assert with_segments(segmented, 1, 8, 128, TABLE).state == dataclasses.replace(plan.state, store_kd=True)
     assert plan.cb_dtype == torch.float32  # ChunkScan's default
-    assert resolve(TAUGHT, 1, 8, 128, bf16, "cpu", (0.0, float("inf"))) == (TAUGHT.state, TAUGHT.scan, False,
-                                                                           False, False, None)
+    taught = resolve(fast.TAUGHT, 1, 8, 128, bf16, "cpu", (0.0, float("inf")))
+    assert taught == (fast.TAUGHT.state, fast.TAUGHT.scan, False, False, False, None)
 
 
 def test_a_segmented_config_without_a_count_runs_with_the_tables():
     """``FastConfig(Segmented(), ChunkScan())`` (segments=None: the table's count for the problem) passed to
     ssd_forward runs, and gives the taught path's results."""
-    _check(FastConfig(Segmented(), ChunkScan()), PROBLEMS[1], torch.bfloat16, seed=7)
+    _check(fast.FastConfig(fast.Segmented(), fast.ChunkScan()), PROBLEMS[1], torch.bfloat16, seed=7)
 
 
 def test_float32_runs_the_taught_kernels():
-    assert ssd_config(2, 4096, 8, 64, 128, 256, torch.float32) == TAUGHT
+    assert fast.ssd_config(2, 4096, 8, 64, 128, 256, torch.float32) == fast.TAUGHT
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -172,23 +158,23 @@ def test_benchmark_shapes_get_their_classes():
         (1, 8192, 40, 64, 1, 128, 64): "bfloat16/small/long/q<=128",
     }
     for (b, l, h, p, _g, n, Q), key in expect.items():
-        assert problem_class(b, l, h, p, n, Q, torch.bfloat16, TABLE) == key
-    assert problem_class(8, 4096, 80, 64, 128, 256, torch.float32, TABLE) is None
-    cfg = ssd_config(1, 32768, 80, 64, 128, 256, torch.bfloat16)
-    assert isinstance(cfg.state, Segmented) and cfg.state.segments == 8  # 640 blocks: >= 4 waves of 132 SMs
+        assert fast.problem_class(b, l, h, p, n, Q, torch.bfloat16, TABLE) == key
+    assert fast.problem_class(8, 4096, 80, 64, 128, 256, torch.float32, TABLE) is None
+    cfg = fast.ssd_config(1, 32768, 80, 64, 128, 256, torch.bfloat16)
+    assert isinstance(cfg.state, fast.Segmented) and cfg.state.segments == 8  # 640 blocks: >= 4 waves of 132
     assert segments_for(1, 80, 128, TABLE) == 8 and segments_for(1, 8, 24, TABLE) == 4  # >= 4 chunks each
 
 
 def test_every_table_covers_every_class_with_valid_configs():
     for name in table_names():
-        table = load_table(name)
+        table = fast.load_table(name)
         assert table.gpu and table.sms > 0
         for key, cname in table.classes.items():
             cfg = table.config(key)
             assert cfg is table.configs[cname]
-            assert config_from_json(config_to_json(cfg)) == cfg
+            assert fast.config_from_json(fast.config_to_json(cfg)) == cfg
             if key.startswith("float16"):  # fp16 keeps a float32 C Bᵀ: bf16 rounds 8x coarser than fp16
-                assert not (isinstance(cfg.scan, ChunkScan) and cfg.scan.cb_dtype == torch.bfloat16), key
+                assert not (isinstance(cfg.scan, fast.ChunkScan) and cfg.scan.cb_dtype == torch.bfloat16), key
 
 
 def test_a_broken_table_is_refused(tmp_path, monkeypatch):
@@ -229,27 +215,58 @@ def test_the_sm_count_has_one_source_the_gpus_description():
     assert "H200" not in source and "132" not in source
 
 
+def test_the_classes_count_the_devices_sms(monkeypatch):
+    """``problem_class`` and ``segments_for`` count the SMs of the device the problem runs on (``sm_count``,
+    asked of the GPU), not those of the table's GPU: a GPU of 132 SMs, as the H100 and the H200 have, gets
+    the CPU executor's classes; one of 64 SMs puts a long sequence of 80 heads in another class and cuts it
+    into fewer segments."""
+    from mamba2_tutorial.runtime import hardware
+    from mamba2_tutorial.runtime.hardware import GPUS
+
+    assert {spec.sm_count for spec in GPUS.values()} == {hardware.sm_count("cpu")} == {132}
+    long_problem = (1, 32768, 80, 64, 128, 256, torch.bfloat16)
+    gpu = torch.device("cuda", 0)
+    for sms, layout, segments in ((132, "long", 8), (64, "one-tile", 4)):
+        monkeypatch.setattr(hardware, "_cuda_sm_count", lambda _index, sms=sms: sms)
+        assert fast.problem_class(*long_problem, TABLE, gpu) == f"bfloat16/large/{layout}/q>=256"
+        assert segments_for(1, 80, 128, TABLE, gpu) == segments
+    assert fast.problem_class(*long_problem, TABLE) == "bfloat16/large/long/q>=256"  # the CPU: the H200's 132
+    assert segments_for(1, 80, 128, TABLE) == 8
+
+
+def test_a_broken_backward_section_is_refused():
+    from mamba2_tutorial.fast import tuning
+
+    raw = json.loads((tuning.resources.files("mamba2_tutorial") / "data/configs/h200.json").read_text())
+    del raw["backward"]["classes"]["float32"]
+    with pytest.raises(ValueError, match="backward classes missing \\['float32'\\]"):
+        tuning.table_from_json("h200", raw)
+    raw["backward"]["classes"]["float32"] = "no such config"
+    with pytest.raises(ValueError, match="backward classes name configs it does not define \\['no such"):
+        tuning.table_from_json("h200", raw)
+
+
 # ----------------------------------------------------------------------------------------------------
 # FastConfig: invalid combinations cannot be built
 # ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("make, message", [
-    (lambda: FastConfig(Segmented(), SharedScan()), "needs ChunkScan"),
-    (lambda: FastConfig(Fused(store_kd=True), ChunkScan()), "store_kd"),
-    (lambda: FastConfig(Fused(store_kd=True), PlainScan()), "store_kd"),
-    (lambda: Fused(state_tile=(64, 100)), "power of two"),
-    (lambda: Fused(state_tile=(64,)), "state_tile must be"),
-    (lambda: Segmented(state_tile=(64, 128, 128)), r"state_tile must be \(TP, TN\).*mma_rows"),
-    (lambda: Fused(mma_rows=100), "mma_rows"),
-    (lambda: Segmented(mma_rows=8), "mma_rows"),
-    (lambda: Fused(form=StateForm.KD), "store_kd"),
-    (lambda: Fused(form=6), "StateForm"),
-    (lambda: Segmented(segments=1), "segments"),
-    (lambda: Unfused(occupancy=0), "occupancy"),
-    (lambda: SharedScan(occupancy=2.0), "occupancy"),
-    (lambda: ChunkScan(cb_dtype=torch.float16), "cb_dtype must be torch.float32 or torch.bfloat16"),
-    (lambda: ChunkScan(cb_dtype="bfloat16"), "cb_dtype must be torch.float32 or torch.bfloat16"),
-    (lambda: ChunkScan(decay="key_log2"), "Decay"),
-    (lambda: FastConfig(Unfused(), "chunk"), "scan must be"),
+    (lambda: fast.FastConfig(fast.Segmented(), fast.SharedScan()), "needs ChunkScan"),
+    (lambda: fast.FastConfig(fast.Fused(store_kd=True), fast.ChunkScan()), "store_kd"),
+    (lambda: fast.FastConfig(fast.Fused(store_kd=True), fast.PlainScan()), "store_kd"),
+    (lambda: fast.Fused(state_tile=(64, 100)), "power of two"),
+    (lambda: fast.Fused(state_tile=(64,)), "state_tile must be"),
+    (lambda: fast.Segmented(state_tile=(64, 128, 128)), r"state_tile must be \(TP, TN\).*mma_rows"),
+    (lambda: fast.Fused(mma_rows=100), "mma_rows"),
+    (lambda: fast.Segmented(mma_rows=8), "mma_rows"),
+    (lambda: fast.Fused(form=fast.StateForm.KD), "store_kd"),
+    (lambda: fast.Fused(form=6), "StateForm"),
+    (lambda: fast.Segmented(segments=1), "segments"),
+    (lambda: fast.Unfused(occupancy=0), "occupancy"),
+    (lambda: fast.SharedScan(occupancy=2.0), "occupancy"),
+    (lambda: fast.ChunkScan(cb_dtype=torch.float16), "cb_dtype must be torch.float32 or torch.bfloat16"),
+    (lambda: fast.ChunkScan(cb_dtype="bfloat16"), "cb_dtype must be torch.float32 or torch.bfloat16"),
+    (lambda: fast.ChunkScan(decay="key_log2"), "Decay"),
+    (lambda: fast.FastConfig(fast.Unfused(), "chunk"), "scan must be"),
 ])
 def test_invalid_configs_are_refused(make, message):
     with pytest.raises((ValueError, TypeError), match=message):
@@ -260,40 +277,43 @@ def test_segmented_is_its_own_stage():
     """Segmented is not a subclass of Fused: where both are meant, ``FUSED_WALKS`` says so."""
     from mamba2_tutorial.fast.config import FUSED_WALKS
 
-    assert not issubclass(Segmented, Fused) and not isinstance(Segmented(), Fused)
-    assert isinstance(Segmented(), FUSED_WALKS) and isinstance(Fused(), FUSED_WALKS)
-    assert not isinstance(Unfused(), FUSED_WALKS)
+    assert not issubclass(fast.Segmented, fast.Fused) and not isinstance(fast.Segmented(), fast.Fused)
+    assert isinstance(fast.Segmented(), FUSED_WALKS) and isinstance(fast.Fused(), FUSED_WALKS)
+    assert not isinstance(fast.Unfused(), FUSED_WALKS)
 
 
 def test_config_json_round_trip_and_errors():
     for cfg in CONFIGS.values():
-        assert config_from_json(json.loads(json.dumps(config_to_json(cfg)))) == cfg
+        assert fast.config_from_json(json.loads(json.dumps(fast.config_to_json(cfg)))) == cfg
     # the shipped tables read back to exactly what they say: tiles as one list, C Bᵀ's dtype by its name
     for name in table_names():
         raw = json.loads((TABLE_FOLDER / f"{name}.json").read_text())
         for cname, value in raw["configs"].items():
-            assert config_to_json(config_from_json(value)) == value, (name, cname)
-    fused = config_from_json({"state": {"kind": "fused", "tiles": [32, 64, 128]}, "scan": {"kind": "plain"}})
-    assert fused.state == Fused(state_tile=(32, 64), mma_rows=128)
+            assert fast.config_to_json(fast.config_from_json(value)) == value, (name, cname)
+    fused = fast.config_from_json({"state": {"kind": "fused", "tiles": [32, 64, 128]},
+                                   "scan": {"kind": "plain"}})
+    assert fused.state == fast.Fused(state_tile=(32, 64), mma_rows=128)
     with pytest.raises(ValueError, match="no fields"):
-        config_from_json({"state": {"kind": "fused", "state_tile": [64, 128]}, "scan": {"kind": "plain"}})
+        fast.config_from_json({"state": {"kind": "fused", "state_tile": [64, 128]},
+                               "scan": {"kind": "plain"}})
     with pytest.raises(ValueError, match="tiles must be"):
-        config_from_json({"state": {"kind": "fused", "tiles": [64]}, "scan": {"kind": "plain"}})
+        fast.config_from_json({"state": {"kind": "fused", "tiles": [64]}, "scan": {"kind": "plain"}})
     with pytest.raises(ValueError, match="cb_dtype must be one of"):
-        config_from_json({"state": {"kind": "unfused"}, "scan": {"kind": "chunk", "cb_dtype": "float16"}})
+        fast.config_from_json({"state": {"kind": "unfused"},
+                               "scan": {"kind": "chunk", "cb_dtype": "float16"}})
     with pytest.raises(ValueError, match="kind"):
-        config_from_json({"state": {"kind": "turbo"}, "scan": {"kind": "plain"}})
+        fast.config_from_json({"state": {"kind": "turbo"}, "scan": {"kind": "plain"}})
     with pytest.raises(ValueError, match="no fields"):
-        config_from_json({"state": {"kind": "unfused", "tiles": [64, 128]}, "scan": {"kind": "plain"}})
+        fast.config_from_json({"state": {"kind": "unfused", "tiles": [64, 128]}, "scan": {"kind": "plain"}})
     with pytest.raises(ValueError, match="DT_ONCE"):
-        config_from_json({"state": {"kind": "fused", "form": ["KD"]}, "scan": {"kind": "plain"}})
+        fast.config_from_json({"state": {"kind": "fused", "form": ["KD"]}, "scan": {"kind": "plain"}})
 
 
 def test_the_steps_end_at_the_shipped_configs():
-    assert STEPS[0].config == TAUGHT
-    assert STEPS[-1].config == ssd_config(8, 4096, 80, 64, 128, 256, torch.bfloat16)
+    assert STEPS[0].config == fast.TAUGHT
+    assert STEPS[-1].config == fast.ssd_config(8, 4096, 80, 64, 128, 256, torch.bfloat16)
     long = steps_for(segmented=True, segments=8)
-    assert long[-1].config == ssd_config(1, 32768, 80, 64, 128, 256, torch.bfloat16)
+    assert long[-1].config == fast.ssd_config(1, 32768, 80, 64, 128, 256, torch.bfloat16)
     assert len({s.name for s in long}) == len(long) and all(s.idea for s in long)
 
 

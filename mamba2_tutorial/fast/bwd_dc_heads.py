@@ -14,7 +14,6 @@ import cuda.tile as ct
 import torch
 
 from ..kernels.bwd_chunk import (
-    chunk_block,
     chunk_bwd_plan,
     decay_tile,
     example_chunk_inputs,
@@ -24,7 +23,7 @@ from ..kernels.bwd_chunk import (
 from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
 from ..runtime.specs import KernelSpec
-from .bwd_dx_heads import load_cb
+from .bwd_dx_heads import heads_block, load_cb
 
 __all__ = ["SPECS", "chunk_bwd_dc_heads_kernel", "launch_dc_heads"]
 
@@ -39,10 +38,7 @@ def chunk_bwd_dc_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CB, chunk_init_sta
                               NS: ct.Constant[int]):
     """Kernel 4 for HPB heads of one group, one block per T rows: da (b, h, nchunks, Q) float32 per head;
     dC (b, l, h / HPB, n) float32, the sum over the block's heads."""
-    mt, b, c, split = chunk_block(dA_cumsum.shape[2])      # heads split·HPB .. split·HPB + HPB - 1
-    g = (split * HPB) // heads_per_group
-    seqlen = x.shape[1]
-    m_tile = c * (Q // T) + mt
+    mt, b, c, split, g, seqlen, m_tile = heads_block(x, dA_cumsum, heads_per_group, HPB, Q, T)
 
     if m_tile * T < seqlen:
         m_pos = mt * T + ct.arange(T, dtype=ct.int32)

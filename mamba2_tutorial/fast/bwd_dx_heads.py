@@ -32,7 +32,7 @@ from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
 from ..runtime.specs import KernelSpec
 
-__all__ = ["SPECS", "chunk_bwd_dx_heads_kernel", "launch_dx_heads", "load_cb"]
+__all__ = ["SPECS", "chunk_bwd_dx_heads_kernel", "heads_block", "launch_dx_heads", "load_cb"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -41,6 +41,16 @@ ZERO = ct.PaddingMode.ZERO
 def load_cb(CB, b, c, g, i, j, T):
     """Tile (i, j) of a (b, nchunks, g, Q, Q) C Bᵀ buffer: a (T, T) float32 tile."""
     return ct.load(CB, (b, c, g, i, j), shape=(1, 1, 1, T, T)).reshape((T, T))
+
+
+@ct.function
+def heads_block(x, dA_cumsum, heads_per_group, HPB, Q, T):
+    """A heads block's place on the (Q / T, b · nchunks, h / HPB) grid: (tile of the chunk, batch, chunk,
+    head split, group, sequence length, the tile's index along l in units of T)."""
+    t, b, c, split = chunk_block(dA_cumsum.shape[2])      # heads split·HPB .. split·HPB + HPB - 1
+    g = (split * HPB) // heads_per_group
+    seqlen = x.shape[1]
+    return t, b, c, split, g, seqlen, c * (Q // T) + t
 
 
 @ct.kernel
@@ -52,10 +62,7 @@ def chunk_bwd_dx_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D,  
     """Kernel 3 for HPB heads of one group, one block per T keys: dx (b, l, h, p) in x's dtype; ddt, da,
     da_last (b, h, nchunks, Q) float32 per head; dB (b, l, h / HPB, n) float32, the sum over the block's
     heads; with D, dD (b, l / T, h, p) float32: each tile's sum of dy ∘ x over its T positions."""
-    kt, b, c, split = chunk_block(dA_cumsum.shape[2])      # heads split·HPB .. split·HPB + HPB - 1
-    g = (split * HPB) // heads_per_group
-    seqlen = x.shape[1]
-    k_tile = c * (Q // T) + kt
+    kt, b, c, split, g, seqlen, k_tile = heads_block(x, dA_cumsum, heads_per_group, HPB, Q, T)
 
     if k_tile * T < seqlen:
         k_pos = kt * T + ct.arange(T, dtype=ct.int32)

@@ -20,8 +20,14 @@ import functools
 import cuda.tile as ct
 import torch
 
-from ..kernels._host import LaunchPlan, allocate, cdiv, placeholder, tile_size
-from ..kernels.bwd_states import add_output_grad, example_state_grads_inputs, hand_out_chunk, state_tile_block
+from ..kernels._host import LaunchPlan, cdiv, tile_size
+from ..kernels.bwd_states import (
+    add_output_grad,
+    example_state_grads_inputs,
+    hand_out_chunk,
+    passing_grad_buffers,
+    state_tile_block,
+)
 from ..kernels.state_passing import initial_state_tile
 from ..runtime.launch import launch
 from ..runtime.specs import KernelSpec
@@ -84,15 +90,11 @@ def launch_state_grads_fused(dy, C, dA_cumsum, chunk_init_states, dfinal_states,
         settings = backward_config(b, l, h, p, n, Q, dy.dtype, device).state
     plan = state_grads_fused_plan(b, l, h, p, n, Q, dy.dtype, settings.tiles)
     t = plan.tiles
-    dstates = allocate((b, nchunks, h, p, n), dy.dtype, device, poison)
-    ddA_parts = allocate((b, h, nchunks, plan.grid[0]), torch.float32, device, poison)
-    dinitial_states = allocate((b, h, p, n), torch.float32, device, poison)
-    has_dfinal = dfinal_states is not None
+    dfinal, dstates, ddA_parts, dinitial_states = passing_grad_buffers(
+        dfinal_states, (b, nchunks, h, p, n), dy.dtype, plan.grid[0], device, poison)
     launch(state_grads_fused_kernel, plan.grid,
-           (dy, C, dA_cumsum, chunk_init_states,
-            dfinal_states if has_dfinal else placeholder(device, torch.float32, 4),
-            dstates, ddA_parts, dinitial_states, h // g, Q, t["TK"], t["TP"], t["TN"], has_dfinal), backend,
-           settings.occupancy)
+           (dy, C, dA_cumsum, chunk_init_states, dfinal, dstates, ddA_parts, dinitial_states,
+            h // g, Q, t["TK"], t["TP"], t["TN"], dfinal_states is not None), backend, settings.occupancy)
     return dstates, ddA_parts.sum(-1), dinitial_states
 
 

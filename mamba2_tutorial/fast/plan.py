@@ -74,7 +74,7 @@ def resolve(cfg: FastConfig, b: int, h: int, nchunks: int, dtype: torch.dtype, d
     entering every chunk: the fused state stage stores them when it does not store kd in place of dt, so kd
     is not stored; the segmented one stores segment-local states, which the scan, given the carry, turns
     into the true ones as it reads them (``store_states``). float32 inputs keep a float32 C Bᵀ."""
-    cfg = with_segments(cfg, b, h, nchunks, table_for_device(torch.device(device)))
+    cfg = with_segments(cfg, b, h, nchunks, table_for_device(torch.device(device)), device)
     scan = cfg.scan
     key_log2 = isinstance(scan, ChunkScan) and scan.decay is Decay.KEY_LOG2 and min(dt_limit) >= 0
     state = cfg.state

@@ -38,7 +38,7 @@ from ..kernels.state_passing import launch_state_passing
 from ..runtime.launch import launch
 from .config import Segmented
 from .plan import StateCall
-from .state_fused import chunk_local_state, chunk_state_passing_tiles, head_scalars, state_args
+from .state_fused import chunk_local_state, chunk_state_passing_tiles, head_scalars, state_args, state_outputs
 
 __all__ = ["SegmentCarry", "chunk_state_segments_kernel", "launch_chunk_state_segments", "segment_layout",
            "segments_plan"]
@@ -124,22 +124,18 @@ def launch_chunk_state_segments(call: StateCall, stage: Segmented):
     x, poison = call.x, call.poison
     b, l, h, p = x.shape
     n = call.B.shape[3]
-    Q = call.chunk_size
-    nchunks = cdiv(l, Q)
     device = x.device
-    plan = segments_plan(b, l, h, p, n, Q, x.dtype, stage)
+    plan = segments_plan(b, l, h, p, n, call.chunk_size, x.dtype, stage)
     t = plan.tiles
     nseg = t["nseg"]
-    dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
-    dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
-    chunk_init_states = allocate((b, nchunks, h, p, n), x.dtype, device, poison)
-    seg_prefix = allocate((b, h, nchunks), torch.float32, device, poison)
+    dt_out, dA_cumsum, chunk_init_states = state_outputs(call)
+    seg_prefix = allocate((b, h, dt_out.shape[2]), torch.float32, device, poison)
     seg_states = allocate((b, nseg, h, p, n), torch.float32, device, poison)
     seg_decay = allocate((b, h, nseg, 1), torch.float32, device, poison)
     inputs, scalars, flags, FORM = state_args(call, stage)
     hpg, dt_min, dt_max = scalars
     args = (*inputs, dt_out, dA_cumsum, chunk_init_states, seg_prefix, seg_states, seg_decay,
-            hpg, t["cps"], dt_min, dt_max, Q, t["TK"], t["TP"], t["TN"], *flags, FORM)
+            hpg, t["cps"], dt_min, dt_max, t["Q"], t["TK"], t["TP"], t["TN"], *flags, FORM)
     launch(chunk_state_segments_kernel, plan.grid, args, call.backend, stage.occupancy)
     # kernel 2 over the segments: seg_decay's only entry per segment is its total decay (a "chunk" of 1)
     carry, final_states = launch_state_passing(seg_states, seg_decay, call.initial_states, call.backend,

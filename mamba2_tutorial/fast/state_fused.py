@@ -32,7 +32,7 @@ from .plan import StateCall
 
 __all__ = ["chunk_local_state", "chunk_state_passing_kernel", "chunk_state_passing_plan",
            "chunk_state_passing_tiles", "computed_once", "head_scalars", "key_log2",
-           "launch_chunk_state_passing", "state_args"]
+           "launch_chunk_state_passing", "state_args", "state_outputs"]
 
 ZERO = ct.PaddingMode.ZERO
 KD, DT_ONCE, ACC = int(StateForm.KD), int(StateForm.DT_ONCE), int(StateForm.ACC)
@@ -159,27 +159,33 @@ def state_args(call: StateCall, stage: Fused | Segmented):
     return inputs, scalars, flags, (KD if stage.store_kd else 0) | int(stage.form)
 
 
+def state_outputs(call: StateCall) -> tuple:
+    """The outputs both fused state stages write: dt_out (or kd), dA_cumsum, chunk_init_states (x's dtype)."""
+    x, poison = call.x, call.poison
+    b, l, h, p = x.shape
+    Q = call.chunk_size
+    nchunks = cdiv(l, Q)
+    return (allocate((b, h, nchunks, Q), torch.float32, x.device, poison),
+            allocate((b, h, nchunks, Q), torch.float32, x.device, poison),
+            allocate((b, nchunks, h, p, call.B.shape[3]), x.dtype, x.device, poison))
+
+
 def launch_chunk_state_passing(call: StateCall, stage: Fused):
     """Allocate the outputs, launch :data:`chunk_state_passing_kernel` with the ``stage``'s tiles, occupancy,
     form and store_kd (as :func:`~mamba2_tutorial.fast.plan.resolve` left it); no argument checks. Returns
     ``(dt_out (or kd with store_kd), dA_cumsum, chunk_init_states in x's dtype, final_states float32)``."""
-    x, poison = call.x, call.poison
+    x = call.x
     b, l, h, p = x.shape
     n = call.B.shape[3]
-    Q = call.chunk_size
-    nchunks = cdiv(l, Q)
-    device = x.device
-    dt_out = allocate((b, h, nchunks, Q), torch.float32, device, poison)
-    dA_cumsum = allocate((b, h, nchunks, Q), torch.float32, device, poison)
-    chunk_init_states = allocate((b, nchunks, h, p, n), x.dtype, device, poison)
-    final_states = allocate((b, h, p, n), torch.float32, device, poison)
-    plan = chunk_state_passing_plan(b, l, h, p, n, Q, x.dtype, stage)
+    dt_out, dA_cumsum, chunk_init_states = state_outputs(call)
+    final_states = allocate((b, h, p, n), torch.float32, x.device, call.poison)
+    plan = chunk_state_passing_plan(b, l, h, p, n, call.chunk_size, x.dtype, stage)
     t = plan.tiles
     inputs, scalars, flags, FORM = state_args(call, stage)
     initial_states = call.initial_states
     has_init = initial_states is not None
-    args = (*inputs, initial_states if has_init else placeholder(device, torch.float32, 4),
+    args = (*inputs, initial_states if has_init else placeholder(x.device, torch.float32, 4),
             dt_out, dA_cumsum, chunk_init_states, final_states, *scalars,
-            Q, t["TK"], t["TP"], t["TN"], *flags, has_init, FORM)
+            t["Q"], t["TK"], t["TP"], t["TN"], *flags, has_init, FORM)
     launch(chunk_state_passing_kernel, plan.grid, args, call.backend, stage.occupancy)
     return dt_out, dA_cumsum, chunk_init_states, final_states

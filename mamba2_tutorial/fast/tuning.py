@@ -8,13 +8,17 @@ names a few configs and maps every **problem class** to one of them. A problem's
 - size: ``large`` when b·l·h >= ``rules.large_work``, else ``small`` (small problems are host-bound: one
   launch fewer matters more than the arithmetic);
 - layout: ``wide`` when the state is more than one 64 x 128 tile (p > 64 or n > 128); ``long`` when there are
-  fewer (batch, head) pairs than SMs and at least ``rules.long_loop_chunks`` chunks (a state stage of one
-  block per pair would leave SMs idle through a long sequential loop); else ``one-tile``;
+  fewer (batch, head) pairs than the device's SMs and at least ``rules.long_loop_chunks`` chunks (a state
+  stage of one block per pair would leave SMs idle through a long sequential loop); else ``one-tile``;
 - chunk size: ``q<=128`` or ``q>=256``.
 
 A :class:`~mamba2_tutorial.fast.config.Segmented` stage with ``segments`` None gets
 :func:`segments_for`'s count: the smallest power of two giving ``rules.segment_waves`` blocks per SM, with at
 least ``rules.min_segment_chunks`` chunks per segment.
+
+Both count the SMs of the device the problem runs on, as every tuned launch does
+(:func:`mamba2_tutorial.runtime.hardware.sm_count`: the GPU's own count; on the CPU executor the H200's, the
+GPU the shipped tables were measured on). A table's ``sms`` is its GPU's, for reading the table.
 
 The table's ``backward`` section does the same for the fast backward: named
 :class:`~mamba2_tutorial.fast.config.BackwardConfig` s, and the name of one for every problem class and for
@@ -41,7 +45,7 @@ from pathlib import Path
 
 import torch
 
-from ..runtime.hardware import gpu_spec
+from ..runtime.hardware import gpu_spec, sm_count
 from .config import BackwardConfig, FastConfig, Segmented, backward_config_from_json, config_from_json
 
 __all__ = ["DEFAULT_TABLE", "TABLES_ENV", "TuningTable", "backward_config", "load_table", "problem_class",
@@ -61,7 +65,7 @@ class TuningTable:
 
     name: str                         # file stem, e.g. "h200"
     gpu: str                          # torch.cuda.get_device_name() of the GPU it was measured on
-    sms: int                          # the GPU's SM count (runtime.hardware), not a number of the table
+    sms: int                          # its GPU's SM count (runtime.hardware); the classes use the device's
     large_work: int
     long_loop_chunks: int
     segment_waves: int
@@ -140,22 +144,7 @@ def table_from_json(name: str, raw: dict) -> TuningTable:
     """A table from its JSON (``raw``), checked as :func:`load_table` describes; ``name`` names it in errors.
     The SM count is the table's GPU's (:func:`mamba2_tutorial.runtime.hardware.gpu_spec`)."""
     where = f"tuning table {name}.json"
-    configs = {}
-    for cname, value in raw["configs"].items():
-        try:
-            configs[cname] = config_from_json(value)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{where}: config {cname!r}: {e}") from None
-    classes = dict(raw["classes"])
-    missing = sorted(set(_all_classes()) - set(classes))
-    unknown = sorted(set(classes) - set(_all_classes()))
-    if missing or unknown:
-        raise ValueError(f"{where}: classes missing {missing}, unknown {unknown}")
-    dangling = sorted({v for v in classes.values() if v not in configs})
-    unused = sorted(set(configs) - set(classes.values()))
-    if dangling or unused:
-        raise ValueError(f"{where}: classes name configs it does not define {dangling}; configs no class "
-                         f"uses {unused}")
+    configs, classes = _section(where, "", raw, config_from_json, _all_classes())
     rules = raw["rules"]
     if "sms" in raw:
         raise ValueError(f"{where}: the SM count is not the table's to say: it is the GPU's "
@@ -186,36 +175,39 @@ def table_for_device(device: torch.device) -> TuningTable:
 
 
 def problem_class(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
-                  table: TuningTable) -> str | None:
-    """The problem's class (see the module docstring), or None for a dtype no table covers (float32)."""
+                  table: TuningTable, device: torch.device | str = "cpu") -> str | None:
+    """The problem's class on ``device`` (see the module docstring), or None for a dtype no table covers
+    (float32)."""
     if dtype not in _DTYPES:
         return None
     size = "large" if b * l * h >= table.large_work else "small"
     nchunks = -(-l // Q)
     if p > 64 or n > 128:
         layout = "wide"
-    elif b * h < table.sms and nchunks >= table.long_loop_chunks:
+    elif b * h < sm_count(torch.device(device)) and nchunks >= table.long_loop_chunks:
         layout = "long"
     else:
         layout = "one-tile"
     return f"{_DTYPES[dtype]}/{size}/{layout}/{'q<=128' if Q <= 128 else 'q>=256'}"
 
 
-def segments_for(b: int, h: int, nchunks: int, table: TuningTable) -> int:
-    """Segments of a segmented state stage: the smallest power of two with b·h·segments >=
+def segments_for(b: int, h: int, nchunks: int, table: TuningTable, device: torch.device | str = "cpu") -> int:
+    """Segments of a segmented state stage on ``device``: the smallest power of two with b·h·segments >=
     segment_waves·SMs blocks, keeping at least min_segment_chunks chunks per segment (at least 2)."""
+    sms = sm_count(torch.device(device))
     segments = 2
-    while (b * h * segments < table.segment_waves * table.sms
+    while (b * h * segments < table.segment_waves * sms
            and nchunks // (2 * segments) >= table.min_segment_chunks):
         segments *= 2
     return segments
 
 
-def with_segments(cfg: FastConfig, b: int, h: int, nchunks: int, table: TuningTable) -> FastConfig:
+def with_segments(cfg: FastConfig, b: int, h: int, nchunks: int, table: TuningTable,
+                  device: torch.device | str = "cpu") -> FastConfig:
     """``cfg`` with a segmented stage's ``segments=None`` ("the table's count for the problem") filled in by
     :func:`segments_for`; any other config as it is. The one place the count is filled in."""
     if isinstance(cfg.state, Segmented) and cfg.state.segments is None:
-        state = dataclasses.replace(cfg.state, segments=segments_for(b, h, nchunks, table))
+        state = dataclasses.replace(cfg.state, segments=segments_for(b, h, nchunks, table, device))
         return dataclasses.replace(cfg, state=state)
     return cfg
 
@@ -225,10 +217,10 @@ def ssd_config(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtyp
     """The config ``ssd_forward`` runs for this problem on ``device``: the table's config of its class, with a
     segmented stage's segment count filled in; :data:`~mamba2_tutorial.fast.config.TAUGHT` for float32."""
     table = table_for_device(torch.device(device))
-    key = problem_class(b, l, h, p, n, Q, dtype, table)
+    key = problem_class(b, l, h, p, n, Q, dtype, table, device)
     if key is None:
         return FastConfig()
-    return with_segments(table.config(key), b, h, -(-l // Q), table)
+    return with_segments(table.config(key), b, h, -(-l // Q), table, device)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -246,22 +238,29 @@ def _backward_from_json(where: str, raw: dict) -> tuple[dict, dict]:
     if not isinstance(section, dict) or set(section) != {"configs", "classes"}:
         raise ValueError(f"{where}: needs a 'backward' section with exactly 'configs' and 'classes' (the "
                          f"fast backward's settings per problem class), got {section!r}")
+    return _section(where, "backward ", section, backward_config_from_json, _backward_classes())
+
+
+def _section(where: str, what: str, section: dict, parse, all_classes: list[str]) -> tuple[dict, dict]:
+    """``(configs by name, problem class -> name)`` of one section of a table (``what`` names it in errors),
+    checked: every config valid (``parse``), every class of ``all_classes`` mapped to a defined config, every
+    config used."""
     configs = {}
     for cname, value in section["configs"].items():
         try:
-            configs[cname] = backward_config_from_json(value)
+            configs[cname] = parse(value)
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{where}: backward config {cname!r}: {e}") from None
+            raise ValueError(f"{where}: {what}config {cname!r}: {e}") from None
     classes = dict(section["classes"])
-    missing = sorted(set(_backward_classes()) - set(classes))
-    unknown = sorted(set(classes) - set(_backward_classes()))
+    missing = sorted(set(all_classes) - set(classes))
+    unknown = sorted(set(classes) - set(all_classes))
     if missing or unknown:
-        raise ValueError(f"{where}: backward classes missing {missing}, unknown {unknown}")
+        raise ValueError(f"{where}: {what}classes missing {missing}, unknown {unknown}")
     dangling = sorted({v for v in classes.values() if v not in configs})
     unused = sorted(set(configs) - set(classes.values()))
     if dangling or unused:
-        raise ValueError(f"{where}: backward classes name configs it does not define {dangling}; backward "
-                         f"configs no class uses {unused}")
+        raise ValueError(f"{where}: {what}classes name configs it does not define {dangling}; {what}configs "
+                         f"no class uses {unused}")
     return configs, classes
 
 
@@ -270,5 +269,5 @@ def backward_config(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch
     """The :class:`~mamba2_tutorial.fast.config.BackwardConfig` the fast backward runs for this problem on
     ``device``: its table's config of the problem's class (``float32``'s for float32)."""
     table = table_for_device(torch.device(device))
-    key = problem_class(b, l, h, p, n, Q, dtype, table)
+    key = problem_class(b, l, h, p, n, Q, dtype, table, device)
     return table.backward_config("float32" if key is None else key)

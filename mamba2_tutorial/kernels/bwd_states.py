@@ -39,7 +39,7 @@ from .chunk_state import LOG2E, chunk_state_plan
 from .state_passing import initial_state_tile, state_passing_plan
 
 __all__ = ["SPECS", "add_output_grad", "chunk_dstates_kernel", "example_state_grads_inputs", "hand_out_chunk",
-           "launch_state_grads", "state_passing_bwd_kernel", "state_tile_block"]
+           "launch_state_grads", "passing_grad_buffers", "state_passing_bwd_kernel", "state_tile_block"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -150,15 +150,21 @@ def launch_state_grads(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backe
 
     plan2 = state_passing_plan(b, nchunks, h, p, n, Q)
     t2 = plan2.tiles
-    dstates = allocate((b, nchunks, h, p, n), torch.float32, device, poison)
-    ddA_parts = allocate((b, h, nchunks, plan2.grid[0]), torch.float32, device, poison)
-    dinitial_states = allocate((b, h, p, n), torch.float32, device, poison)
-    has_dfinal = dfinal_states is not None
+    dfinal, dstates, ddA_parts, dinitial_states = passing_grad_buffers(
+        dfinal_states, dS_out.shape, torch.float32, plan2.grid[0], device, poison)
     launch(state_passing_bwd_kernel, plan2.grid,
-           (dS_out, dA_cumsum, chunk_init_states,
-            dfinal_states if has_dfinal else placeholder(device, torch.float32, 4),
-            dstates, ddA_parts, dinitial_states, Q, t2["TP"], t2["TN"], has_dfinal), backend)
+           (dS_out, dA_cumsum, chunk_init_states, dfinal, dstates, ddA_parts, dinitial_states,
+            Q, t2["TP"], t2["TN"], dfinal_states is not None), backend)
     return dstates, ddA_parts.sum(-1), dinitial_states
+
+
+def passing_grad_buffers(dfinal_states, shape, dstates_dtype, parts, device, poison) -> tuple:
+    """The state passing backward's d final_states (or a placeholder) and its dstates, ddA parts, dinitial."""
+    b, nchunks, h, p, n = shape
+    return (dfinal_states if dfinal_states is not None else placeholder(device, torch.float32, 4),
+            allocate(shape, dstates_dtype, device, poison),
+            allocate((b, h, nchunks, parts), torch.float32, device, poison),
+            allocate((b, h, p, n), torch.float32, device, poison))
 
 
 def example_state_grads_inputs(dtype, Q, b, l, h, p, g, n) -> dict:
@@ -186,17 +192,13 @@ def _dstates_args(dtype, Q, b=2, l=300, h=4, p=48, g=2, n=80):
 
 def _passing_args(state_dtype, b=2, nchunks=5, h=4, p=48, n=80, Q=64):
     def make():
-        gen = torch.Generator().manual_seed(0)
+        e = example_state_grads_inputs(state_dtype, Q, b, nchunks * Q, h, p, 1, n)
         plan = state_passing_plan(b, nchunks, h, p, n, Q)
-        t = plan.tiles
-        args = (torch.randn(b, nchunks, h, p, n, generator=gen),
-                -torch.rand(b, h, nchunks, Q, generator=gen).cumsum(-1),
-                torch.randn(b, nchunks, h, p, n, generator=gen).to(state_dtype),
-                torch.randn(b, h, p, n, generator=gen),
-                torch.empty(b, nchunks, h, p, n), torch.empty(b, h, nchunks, plan.grid[0]),
-                torch.empty(b, h, p, n),
-                Q, t["TP"], t["TN"], True)
-        return plan.grid, args
+        dS_out = torch.randn(b, nchunks, h, p, n, generator=torch.Generator().manual_seed(1))
+        return plan.grid, (dS_out, e["dA_cumsum"], e["S"], e["dfinal_states"],
+                           torch.empty_like(dS_out), torch.empty(b, h, nchunks, plan.grid[0]),
+                           torch.empty(b, h, p, n),
+                           Q, plan.tiles["TP"], plan.tiles["TN"], True)
 
     return make
 

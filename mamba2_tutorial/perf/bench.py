@@ -684,9 +684,9 @@ def bench_steps(spec: ShapeSpec, *, dtype: torch.dtype, device: str, timer: Time
     d = spec.dims
     backend = "gpu" if str(device).startswith("cuda") else "cpu"  # the CPU executor only to test the wiring
     table = table_for_device(torch.device(device))
-    key = problem_class(d.b, d.l, d.h, d.p, d.n, d.Q, dtype, table)  # None for float32: no tuned class
+    key = problem_class(d.b, d.l, d.h, d.p, d.n, d.Q, dtype, table, device)  # None for float32: untuned
     long = key is not None and key.split("/")[2] == "long"
-    segments = segments_for(d.b, d.h, -(-d.l // d.Q), table)
+    segments = segments_for(d.b, d.h, -(-d.l // d.Q), table, device)
     steps = steps_for(segmented=long, segments=segments)
     rows = [{"name": step.name, "idea": step.idea, "config": config_to_json(step.config), "ms": None,
              "rel_err": None, "kernels_ms": None} for step in steps]
