@@ -6,7 +6,7 @@ import cuda.tile as ct
 
 from ..kernels.chunk_state import LOG2E
 
-__all__ = ["entering_state_T", "inter_chunk_heads"]
+__all__ = ["entering_state_T", "inter_chunk_heads", "rows_only"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -39,3 +39,11 @@ def inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, 
         accs = accs + (acc * ct.exp2(a_m, flush_to_zero=True)[:, None],)
         a_ms = a_ms + (a_m,)
     return accs, a_ms
+
+
+def rows_only(accs, rows, HB):
+    """The HB heads' (TM, TP) accumulators with the rows outside ``rows`` ((TM, 1) bool) set to zero."""
+    kept = ()
+    for j in ct.static_iter(range(HB)):
+        kept = kept + (ct.where(rows, accs[j], 0.0),)
+    return kept

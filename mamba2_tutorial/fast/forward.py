@@ -25,7 +25,7 @@ from ..runtime.validation import validate_kernel_inputs, validate_packing
 from .backward import ssd_backward_fast
 from .config import FUSED_WALKS, FastConfig
 from .plan import Plan, ScanCall, StateCall, resolve
-from .stages import run_scan, run_state, training_stages
+from .stages import packs_in_kernels, run_scan, run_state, training_stages
 from .tuning import ssd_config
 
 __all__ = ["Plan", "ScanCall", "StateCall", "resolve", "run_scan", "run_state", "ssd_forward", "ssd_stages",
@@ -45,7 +45,10 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     (b, h, p, n). Packed sequences as mamba_ssm: ``seq_idx`` (b, l) int32, non-decreasing (no state and no
     decay crosses a change of seq_idx; ``initial_states`` enters sequence 0), with ``cu_seqlens``
     (number of sequences + 1,) and ``return_varlen_states`` (b = 1) each sequence's final state as the last
-    result, (number of sequences, h, p, n); see :func:`_each_sequence` for how they run.
+    result, (number of sequences, h, p, n). Inference with a config whose stages pack (a fused or segmented
+    state stage, a whole-chunk or shared scan: ``packs_in_kernels``) resets the state inside the kernels, the
+    launches of the unpacked batch (``fast/resets.py``); training, ``return_varlen_states`` and the taught
+    stages run every sequence alone (:func:`_each_sequence`).
     out (b, l, h, p) in x's dtype; final_states (b, h, p, n) float32. x, B, C (and z) share one dtype:
     float32, float16 or bfloat16 (mma operands; every product accumulates in float32). ``chunk_size`` (Q)
     must be a power of two; the sequence length l is arbitrary. All arguments are checked before any kernel
@@ -60,11 +63,13 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     b, l, h, p, _g, n = validate_kernel_inputs(x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states,
                                                dt_limit)
     packing = validate_packing(seq_idx, cu_seqlens, return_varlen_states, b, l, x.device)
-    if packing is not None:
+    cfg = config if config is not None else ssd_config(b, l, h, p, n, chunk_size, x.dtype, x.device)
+    if packing is not None and (return_varlen_states or not packs_in_kernels(cfg)
+                                or needs_grad(x, dt, A, B, C, D, z, dt_bias, initial_states)):
         return _each_sequence(packing, x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus,
                               dt_limit, return_final_states, backend=backend, config=config, _poison=_poison)
+    seq_idx = None if packing is None else strided_ok(packing.seq_idx)
     where = resolve_backend(backend, x)
-    cfg = config if config is not None else ssd_config(b, l, h, p, n, chunk_size, x.dtype, x.device)
     x, dt, A, B, C, D, z, dt_bias, initial_states = (
         strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
     if needs_grad(x, dt, A, B, C, D, z, dt_bias, initial_states):   # training: the autograd Function
@@ -73,8 +78,9 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
         return ssd_autograd(x, dt, A, B, C, D, z, dt_bias, initial_states, opts, return_final_states)
     plan = resolve(cfg, b, h, -(-l // chunk_size), x.dtype, x.device, dt_limit)
     dt_out, dA_cumsum, chunk_init_states, final_states, carry = run_state(plan, StateCall(
-        x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison))
-    out = run_scan(plan, ScanCall(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, _poison, carry))
+        x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison, seq_idx))
+    out = run_scan(plan, ScanCall(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, _poison, carry,
+                                  seq_idx))
     return (out, final_states) if return_final_states else out
 
 

@@ -37,6 +37,7 @@ class StateCall(NamedTuple):
     initial_states: torch.Tensor | None    #: (b, h, p, n)
     backend: str                           #: "gpu" or "cpu", resolved
     poison: bool = False                   #: fill every intermediate with NaN first (tests)
+    seq_idx: torch.Tensor | None = None    #: (b, l) int32, non-decreasing: packed rows (fast/resets.py)
 
 
 class ScanCall(NamedTuple):
@@ -53,6 +54,7 @@ class ScanCall(NamedTuple):
     backend: str
     poison: bool = False
     carry: object = None                   #: a segmented state stage's SegmentCarry (fast/segments.py)
+    seq_idx: torch.Tensor | None = None    #: (b, l) int32, non-decreasing: packed rows (fast/resets.py)
 
 
 class Plan(NamedTuple):

@@ -29,10 +29,11 @@ from ..kernels._host import LaunchPlan, allocate, cdiv, placeholder
 from ..kernels.chunk_scan import chunk_scan_tiles, d_mode, store_output
 from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
-from ._scan_parts import entering_state_T, inter_chunk_heads
+from ._scan_parts import entering_state_T, inter_chunk_heads, rows_only
 from .chunk_cb import launch_chunk_cb, launch_key_log2
 from .config import ChunkScan
 from .plan import Plan, ScanCall
+from .resets import entering_rows, seq_idx_arg, seq_tile
 
 __all__ = ["chunk_scan_chunk_kernel", "launch_scan_chunk", "scan_chunk_plan"]
 
@@ -40,16 +41,20 @@ ZERO = ct.PaddingMode.ZERO
 
 
 def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-              Q, TM, TK, TP, HB, MASK, KEY_LOG2):
+              Q, TM, TK, TP, HB, MASK, KEY_LOG2, seq_idx=None, seq_m=None, HAS_SEQ_IDX=False):
     """One key tile kt of the intra-chunk sum for the block's HB heads: acc_j += P_j @ x_kt, with
     P_j = CB[m, k] ∘ exp2(a_m - a_k) ∘ dt_k, or CB[m, k] ∘ exp2(a_m - kd_k) (KEY_LOG2); ∘ [k <= m] when
-    MASK."""
+    MASK; ∘ [seq_m = seq_k] with HAS_SEQ_IDX (seq_m (TM,): the rows' seq_idx)."""
     k_tile = c * (Q // TK) + kt
     CB_mk = ct.load(CB, (b, c, g, i_m, kt), shape=(1, 1, 1, TM, TK)).reshape((TM, TK))
     CB_mk = CB_mk.astype(ct.float32)  # a no-op for a float32 CB; a bfloat16 CB is widened
     if MASK:
         k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
         causal = m_pos[:, None] >= k_pos[None, :]
+    if HAS_SEQ_IDX:  # the block-diagonal mask of a packed row, with the causal one where MASK
+        keep = seq_m[:, None] == seq_tile(seq_idx, b, k_tile, TK)[None, :]
+        if MASK:
+            keep = keep & causal
     new_accs = ()
     for j in ct.static_iter(range(HB)):
         h = hb * HB + j
@@ -62,17 +67,22 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
             dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
             decay = ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0), flush_to_zero=True)
             P = CB_mk * decay * dt_k[None, :]
-        if MASK:
+        if HAS_SEQ_IDX:
+            P = ct.where(keep, P, 0.0)
+        elif MASK:
             P = ct.where(causal, P, 0.0)
         new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
     return new_accs
 
 
 def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m, m_tile, i_p,
-              seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, KEY_LOG2, S_cTs, carries, STATIC=False):
+              seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, KEY_LOG2, S_cTs, carries, STATIC=False,
+              seq_idx=None, HAS_SEQ_IDX=False):
     """Row tile i_m of chunk c for the HB heads of a block: the inter-chunk part, the key tiles up to the
     diagonal (those entirely before the rows without the causal mask), the epilogue and the store.
-    STATIC: i_m is a compile-time constant of a chunk wholly inside the sequence; the key loops unroll."""
+    STATIC: i_m is a compile-time constant of a chunk wholly inside the sequence; the key loops unroll.
+    HAS_SEQ_IDX (packed rows): the entering state reaches only the rows of its sequence, and a row sees only
+    the keys of its own."""
     C_m = ct.load(C, (b, m_tile, g, 0), shape=(1, TM, 1, NS), padding_mode=ZERO).reshape((TM, NS))
     C_m = C_m.astype(x.dtype)
     m_pos = i_m * TM + ct.arange(TM, dtype=ct.int32)
@@ -83,23 +93,26 @@ def _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g
     # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
     accs, a_ms = inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p, TM, TP, NS, HB,
                                    S_cTs, carries)
+    seq_m = seq_tile(seq_idx, b, m_tile, TM) if HAS_SEQ_IDX else None
+    if HAS_SEQ_IDX:
+        accs = rows_only(accs, entering_rows(seq_m, seq_idx, b, c, Q), HB)
     # 2. intra-chunk: key tiles entirely before this row tile (kt < n_full) need no causal mask; the diagonal
     # tile(s) do
     n_full = min((i_m * TM) // TK, n_k)
     if STATIC:
         for kt in ct.static_iter(range(n_full)):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                             Q, TM, TK, TP, HB, False, KEY_LOG2)
+                             Q, TM, TK, TP, HB, False, KEY_LOG2, seq_idx, seq_m, HAS_SEQ_IDX)
         for kt in ct.static_iter(range(n_full, n_k)):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                             Q, TM, TK, TP, HB, True, KEY_LOG2)
+                             Q, TM, TK, TP, HB, True, KEY_LOG2, seq_idx, seq_m, HAS_SEQ_IDX)
     else:
         for kt in range(n_full):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                             Q, TM, TK, TP, HB, False, KEY_LOG2)
+                             Q, TM, TK, TP, HB, False, KEY_LOG2, seq_idx, seq_m, HAS_SEQ_IDX)
         for kt in range(n_full, n_k):
             accs = _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m_pos,
-                             Q, TM, TK, TP, HB, True, KEY_LOG2)
+                             Q, TM, TK, TP, HB, True, KEY_LOG2, seq_idx, seq_m, HAS_SEQ_IDX)
     # 3. epilogue per head
     for j in ct.static_iter(range(HB)):
         store_output(accs[j], x, z, D, out, b, m_tile, hb * HB + j, i_p, TM, TP, D_MODE, HAS_Z)
@@ -127,17 +140,19 @@ def segment_carry_T(x, carry, seg_prefix, b, c, h, i_p, TP, NS, cps):
 @ct.kernel
 def chunk_scan_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D,   # inputs
                             carry, seg_prefix,                                        # segmented inputs
+                            seq_idx,                                                  # packed rows
                             out,                                                      # output
                             heads_per_group: int, chunks_per_segment: int,
                             Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                             TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
                             D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool], KEY_LOG2: ct.Constant[bool],
                             HAS_CARRY: ct.Constant[bool], UNROLL: ct.Constant[bool],
-                            STORE_STATES: ct.Constant[bool]):
+                            STORE_STATES: ct.Constant[bool], HAS_SEQ_IDX: ct.Constant[bool]):
     """The taught scan's results, with CB (b, nchunks, g, Q, Q) from chunk_cb_kernel in place of B. Grid
     (h / HB, cdiv(p, TP), b · nchunks). Without HAS_CARRY, ``carry``, ``seg_prefix`` and
     ``chunks_per_segment`` are unused placeholders. STORE_STATES (with HAS_CARRY): chunk_init_states holds
-    the segment-local states and leaves with the true ones."""
+    the segment-local states and leaves with the true ones. HAS_SEQ_IDX: seq_idx (b, l) int32 packs
+    sequences in a row (``fast/resets.py``); without it, an unused placeholder."""
     hb = ct.bid(0)
     i_p = ct.bid(1)
     pid_bc = ct.bid(2)
@@ -161,13 +176,13 @@ def chunk_scan_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D
         for i_m in ct.static_iter(range(Q // TM)):
             _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m,
                       c * (Q // TM) + i_m, i_p, seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, KEY_LOG2, S_cTs,
-                      carries, True)
+                      carries, True, seq_idx, HAS_SEQ_IDX)
     else:
         n_rows = min(Q // TM, ct.cdiv(seqlen - c * Q, TM))  # row tiles of this chunk inside the sequence
         for i_m in range(n_rows):
             _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m,
                       c * (Q // TM) + i_m, i_p, seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, KEY_LOG2, S_cTs,
-                      carries)
+                      carries, False, seq_idx, HAS_SEQ_IDX)
 
 
 @functools.lru_cache(maxsize=256)
@@ -208,9 +223,10 @@ def launch_scan_chunk(call: ScanCall, plan: Plan):
         segmented, cps = (placeholder(device, x.dtype, 5), placeholder(device, torch.float32, 3)), 1
     else:
         segmented, cps = (carry.carry, carry.seg_prefix), carry.chunks_per_segment
+    seq_idx, has_seq_idx = seq_idx_arg(call)
     args = (x, z if z is not None else placeholder(device, x.dtype, 4), dt_out, call.dA_cumsum, C, CB,
             call.chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1), *segmented,
-            out, h // g, cps, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode(D), z is not None,
-            plan.key_log2, carry is not None, plan.scan.unroll, plan.store_states)
+            seq_idx, out, h // g, cps, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode(D),
+            z is not None, plan.key_log2, carry is not None, plan.scan.unroll, plan.store_states, has_seq_idx)
     launch(chunk_scan_chunk_kernel, tiles.grid, args, backend, plan.scan.occupancy)
     return out

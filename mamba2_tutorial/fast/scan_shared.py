@@ -18,9 +18,10 @@ from ..kernels._host import LaunchPlan, allocate, cdiv, placeholder
 from ..kernels.chunk_scan import chunk_scan_tiles, d_mode, store_output
 from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
-from ._scan_parts import inter_chunk_heads
+from ._scan_parts import inter_chunk_heads, rows_only
 from .config import SharedScan
 from .plan import ScanCall
+from .resets import entering_rows, seq_idx_arg, seq_tile
 
 __all__ = ["chunk_scan_shared_kernel", "launch_scan_shared", "scan_shared_plan"]
 
@@ -29,12 +30,16 @@ ZERO = ct.PaddingMode.ZERO
 
 @ct.kernel
 def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D,   # inputs
+                             seq_idx,                                                 # packed rows
                              out,                                                     # output
                              heads_per_group: int,
                              Q: ct.Constant[int], TM: ct.Constant[int], TK: ct.Constant[int],
                              TP: ct.Constant[int], NS: ct.Constant[int], HB: ct.Constant[int],
-                             D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool]):
-    """``chunk_scan_kernel``'s arguments and results; grid (Q/TM · cdiv(p, TP), b · nchunks, h / HB)."""
+                             D_MODE: ct.Constant[int], HAS_Z: ct.Constant[bool],
+                             HAS_SEQ_IDX: ct.Constant[bool]):
+    """``chunk_scan_kernel``'s arguments and results; grid (Q/TM · cdiv(p, TP), b · nchunks, h / HB).
+    HAS_SEQ_IDX: seq_idx (b, l) int32 packs sequences in a row (``fast/resets.py``): the entering state
+    reaches only the rows of its sequence, a row only the keys of its own; without it, a placeholder."""
     pid_mp, pid_bc, hb = ct.bid(0), ct.bid(1), ct.bid(2)
     nchunks = dA_cumsum.shape[2]
     b, c = pid_bc // nchunks, pid_bc % nchunks                  # batch, chunk
@@ -52,6 +57,9 @@ def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D
         # 1. inter-chunk, head by head: acc_j = (C_m @ S_cᵀ) · exp(dA_cs_m); a_m = dA_cs_m · log2(e)
         accs, a_ms = inter_chunk_heads(C_m, x, dA_cumsum, chunk_init_states, b, c, hb, i_m, i_p,
                                        TM, TP, NS, HB)
+        if HAS_SEQ_IDX:
+            seq_m = seq_tile(seq_idx, b, m_tile, TM)
+            accs = rows_only(accs, entering_rows(seq_m, seq_idx, b, c, Q), HB)
         # 2. intra-chunk: C Bᵀ once per key tile, then every head's masked, decayed P @ x
         for kt in range(n_k):
             k_tile = c * (Q // TK) + kt
@@ -59,6 +67,8 @@ def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D
             CB = ct.mma(C_m, ct.transpose(B_k.astype(x.dtype)), ct.zeros((TM, TK), dtype=ct.float32))
             k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
             causal = m_pos[:, None] >= k_pos[None, :]
+            if HAS_SEQ_IDX:  # and the block-diagonal mask of a packed row
+                causal = causal & (seq_m[:, None] == seq_tile(seq_idx, b, k_tile, TK)[None, :])
             new_accs = ()
             for j in ct.static_iter(range(HB)):
                 h = hb * HB + j
@@ -97,8 +107,10 @@ def launch_scan_shared(call: ScanCall, stage: SharedScan):
     out = allocate((b, l, h, p), x.dtype, device, call.poison)
     plan = scan_shared_plan(b, l, h, p, g, n, Q, x.dtype)
     t = plan.tiles
+    seq_idx, has_seq_idx = seq_idx_arg(call)
     args = (x, z if z is not None else placeholder(device, x.dtype, 4), call.dt_out, call.dA_cumsum, C,
             call.B, call.chunk_init_states, D if D is not None else placeholder(device, torch.float32, 1),
-            out, h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode(D), z is not None)
+            seq_idx, out, h // g, Q, t["TM"], t["TK"], t["TP"], t["NS"], t["HB"], d_mode(D), z is not None,
+            has_seq_idx)
     launch(chunk_scan_shared_kernel, plan.grid, args, call.backend, stage.occupancy)
     return out

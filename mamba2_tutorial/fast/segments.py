@@ -38,6 +38,7 @@ from ..kernels.state_passing import launch_state_passing
 from ..runtime.launch import launch
 from .config import Segmented
 from .plan import StateCall
+from .resets import seq_idx_arg
 from .state_fused import chunk_local_state, chunk_state_passing_tiles, head_scalars, state_args, state_outputs
 
 __all__ = ["SegmentCarry", "chunk_state_segments_kernel", "launch_chunk_state_segments", "segment_layout",
@@ -45,14 +46,17 @@ __all__ = ["SegmentCarry", "chunk_state_segments_kernel", "launch_chunk_state_se
 
 
 @ct.kernel
-def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                                   # inputs
+def chunk_state_segments_kernel(x, B, dt, A, dt_bias, seq_idx,                          # inputs
                                 dt_out, dA_cumsum, chunk_init_states,                    # outputs per chunk
                                 seg_prefix, seg_states, seg_decay,                       # outputs per segment
                                 heads_per_group: int, chunks_per_segment: int, dt_min: float, dt_max: float,
                                 Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
                                 TN: ct.Constant[int], HAS_DT_BIAS: ct.Constant[bool],
-                                DT_SOFTPLUS: ct.Constant[bool], FORM: ct.Constant[int]):
-    """x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,) -> dt_out (or kd), dA_cumsum
+                                DT_SOFTPLUS: ct.Constant[bool], HAS_SEQ_IDX: ct.Constant[bool],
+                                FORM: ct.Constant[int]):
+    """x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,), seq_idx (b, l) int32 (with
+    ``HAS_SEQ_IDX``, packed rows: where the carry resets, its log decay is ``NO_CARRY``, so the carry from
+    before never reaches the chunks after; ``fast/resets.py``) -> dt_out (or kd), dA_cumsum
     (b, h, nchunks, Q) float32; chunk_init_states (b, nchunks, h, p, n), the state entering each chunk FROM
     ITS SEGMENT'S START; seg_prefix (b, h, nchunks) float32; seg_states (b, nseg, h, p, n) float32;
     seg_decay (b, h, nseg, 1) float32. Grid (state tiles, b · nseg, h): block (i, b·nseg + s, h) walks chunks
@@ -67,17 +71,17 @@ def chunk_state_segments_kernel(x, B, dt, A, dt_bias,                           
     A_h, dt_bias_h = head_scalars(A, dt_bias, h, HAS_DT_BIAS)
 
     S = ct.zeros((TP, TN), dtype=ct.float32)          # the segment starts from zero: stage 2 adds the carry
-    log_decay = ct.zeros((1,), dtype=ct.float32)      # sum of dA_cs[Q-1] over the segment's chunks so far
+    log_decay = ct.zeros((1,), dtype=ct.float32)      # sum of the chunks' log decays over the segment so far
     c0 = s * chunks_per_segment
     c_end = min(c0 + chunks_per_segment, dA_cumsum.shape[2])
     for c in range(c0, c_end):
         ct.store(chunk_init_states, (b, c, h, i_p, i_n),
                  S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
         ct.store(seg_prefix, (b, h, c), log_decay.reshape((1, 1, 1)))
-        dA_cs_last, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h,
-                                          h // heads_per_group, i_p, i_n, x.shape[1], dt_min, dt_max, Q, TK,
-                                          TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S, FORM)
-        log_decay = log_decay + dA_cs_last
+        chunk_decay, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h,
+                                           h // heads_per_group, i_p, i_n, x.shape[1], dt_min, dt_max, Q, TK,
+                                           TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S, FORM, seq_idx, HAS_SEQ_IDX)
+        log_decay = log_decay + chunk_decay
 
     ct.store(seg_states, (b, s, h, i_p, i_n), S.reshape((1, 1, 1, TP, TN)))
     ct.store(seg_decay, (b, h, s, 0), log_decay.reshape((1, 1, 1, 1)))
@@ -134,8 +138,9 @@ def launch_chunk_state_segments(call: StateCall, stage: Segmented):
     seg_decay = allocate((b, h, nseg, 1), torch.float32, device, poison)
     inputs, scalars, flags, FORM = state_args(call, stage)
     hpg, dt_min, dt_max = scalars
-    args = (*inputs, dt_out, dA_cumsum, chunk_init_states, seg_prefix, seg_states, seg_decay,
-            hpg, t["cps"], dt_min, dt_max, t["Q"], t["TK"], t["TP"], t["TN"], *flags, FORM)
+    seq_idx, has_seq_idx = seq_idx_arg(call)
+    args = (*inputs, seq_idx, dt_out, dA_cumsum, chunk_init_states, seg_prefix, seg_states, seg_decay,
+            hpg, t["cps"], dt_min, dt_max, t["Q"], t["TK"], t["TP"], t["TN"], *flags, has_seq_idx, FORM)
     launch(chunk_state_segments_kernel, plan.grid, args, call.backend, stage.occupancy)
     # kernel 2 over the segments: seg_decay's only entry per segment is its total decay (a "chunk" of 1)
     carry, final_states = launch_state_passing(seg_states, seg_decay, call.initial_states, call.backend,

@@ -21,13 +21,22 @@ from .scan_shared import launch_scan_shared
 from .segments import launch_chunk_state_segments
 from .state_fused import launch_chunk_state_passing
 
-__all__ = ["run_scan", "run_state", "training_stages"]
+__all__ = ["packs_in_kernels", "run_scan", "run_state", "training_stages"]
+
+
+def packs_in_kernels(cfg: FastConfig) -> bool:
+    """Whether ``cfg``'s stages take packed rows (``seq_idx``) inside their kernels: a fused or segmented
+    state stage and a whole-chunk or shared scan. The taught stages (Unfused, PlainScan) do not; with them a
+    packed batch runs sequence by sequence."""
+    return isinstance(cfg.state, (Fused, Segmented)) and isinstance(cfg.scan, (ChunkScan, SharedScan))
 
 
 def run_state(plan: Plan, call: StateCall):
     """The plan's state stage (Unfused, Fused or Segmented): ``(dt_out (kd with store_kd), dA_cumsum,
     chunk_init_states in x's dtype, final_states float32, carry (Segmented) or None)``."""
     state = plan.state
+    if call.seq_idx is not None and not isinstance(state, (Fused, Segmented)):
+        raise ValueError(f"packed rows (seq_idx) need a fused or segmented state stage, got {state!r}")
     if isinstance(state, Segmented):
         return launch_chunk_state_segments(call, state)
     if isinstance(state, Fused):
@@ -46,6 +55,8 @@ def run_scan(plan: Plan, call: ScanCall):
     With the plan's ``store_states`` (and a segmented stage's ``call.carry``) the scan also turns
     chunk_init_states' segment-local states into the true ones, in place."""
     scan = plan.scan
+    if call.seq_idx is not None and not isinstance(scan, (ChunkScan, SharedScan)):
+        raise ValueError(f"packed rows (seq_idx) need ChunkScan or SharedScan, got {scan!r}")
     if isinstance(scan, ChunkScan):
         return launch_scan_chunk(call, plan)
     if call.carry is not None:

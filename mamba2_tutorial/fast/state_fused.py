@@ -29,6 +29,7 @@ from ..kernels.state_passing import initial_state_tile
 from ..runtime.launch import launch
 from .config import Fused, Segmented, StateForm
 from .plan import StateCall
+from .resets import carry_reset, seq_idx_arg
 
 __all__ = ["chunk_local_state", "chunk_state_passing_kernel", "chunk_state_passing_plan",
            "chunk_state_passing_tiles", "computed_once", "head_scalars", "key_log2",
@@ -61,11 +62,15 @@ def head_scalars(A, dt_bias, h, HAS_DT_BIAS):
 
 
 def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n, seqlen, dt_min,
-                      dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S, FORM=0):
+                      dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S, FORM=0, seq_idx=None,
+                      HAS_SEQ_IDX=False):
     """One chunk of a walk over chunks (the fused and the segmented state stages): dt preprocessing and the
     in-chunk cumsum (stored to dt_out and dA_cumsum), the chunk's local (TP, TN) state tile exactly as
-    ``chunk_state_kernel`` builds it, and the state carried over the chunk. Returns (dA_cs_last (1,),
-    exp(dA_cs_last) · S + local, float32). Inlined by cuTile into the kernel's chunk loop."""
+    ``chunk_state_kernel`` builds it, and the state carried over the chunk. Returns (log_decay (1,),
+    exp(log_decay) · S + local, float32), log_decay = dA_cs_last, the log of the carry's decay over the
+    chunk. ``HAS_SEQ_IDX`` (packed rows, ``fast/resets.py``): the local state takes only the positions of
+    the chunk's last sequence, and log_decay is ``NO_CARRY`` where the carry resets. Inlined by cuTile into
+    the kernel's chunk loop."""
     dt_raw = ct.load(dt, (b, c, h), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,)).astype(ct.float32)
     t = c * Q + ct.arange(Q, dtype=ct.int32)
     dt_c = process_dt(dt_raw, dt_bias_h, dt_min, dt_max, t < seqlen, HAS_DT_BIAS, DT_SOFTPLUS)
@@ -80,8 +85,11 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
     ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
     dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
     w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E, flush_to_zero=True) * dt_c
+    log_decay = dA_cs_last
+    if HAS_SEQ_IDX:
+        w, log_decay = carry_reset(seq_idx, b, c, Q, w, dA_cs_last)
     # decay over the whole chunk, as in state_passing_kernel: S_c+1 = exp(dA_cs_last) · S_c + local
-    decay = ct.exp2(dA_cs_last * LOG2E, flush_to_zero=True).reshape((1, 1))
+    decay = ct.exp2(log_decay * LOG2E, flush_to_zero=True).reshape((1, 1))
     acc = decay * S if FORM & ACC else ct.zeros((TP, TN), dtype=ct.float32)
     n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
     for kt in range(n_steps):
@@ -91,20 +99,22 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
         w_k = ct.extract(w, (kt,), shape=(TK,))
         xw = (x_k.astype(ct.float32) * w_k[:, None]).astype(x.dtype)
         acc = ct.mma(ct.transpose(xw), B_k.astype(x.dtype), acc)
-    return dA_cs_last, acc if FORM & ACC else decay * S + acc
+    return log_decay, acc if FORM & ACC else decay * S + acc
 
 
 @ct.kernel
-def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,                # inputs
+def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states, seq_idx,       # inputs
                                dt_out, dA_cumsum, chunk_init_states, final_states,  # outputs
                                heads_per_group: int, dt_min: float, dt_max: float,
                                Q: ct.Constant[int], TK: ct.Constant[int], TP: ct.Constant[int],
                                TN: ct.Constant[int], HAS_DT_BIAS: ct.Constant[bool],
                                DT_SOFTPLUS: ct.Constant[bool], HAS_INITIAL_STATES: ct.Constant[bool],
-                               FORM: ct.Constant[int]):
+                               HAS_SEQ_IDX: ct.Constant[bool], FORM: ct.Constant[int]):
     """Kernels 1 and 2 in one: x (b, l, h, p), B (b, l, g, n), dt (b, l, h), A (h,), dt_bias (h,),
-    initial_states (b, h, p, n) -> dt_out (or kd), dA_cumsum (b, h, nchunks, Q) fp32, chunk_init_states
-    (b, nchunks, h, p, n) in its own dtype, final_states (b, h, p, n) fp32. Grid (state tiles, b, h)."""
+    initial_states (b, h, p, n), seq_idx (b, l) int32 -> dt_out (or kd), dA_cumsum (b, h, nchunks, Q) fp32,
+    chunk_init_states (b, nchunks, h, p, n) in its own dtype, final_states (b, h, p, n) fp32. Grid (state
+    tiles, b, h). ``HAS_SEQ_IDX``: packed rows, the state resets where seq_idx changes (``fast/resets.py``);
+    without it seq_idx is an unused placeholder."""
     pid_pn = ct.bid(0)
     b = ct.bid(1)
     h = ct.bid(2)
@@ -118,7 +128,8 @@ def chunk_state_passing_kernel(x, B, dt, A, dt_bias, initial_states,            
         ct.store(chunk_init_states, (b, c, h, i_p, i_n),
                  S.astype(chunk_init_states.dtype).reshape((1, 1, 1, TP, TN)))
         _, S = chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i_p, i_n,
-                                 x.shape[1], dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S, FORM)
+                                 x.shape[1], dt_min, dt_max, Q, TK, TP, TN, HAS_DT_BIAS, DT_SOFTPLUS, S, FORM,
+                                 seq_idx, HAS_SEQ_IDX)
 
     ct.store(final_states, (b, h, i_p, i_n), S.reshape((1, 1, TP, TN)))
 
@@ -184,8 +195,9 @@ def launch_chunk_state_passing(call: StateCall, stage: Fused):
     inputs, scalars, flags, FORM = state_args(call, stage)
     initial_states = call.initial_states
     has_init = initial_states is not None
-    args = (*inputs, initial_states if has_init else placeholder(x.device, torch.float32, 4),
+    seq_idx, has_seq_idx = seq_idx_arg(call)
+    args = (*inputs, initial_states if has_init else placeholder(x.device, torch.float32, 4), seq_idx,
             dt_out, dA_cumsum, chunk_init_states, final_states, *scalars,
-            t["Q"], t["TK"], t["TP"], t["TN"], *flags, has_init, FORM)
+            t["Q"], t["TK"], t["TP"], t["TN"], *flags, has_init, has_seq_idx, FORM)
     launch(chunk_state_passing_kernel, plan.grid, args, call.backend, stage.occupancy)
     return dt_out, dA_cumsum, chunk_init_states, final_states

@@ -1,0 +1,80 @@
+"""Packed sequences inside the fast forward's kernels: where the state resets, in chunk-local terms.
+
+A packed row (``seq_idx`` (b, l) int32, non-decreasing; see :mod:`mamba2_tutorial.reference.packed`) must
+give each sequence's SSD as if it ran alone. The chunked algorithm keeps its shape; only a few factors
+become zero. With ``last(c)`` the seq_idx at chunk c's last position inside the row, and ``last(-1) = 0``
+(so ``initial_states`` enters sequence 0 only), as mamba_ssm's kernels do:
+
+- **the chunk's local state** takes only the positions of the sequence the chunk ends in:
+  w_k · [seq_k = last(c)]; the others belong to sequences that ended inside the chunk;
+- **the carry** over chunk c is decayed to zero where the chunk ends in another sequence than the one the
+  state entering it belongs to: exp(dA_cs_last) · [last(c) = last(c-1)]. A walk that keeps the log of its
+  decay (the segmented stage) adds :data:`NO_CARRY` there, which exp turns into 0;
+- **the scan**: P[m, k] gets the block-diagonal mask [seq_m = seq_k], and row m's share of the state
+  entering the chunk the mask [seq_m = last(c-1)].
+
+The final state is then the last sequence's, as mamba_ssm returns it. These are ``@ct.function`` helpers;
+every kernel takes them only under its compile-time ``HAS_SEQ_IDX``, so a kernel without it compiles to the
+code it had before (``seq_idx`` is then an unused placeholder).
+"""
+
+from __future__ import annotations
+
+import cuda.tile as ct
+import torch
+
+from ..kernels._host import placeholder
+
+__all__ = ["NO_CARRY", "carry_reset", "chunk_end_seq", "entering_rows", "entering_seq", "seq_idx_arg",
+           "seq_tile"]
+
+ZERO = ct.PaddingMode.ZERO
+
+#: the log of a decay that is exactly zero: finite, so that sums of it stay far below float32's range
+#: without an infinity in the arithmetic; exp2(NO_CARRY · log2(e)) flushes to 0
+NO_CARRY = -1.0e30
+
+
+@ct.function
+def seq_tile(seq_idx, b, tile, T):
+    """seq_idx of row b at the T positions of tile ``tile`` (T,) int32 (0 past the row's end)."""
+    return ct.load(seq_idx, (b, tile), shape=(1, T), padding_mode=ZERO).reshape((T,))
+
+
+@ct.function
+def chunk_end_seq(seq_idx, b, c, Q):
+    """last(c): seq_idx at chunk c's last position inside the row, a scalar."""
+    return ct.load(seq_idx, (b, min((c + 1) * Q, seq_idx.shape[1]) - 1), shape=())
+
+
+@ct.function
+def entering_seq(seq_idx, b, c, Q):
+    """last(c-1): the sequence the state entering chunk c belongs to; 0 for chunk 0 (the initial state's)."""
+    before = ct.load(seq_idx, (b, max(c * Q - 1, 0)), shape=())
+    return ct.where(c > 0, before, 0)
+
+
+@ct.function
+def carry_reset(seq_idx, b, c, Q, w, dA_cs_last):
+    """For a walk over chunks: ``(w masked to the chunk's last sequence, the log of the carry's decay over
+    chunk c)``, the latter dA_cs_last, or :data:`NO_CARRY` where the chunk ends in another sequence than
+    the one its entering state belongs to. w (Q,) float32: each position's weight in the local state."""
+    last = chunk_end_seq(seq_idx, b, c, Q)
+    w = ct.where(seq_tile(seq_idx, b, c, Q) == last, w, 0.0)
+    return w, ct.where(last == entering_seq(seq_idx, b, c, Q), dA_cs_last, NO_CARRY)
+
+
+@ct.function
+def entering_rows(seq_m, seq_idx, b, c, Q):
+    """(TM, 1) bool: the rows m (seq_m (TM,), their seq_idx) of the sequence the state entering chunk c
+    belongs to, the only rows it reaches."""
+    return (seq_m == entering_seq(seq_idx, b, c, Q))[:, None]
+
+
+
+def seq_idx_arg(call) -> tuple:
+    """(seq_idx, HAS_SEQ_IDX) for a kernel that takes packed rows, from a StateCall or ScanCall: the call's
+    seq_idx and True, or an int32 placeholder and False."""
+    if call.seq_idx is None:
+        return placeholder(call.x.device, torch.int32, 2), False
+    return call.seq_idx, True
