@@ -1,8 +1,9 @@
 """The fast path's kernels as compile specs: exactly what the shipped configs launch.
 
 For every problem class of every shipped tuning table, a small problem of that class (its dtype and chunk
-size, the layout's p, n and length) runs ``ssd_forward`` with the class's config, and the forward as training
-runs it (``training_stages``; specs named ``...train...``), through the launch recorder
+size, the layout's p, n and length) runs ``ssd_forward`` with the class's config, the forward as training
+runs it (``training_stages``; specs named ``...train...``) and, where the config packs rows in its kernels,
+the forward on a packed batch (``seq_idx``; ``...packed...``), through the launch recorder
 (``runtime.launch.recording``): nothing executes, and each launch's kernel, compiler hint, grid and arguments
 are kept. Distinct (kernel, hint, argument signature) launches become :class:`KernelSpec` entries, so that
 ``python -m mamba2_tutorial compile`` compiles what a user can launch, and nothing no config runs.
@@ -16,6 +17,7 @@ import torch
 
 from ..runtime.launch import recording
 from ..runtime.specs import KernelSpec
+from .stages import packs_in_kernels
 from .tuning import load_table, table_names, with_segments
 
 __all__ = ["SPECS", "shipped_specs"]
@@ -36,6 +38,14 @@ def _problem(key: str) -> dict:
                 C=torch.randn(b, l, 1, n, generator=gen).to(dtype), chunk_size=Q,
                 D=torch.randn(h, generator=gen), z=torch.randn(b, l, h, p, generator=gen).to(dtype),
                 dt_bias=torch.randn(h, generator=gen), dt_softplus=True)
+
+
+def _packed(inp: dict):
+    """seq_idx for the problem ``inp``: each row packed from two sequences, the boundary inside a chunk."""
+    b, l = inp["x"].shape[:2]
+    seq_idx = torch.zeros(b, l, dtype=torch.int32)
+    seq_idx[:, l // 3:] = 1
+    return seq_idx
 
 
 #: tile sizes: a variant at other tile sizes is the same code, so the compile check takes it once
@@ -77,6 +87,9 @@ def shipped_specs() -> tuple[KernelSpec, ...]:
             cfg = with_segments(table.config(key), b, h, -(-l // inp["chunk_size"]), table)
             runs = (("", lambda inp=inp, cfg=cfg: ssd_forward(**inp, backend="cpu", config=cfg)),
                     (".train", lambda inp=inp, cfg=cfg: _training_forward(inp, cfg)))
+            if packs_in_kernels(cfg):
+                runs += ((".packed", lambda inp=inp, cfg=cfg: ssd_forward(**inp, seq_idx=_packed(inp),
+                                                                          backend="cpu", config=cfg)),)
             for suffix, run in runs:
                 launches: list = []
                 with recording(lambda kernel, grid, args, seen=launches: seen.append((kernel, grid, args))):
