@@ -1156,3 +1156,39 @@ def test_tiny_real_benchmark_run_on_gpu():
     assert all(s["ms"] is not None and s["kernels_ms"] for s in steps), [s.get("error") for s in steps]
     print(res.format_table(results))
     print(res.format_steps(results))
+
+
+def test_packed_seq_idx_draws_lengths_in_range_from_its_seed():
+    seq_idx = bench.packed_seq_idx(2, 3000, seed=4, lengths=(100, 400))
+    assert seq_idx.shape == (2, 3000) and seq_idx.dtype == torch.int32
+    assert torch.equal(seq_idx, bench.packed_seq_idx(2, 3000, seed=4, lengths=(100, 400)))
+    assert not torch.equal(seq_idx, bench.packed_seq_idx(2, 3000, seed=5, lengths=(100, 400)))
+    for row in seq_idx:
+        assert int(row[0]) == 0 and bool((row[1:] - row[:-1] >= 0).all())
+        lengths = torch.bincount(row)
+        assert bool((lengths[:-1] >= 100).all()) and bool((lengths[:-1] <= 400).all()) and lengths[-1] <= 400
+    with pytest.raises(ValueError, match="1 <= low <= high"):
+        bench.packed_seq_idx(1, 10, seed=0, lengths=(5, 4))
+
+
+def test_bench_packed_on_the_cpu_executor(monkeypatch):
+    """``bench --packed``'s wiring: every run checked against float64 (the packed ones against each sequence
+    alone), then timed; a stand-in for mamba_ssm that ignores seq_idx fails the packed check and is never
+    timed; the table names every run."""
+    calls = []
+    spec = bench.ShapeSpec("cpu-packed", roofline.Dims(b=2, l=200, h=2, p=16, g=1, n=16, Q=32))
+
+    def unpacked_only(x, dt, A, B, C, chunk_size, seq_idx=None):
+        return ssd_chunked(x, dt, A, B, C, chunk_size=chunk_size)
+
+    rec = bench.bench_packed(spec, dtype=torch.bfloat16, device="cpu", seed=2, lengths=(10, 60),
+                             timer=lambda fn, label="": calls.append(label) or 2.0, mamba=unpacked_only)
+    ours = ("cutile unpacked", "cutile packed", "cutile each sequence")
+    assert set(rec["ms"]) == {*ours, "mamba_ssm unpacked"}, rec["errors"]
+    assert all(rec["rel_err"][k] < bench.rel_err_gate(torch.bfloat16) for k in rec["ms"])
+    assert "failed the correctness check" in rec["errors"]["mamba_ssm packed"]
+    assert calls == [f"cpu-packed/packed/{k}" for k in (*ours, "mamba_ssm unpacked")]
+    assert rec["packed_over_unpacked"] == 1.0 and all(n >= 4 for n in rec["sequences"])
+    table = bench.format_packed([rec])
+    assert "cpu-packed (b2 l200 h2" in table and "cutile packed / unpacked: 1.000" in table
+    assert "mamba_ssm packed" in table and json.loads(json.dumps(rec)) == rec

@@ -722,6 +722,114 @@ def bench_steps(spec: ShapeSpec, *, dtype: torch.dtype, device: str, timer: Time
     return record
 
 
+#: ``bench --packed``: the lengths of the sequences a row is packed from, uniform in this range (the last one
+#: cut to fit the row)
+PACKED_LENGTHS = (256, 4096)
+
+
+def packed_seq_idx(b: int, l: int, *, seed: int, lengths: tuple[int, int] = PACKED_LENGTHS,
+                   device="cpu") -> torch.Tensor:
+    """seq_idx (b, l) int32 for rows packed from sequences of random lengths, uniform in ``lengths``
+    (inclusive; the last sequence of a row is cut at l), drawn from a generator seeded with ``seed``."""
+    lo, hi = lengths
+    if not 1 <= lo <= hi:
+        raise ValueError(f"packed sequence lengths must satisfy 1 <= low <= high, got {lengths}")
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for _ in range(b):
+        row = torch.empty(l, dtype=torch.int32)
+        start, seq = 0, 0
+        while start < l:
+            n = int(torch.randint(lo, hi + 1, (1,), generator=gen))
+            row[start:start + n] = seq
+            start, seq = start + n, seq + 1
+        rows.append(row)
+    return torch.stack(rows).to(device)
+
+
+def bench_packed(spec: ShapeSpec, *, dtype: torch.dtype, device: str, timer: Timer, seed: int = 0,
+                 mamba: Callable | None = None, lengths: tuple[int, int] = PACKED_LENGTHS) -> dict:
+    """A packed batch against the same batch unpacked (``bench --packed``): ``ssd_forward`` on the rows
+    packed from sequences of random lengths (:func:`packed_seq_idx`), on the same rows unpacked, and the
+    packed rows run sequence by sequence (``_each_sequence``, how a config that cannot pack in its kernels
+    runs them); with ``mamba`` (mamba_ssm's ``mamba_chunk_scan_combined``) the same packed and unpacked.
+    Each packed output is checked first against the float64 reference run on every sequence alone, each
+    unpacked one against the float64 reference of the whole rows; a run that fails is recorded with its
+    error, never timed. ``ms``, ``rel_err`` and ``errors`` by run name; ``packed_over_unpacked``: our packed
+    time over our unpacked one."""
+    import functools
+
+    from ..fast.forward import _each_sequence, ssd_forward
+    from ..fast.tuning import ssd_config
+    from ..reference import ssd_chunked, ssd_each_sequence
+    from ..runtime.validation import validate_packing
+
+    d = spec.dims
+    backend = "gpu" if str(device).startswith("cuda") else "cpu"  # the CPU executor only to test the wiring
+    record = {"name": spec.name, "dims": d.as_dict(), "dtype": str(dtype).replace("torch.", ""),
+              "lengths": list(lengths), "seed": seed, "sequences": None, "ms": {}, "rel_err": {},
+              "errors": {}}
+    try:
+        inp = _make_inputs(spec, dtype=dtype, device=device, seed=seed)
+        seq_idx = packed_seq_idx(d.b, d.l, seed=seed, lengths=lengths, device=device)
+        record["sequences"] = [int(r[-1]) + 1 for r in seq_idx.cpu()]
+        wide = {k: v.to(torch.float64) for k, v in inp.items()}
+        chunked = functools.partial(ssd_chunked, chunk_size=d.Q)
+        y_packed_ref = _first(ssd_each_sequence(chunked, wide["x"], wide["dt"], wide["A"], wide["B"],
+                                                wide["C"], seq_idx))
+        y_ref = _reference(inp, d.Q)
+    except Exception as exc:  # noqa: BLE001 - out of memory, say: every run says why it has no time
+        record["errors"]["shape"] = f"shape failed before timing: {type(exc).__name__}: {exc}"
+        return record
+    x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
+    cfg = ssd_config(d.b, d.l, d.h, d.p, d.n, d.Q, dtype, x.device)
+    packing = validate_packing(seq_idx, None, False, d.b, d.l, x.device)
+    runs = {
+        "cutile unpacked": (lambda: ssd_forward(x, dt, A, B, C, d.Q, backend=backend, config=cfg), y_ref),
+        "cutile packed": (lambda: ssd_forward(x, dt, A, B, C, d.Q, seq_idx=seq_idx, backend=backend,
+                                              config=cfg), y_packed_ref),
+        "cutile each sequence": (lambda: _first(_each_sequence(
+            packing, x, dt, A, B, C, d.Q, None, None, None, None, False, (0.0, float("inf")), False,
+            backend=backend)), y_packed_ref),
+    }
+    if mamba is not None:
+        runs["mamba_ssm unpacked"] = (lambda: _first(mamba(x, dt, A, B, C, d.Q)), y_ref)
+        runs["mamba_ssm packed"] = (lambda: _first(mamba(x, dt, A, B, C, d.Q, seq_idx=seq_idx)), y_packed_ref)
+    gate = rel_err_gate(dtype)
+    for name, (fwd, want) in runs.items():
+        try:
+            _poison_allocator(want.shape, x.dtype, want.device)
+            record["rel_err"][name] = check_output(name, fwd(), want, gate=gate)
+            record["ms"][name] = float(timer(fwd, label=f"{spec.name}/packed/{name}"))
+        except IncorrectOutput as exc:
+            record["errors"][name] = f"failed the correctness check: {exc}"
+            record["rel_err"][name] = exc.rel_err
+        except Exception as exc:  # noqa: BLE001 - a failed run is reported, not fatal
+            record["errors"][name] = f"{type(exc).__name__}: {exc}"
+    ms = record["ms"]
+    if "cutile packed" in ms and "cutile unpacked" in ms:
+        record["packed_over_unpacked"] = ms["cutile packed"] / ms["cutile unpacked"]
+    return record
+
+
+def format_packed(records: Sequence[Mapping]) -> str:
+    """The ``bench --packed`` table: per shape, every run's time (or why it has none) and packed/unpacked."""
+    lines = []
+    for rec in records:
+        d = rec["dims"]
+        seqs = rec["sequences"]
+        lines.append(f"{rec['name']} (b{d['b']} l{d['l']} h{d['h']} p{d['p']} g{d['g']} n{d['n']} Q{d['Q']}, "
+                     f"{rec['dtype']}; rows packed from {seqs} sequences of lengths in {rec['lengths']})")
+        for name in sorted(set(rec["ms"]) | set(rec["errors"])):
+            if name in rec["ms"]:
+                lines.append(f"  {name:<24} {rec['ms'][name]:9.3f} ms   rel err {rec['rel_err'][name]:.1e}")
+            else:
+                lines.append(f"  {name:<24} {'-':>9}      {rec['errors'][name]}")
+        if "packed_over_unpacked" in rec:
+            lines.append(f"  cutile packed / unpacked: {rec['packed_over_unpacked']:.3f}")
+    return "\n".join(lines)
+
+
 def write_results(results: Mapping, path: Path) -> None:
     """Validate ``results`` and write them to ``path`` as JSON, atomically (a kill mid-write leaves the
     previous file)."""
@@ -832,6 +940,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="use the recorded H200 ceilings (790 TFLOP/s, 4.3 TB/s) instead of measuring them",
     )
+    p.add_argument(
+        "--packed",
+        action="store_true",
+        help="time only the packed batch at --shapes: ssd_forward on rows packed from sequences of random "
+        f"lengths (uniform in {list(PACKED_LENGTHS)}, --seed) against the same rows unpacked and run "
+        "sequence by sequence, and mamba_ssm's with the same seq_idx where it imports",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
@@ -903,6 +1018,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     shapes = default_shapes(args.shapes)
+    if args.packed:
+        return _main_packed(args, shapes)
     configs = {k: v for path in args.configs or () for k, v in read_configs(path).items()} or None
     ceilings = roofline.H200_CEILINGS if args.no_measure_ceilings else roofline.measure_ceilings()
     print(
@@ -955,4 +1072,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.plot.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(args.plot, dpi=120, bbox_inches="tight")
         print(f"wrote {args.plot}")
+    return 0
+
+
+def _main_packed(args, shapes: Sequence[ShapeSpec]) -> int:
+    """``bench --packed``: :func:`bench_packed` at every shape, printed, and written to ``--out`` (JSON)."""
+    try:
+        mamba = import_mamba_chunk_scan_combined()
+    except Exception as exc:  # noqa: BLE001 - mamba_ssm is optional here
+        print(f"bench --packed: mamba_ssm not timed ({type(exc).__name__}: {exc})", file=sys.stderr)
+        mamba = None
+    timer = cuda_timer(args.warmup, args.rep)
+    records = [bench_packed(spec, dtype=DTYPES[args.dtype], device="cuda", timer=timer, seed=args.seed,
+                            mamba=mamba) for spec in shapes]
+    print(format_packed(records))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "versions": versions(),
+                                        "packed": records}, indent=1) + "\n")
+        print(f"wrote {args.out}")
     return 0
