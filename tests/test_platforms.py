@@ -123,7 +123,7 @@ def test_where_the_wheels_exist_cutile_imports():
 def test_the_message_on_a_mac_says_what_runs_and_how_to_continue():
     msg = cutile_unavailable_message(ModuleNotFoundError("No module named 'cuda'", name="cuda"), *MAC)
     assert msg.startswith("cuTile is not available on this platform, macOS arm64 (Apple Silicon)")
-    for needed in ("Notebooks 00-03 and 09 and exercises 1-3", "notebooks 04-08 and 10-12 and exercises 4-8",
+    for needed in ("Notebooks 00-03 and 09 and exercises 1-3", "notebooks 04-08 and 10-13 and exercises 4-8",
                    ".devcontainer/",
                    "Reopen in Container", "Codespace", "Linux or Windows machine", "NVIDIA GPU"):
         assert needed in msg, (needed, msg)
@@ -172,7 +172,7 @@ def _report(tier, system, machine, **kw):
 def test_the_verdict_of_each_kind_of_machine():
     mac = _report("none", *MAC, cutile_error="No module named 'cuda'")
     assert mac.verdict.startswith("NOT READY FOR THE KERNELS: notebooks 00-03 and 09 and exercises 1-3 run "
-                                  "here; the kernel notebooks 04-08 and 10-12 and exercises 4-8 need cuTile")
+                                  "here; the kernel notebooks 04-08 and 10-13 and exercises 4-8 need cuTile")
     assert platforms.HOW_TO_CONTINUE in mac.verdict
     text = str(mac)
     assert "macOS arm64 (Apple Silicon): no cuda-tile wheels" in text and "Nothing to fix" not in text
@@ -183,7 +183,7 @@ def test_the_verdict_of_each_kind_of_machine():
     assert 'Install it: `make install`, or `pip install -e ".[dev]"`' in linux.verdict
     assert "`import cuda.tile` fails: boom" in str(linux)
     cpu = _report("cpu", "Linux", "aarch64", cuda_tile="1.7.0")
-    assert cpu.verdict == ("READY: every notebook (00-12) and exercise (1-8) runs here, the cuTile kernels "
+    assert cpu.verdict == ("READY: every notebook (00-13) and exercise (1-8) runs here, the cuTile kernels "
                            "on the CPU tier.")
     gpu = _report("gpu", "Linux", "x86_64", cuda_tile="1.7.0", gpu_name="NVIDIA H200")
     assert gpu.verdict.endswith("the cuTile kernels on the GPU tier (NVIDIA H200).")

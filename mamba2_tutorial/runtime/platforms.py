@@ -245,12 +245,12 @@ class CourseMap:
 
     @property
     def kernel_phrase(self) -> str:
-        """e.g. "notebooks 04-08 and 10-12 and exercises 4-8": what needs cuTile."""
+        """e.g. "notebooks 04-08 and 10-13 and exercises 4-8": what needs cuTile."""
         return self._phrase(self.kernel, self.kernel_exercises)
 
     @property
     def all_phrase(self) -> str:
-        """e.g. "every notebook (00-12) and exercise (1-8)"."""
+        """e.g. "every notebook (00-13) and exercise (1-8)"."""
         return f"every notebook ({span(self.notebooks, 2)}) and exercise ({span(self.exercises)})"
 
 
