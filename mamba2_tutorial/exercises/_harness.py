@@ -332,6 +332,20 @@ def prefilled(shape, *, dtype=torch.float32, device="cpu") -> torch.Tensor:
     return torch.full(tuple(shape), UNWRITTEN, dtype=dtype, device=device)
 
 
+def _written_diagonal(written: torch.Tensor):
+    """``(axis1, axis2)`` when exactly the elements whose indices on those two axes are equal were written
+    (both axes longer than 1), else None."""
+    for d1 in range(written.dim()):
+        for d2 in range(d1 + 1, written.dim()):
+            if written.shape[d1] < 2 or written.shape[d2] < 2:
+                continue
+            i1 = torch.arange(written.shape[d1]).reshape([-1 if d == d1 else 1 for d in range(written.dim())])
+            i2 = torch.arange(written.shape[d2]).reshape([-1 if d == d2 else 1 for d in range(written.dim())])
+            if bool(((i1 == i2).expand_as(written) == written).all()):
+                return d1, d2
+    return None
+
+
 def _unwritten_slices(never: torch.Tensor):
     """``(axis, index)`` as text when the unwritten elements are exactly whole slices of one axis (e.g. every
     element of chunk 0), else None."""
@@ -378,6 +392,17 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
         )
     if bool(never.any()):
         idx = tuple(int(i) for i in never.nonzero()[0])
+        diagonal = _written_diagonal(~never)
+        if diagonal is not None:
+            d1, d2 = diagonal
+            return (
+                f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
+                f"{UNWRITTEN:.4g}): exactly the elements whose index on axis {d1} equals their index on axis "
+                f"{d2} were written (the output's shape is {tuple(never.shape)}).",
+                "two of the store's block indices are the same number: both come from one grid axis (a "
+                "ct.bid(k) copied and not changed?). Each index of the store takes its own ct.bid, in the "
+                "order of the grid's axes.",
+            )
         slices = _unwritten_slices(never)
         if slices is not None:
             dim, which = slices
@@ -494,6 +519,9 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
                     "Loads and stores take the index in TILE units: along an axis tiled by Q, tile c starts "
                     "at element c*Q, so the index is c, not c*Q. The message gives the element offsets your "
                     "index reached.")
+            hint += (" A loop that runs past an axis's end may take its bound from another axis of a shape "
+                     "(check which axis of which array the range reads: dA_cumsum is (b, h, nchunks, Q), the "
+                     "states (b, nchunks, h, p, n)).")
             if "negative" in str(exc).lower() and "-1" in str(exc):
                 hint += (" Index -1 is where a loop runs one step too many: a backward walk c = n - 1 - i "
                          "with i in range(n + 1) reaches c = -1, as does an index c - 1 at c = 0: check the "
