@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import mamba2_tutorial as m2
 from mamba2_tutorial.lessons.inputs import SSDShape
 from mamba2_tutorial.perf import bench_train
 
@@ -165,8 +166,9 @@ def test_shipped_training_runs_are_whole_and_gated():
         assert (r["kind"], r["schema_version"], r["dtype"]) == ("training", bench_train.SCHEMA, "bfloat16")
         assert sorted(rec["name"] for rec in r["shapes"]) == sorted(BENCHMARK_SHAPES)
         for rec in r["shapes"]:
-            for name in bench_train.TRAIN_IMPLS:
-                entry = rec["impls"][name]
+            core = {"cutile", "taught", "mamba_ssm", "fla"}
+            assert core <= set(rec["impls"]) <= set(bench_train.TRAIN_IMPLS)
+            for name, entry in rec["impls"].items():  # runs before TileGym joined the benchmark lack it
                 if "error" in entry:
                     continue
                 for grad, err in entry["rel_err"].items():
@@ -212,3 +214,62 @@ def test_a_shipped_run_times_the_backward_stages():
         pairs = plots_train._stage_pairs(stages)
         for stage in ("state grads, kernels 1-2", "chunk grads, kernels 3-4", "backward"):
             assert set(pairs[stage]) == {"taught", "fast"} and pairs[stage]["fast"] > 0
+
+
+def test_tilegym_training_impl_maps_its_forward_and_backward(monkeypatch):
+    """TileGym's API (``mamba2_chunk_forward`` / ``mamba2_chunk_backward``), stood in for by the float64
+    reference with the same signatures, through ``bench_train.tilegym_ssd``: the output and the gradients of
+    x, dt, A, B, C equal autograd through the reference, so every argument and gradient is mapped in its
+    place (order, dtype, the zero skip term and initial state)."""
+    import sys
+    import types
+
+    from mamba2_tutorial.reference import ssd_chunked
+
+    def forward(x, a, b, c, d, dt, init_state, chunk_size=64):
+        assert a.dtype == torch.float32 and d.dtype == torch.float32 and not bool(d.any())
+        assert dt.dtype == x.dtype and init_state.dtype == torch.float32 and not bool(init_state.any())
+        y, final = ssd_chunked(x, dt, a, b, c, chunk_size, D=d, initial_states=init_state,
+                               return_final_states=True)
+        return y, final
+
+    def backward(x, a, b, c, d, dt, init_state, dout, dfinal_state, chunk_size=64):
+        with torch.enable_grad():  # called from an autograd Function's backward, where grad mode is off
+            return _reference_backward(x, a, b, c, d, dt, init_state, dout, dfinal_state, chunk_size)
+
+    def _reference_backward(x, a, b, c, d, dt, init_state, dout, dfinal_state, chunk_size):
+        leaves = [t.detach().clone().requires_grad_() for t in (x, a, b, c, d, dt, init_state)]
+        y, final = ssd_chunked(leaves[0], leaves[5], leaves[1], leaves[2], leaves[3], chunk_size, D=leaves[4],
+                               initial_states=leaves[6], return_final_states=True)
+        g = torch.autograd.grad((y * dout).sum() + (final * dfinal_state).sum(), leaves)
+        dx, da, db, dc, dd, ddt, dinit = g
+        return dx, da, db, dc, dd, ddt, dinit
+
+    module = types.ModuleType("tilegym.ops.cutile.mamba2")
+    module.mamba2_chunk_forward, module.mamba2_chunk_backward = forward, backward
+    for name in ("tilegym", "tilegym.ops", "tilegym.ops.cutile"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "tilegym.ops.cutile.mamba2", module)
+
+    impls, missing = bench_train.load_train_impls(["tilegym"], backend="cpu")
+    assert "tilegym" in impls and not missing
+    shape = m2.SSDShape(2, 32, 3, 4, 1, 5, 8)
+    inp = m2.make_inputs(shape, seed=3, dtype=torch.float32, D=False)  # TileGym takes a and d in float32
+    leaves = {k: inp[k].clone().requires_grad_() for k in ("x", "dt", "A", "B", "C")}
+    out = impls["tilegym"](*leaves.values(), shape.chunk_size)
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(4))
+    got = torch.autograd.grad(out, list(leaves.values()), dout)
+    wide = {k: v.detach().clone().requires_grad_() for k, v in leaves.items()}
+    want_out = ssd_chunked(**wide, chunk_size=shape.chunk_size)
+    want = torch.autograd.grad(want_out, list(wide.values()), dout)
+    m2.assert_close(out, want_out, name="out")
+    for name, g_got, g_want in zip(leaves, got, want):
+        m2.assert_close(g_got, g_want, name=f"d{name}")
+
+
+def test_tilegym_is_reported_missing_where_it_does_not_import(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tilegym", None)  # import tilegym raises ImportError
+    impls, missing = bench_train.load_train_impls(["tilegym"], backend="cpu")
+    assert "tilegym" not in impls and "did not import" in missing["tilegym"]

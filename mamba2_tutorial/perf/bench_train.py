@@ -42,11 +42,11 @@ import torch
 
 from ..lessons.checks import relative_error, ssd_gradients
 from ..lessons.inputs import BENCHMARK_SHAPES, get_shape, make_inputs
-from .bench import DTYPES, fla_inputs, import_mamba_chunk_scan_combined, versions
+from .bench import DTYPES, fla_inputs, import_mamba_chunk_scan_combined, tilegym_inputs, versions
 from .sources import kernels_sha256
 from .timing import time_cuda, time_host
 
-TRAIN_IMPLS = ("cutile", "taught", "mamba_ssm", "fla")
+TRAIN_IMPLS = ("cutile", "taught", "mamba_ssm", "fla", "tilegym")
 GRADS = ("x", "dt", "A", "B", "C")
 #: relative L2 error of a gradient above which an implementation is not timed. A is a sum over the whole
 #: problem, with cancellation, and gets a wider gate.
@@ -76,6 +76,40 @@ def fla_ssd(x, dt, A, B, C, Q):
     return chunk_simple_gla(q=f["q"], k=f["k"], v=f["v"], g=f["g"], scale=1.0)[0]
 
 
+class _TileGymSSD(torch.autograd.Function):
+    """TileGym's cuTile Mamba-2 forward and backward (``tilegym.ops.cutile.mamba2``) as one autograd op on
+    x, dt, A, B, C: its own API (a and d (h,) float32, d = 0, dt in x's dtype and already processed, a float32
+    zero initial state; :func:`~mamba2_tutorial.perf.bench.tilegym_inputs`), its backward given a zero
+    gradient for its final state. Its backward runs its forward's state pass again, as TileGym designs it."""
+
+    @staticmethod
+    def forward(ctx, x, dt, A, B, C, Q):
+        from tilegym.ops.cutile.mamba2 import mamba2_chunk_forward
+
+        a = tilegym_inputs({"x": x, "dt": dt, "A": A, "B": B, "C": C}, Q)
+        ctx.save_for_backward(x, dt, A, B, C)
+        ctx.Q = Q
+        return _first(mamba2_chunk_forward(a["x"], a["a"], a["b"], a["c"], a["d"], a["dt"], a["init_state"],
+                                           chunk_size=Q))
+
+    @staticmethod
+    def backward(ctx, dout):
+        from tilegym.ops.cutile.mamba2 import mamba2_chunk_backward
+
+        x, dt, A, B, C = ctx.saved_tensors
+        a = tilegym_inputs({"x": x, "dt": dt, "A": A, "B": B, "C": C}, ctx.Q)
+        dx, da, db, dc, _dd, ddt, _dinit = mamba2_chunk_backward(
+            a["x"], a["a"], a["b"], a["c"], a["d"], a["dt"], a["init_state"], dout.contiguous(),
+            torch.zeros_like(a["init_state"]), chunk_size=ctx.Q)
+        return dx.to(x.dtype), ddt.to(dt.dtype), da.to(A.dtype), db.to(B.dtype), dc.to(C.dtype), None
+
+
+def tilegym_ssd(x, dt, A, B, C, Q):
+    """TileGym's SSD as ``f(x, dt, A, B, C, Q) -> out``, differentiable (:class:`_TileGymSSD`); its own tuner
+    searches its launch settings on the first call of each shape (the first call is timed apart)."""
+    return _TileGymSSD.apply(x, dt, A, B, C, Q)
+
+
 def lift_fla_guard() -> bool:
     """Lift fla's refusal to run its gated backward on Hopper with Triton < 3.7.1 (``chunk_bwd_dqkwg``);
     True if there was one to lift. Whether its gradients are right is then up to the gradient gate."""
@@ -103,6 +137,10 @@ def load_train_impls(names: Sequence[str], backend: str = "gpu"
                 from fla.ops.simple_gla import chunk_simple_gla  # noqa: F401  (imports, or is missing)
 
                 impls[name] = fla_ssd
+            elif name == "tilegym":
+                from tilegym.ops.cutile.mamba2 import mamba2_chunk_backward  # noqa: F401  (or missing)
+
+                impls[name] = tilegym_ssd
             else:
                 raise ValueError(f"unknown implementation {name!r}; choose from {TRAIN_IMPLS}")
         except ImportError as exc:
@@ -205,11 +243,15 @@ def run(shape_names: Sequence[str], impl_names: Sequence[str], dtype, warmup_ms,
             forward, leaves = prepare(name, fn, inp, Q)
             params = list(leaves.values())
             try:
+                first = time.perf_counter()  # the first step at this shape: compiles, TileGym's own tuning
                 dout = torch.randn(forward().shape, generator=gen, device="cuda").to(dtype)
 
                 def step(forward=forward, params=params, dout=dout):
                     return torch.autograd.grad(forward(), params, dout)
 
+                step()
+                torch.cuda.synchronize()
+                entry["first_call_s"] = time.perf_counter() - first
                 entry["fwd_ms"] = time_cuda(forward, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
                 entry["fwd_bwd_ms"] = time_cuda(step, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
                 # the host's time to issue one step: near fwd_bwd_ms, the step waits on Python, not the GPU

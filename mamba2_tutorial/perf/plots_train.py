@@ -23,7 +23,8 @@ __all__ = ["plot_backward_stages", "plot_training"]
 
 #: how each implementation is named in a legend
 TRAIN_LABELS = {"cutile": "cuTile (ssd_forward)", "taught": "cuTile taught kernels",
-                "mamba_ssm": "mamba_ssm (Triton)", "fla": "fla chunk_simple_gla (Triton)"}
+                "mamba_ssm": "mamba_ssm (Triton)", "fla": "fla chunk_simple_gla (Triton)",
+                "tilegym": "TileGym mamba2 (cuTile)"}
 
 
 def _title(results: Mapping, what: str) -> str:
