@@ -215,7 +215,10 @@ def test_every_parameter_gets_a_gradient_through_both_ssds():
         e_ref = m2.relative_error(ref_grads[name], want)
         e_cutile = m2.relative_error(cutile_grads[name], want)
         assert e_cutile <= max(2 * e_ref, 1e-5), f"{name}: cuTile {e_cutile:.1e}, reference SSD {e_ref:.1e}"
-    assert ssd_function("chunked") is m2.ssd_chunked
+    with torch.no_grad():  # the block's default form, unpacked, is ssd_chunked itself
+        inputs = {k: v for k, v in block.ssd_inputs(u).items() if k not in ("gate", "xBC")}
+        assert torch.equal(ssd_function("chunked")(**inputs, chunk_size=block.chunk_size),
+                           m2.ssd_chunked(**inputs, chunk_size=block.chunk_size))
 
 
 def test_recall_task():

@@ -15,16 +15,26 @@ The SSD is any of this package's implementations, chosen by name (:data:`SSD_FOR
 (``"recurrent"``, ``"quadratic"``, ``"chunked"``) or the cuTile kernels (``"cutile"``:
 :func:`mamba2_tutorial.ssd_forward` on the GPU or the CPU tile executor, with the cuTile backward kernels
 under autograd). All of them are differentiable.
+
+Packed rows (mamba_ssm's ``seq_idx`` (b, l) int32, non-decreasing: several sequences end to end in one
+row): :meth:`Mamba2Block.forward(u, seq_idx=...) <Mamba2Block.forward>` resets both places a block remembers
+the past at every change of ``seq_idx``: the causal conv reads no input of the previous sequence (its taps
+reaching across the boundary read zeros, as the start of a sequence does) and the SSD's state starts again
+from zero. A packed row's output is then each sequence's output when run alone.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ..runtime.validation import validate_packing
 
 __all__ = ["Mamba2Block", "GatedRMSNorm", "causal_conv1d", "SSD_FORMS", "ssd_function"]
 
@@ -34,17 +44,26 @@ SSD_FORMS = ("chunked", "recurrent", "quadratic", "cutile")
 
 def ssd_function(ssd: str | Callable, backend: str = "auto") -> Callable:
     """The SSD named ``ssd`` as a function with ``mamba_chunk_scan_combined``'s signature
-    ``(x, dt, A, B, C, chunk_size, *, D, z, dt_bias, dt_softplus, dt_limit, return_final_states)``.
+    ``(x, dt, A, B, C, chunk_size, *, D, z, dt_bias, dt_softplus, dt_limit, return_final_states, seq_idx)``.
 
     ``ssd`` is one of :data:`SSD_FORMS` or such a function itself; ``backend`` ("auto", "cpu", "gpu") is where
-    ``"cutile"`` runs its kernels.
+    ``"cutile"`` runs its kernels. Every named form takes packed rows (``seq_idx``): ``"recurrent"`` and
+    ``"quadratic"`` with their own resets, ``"cutile"`` through ``ssd_forward``'s, and ``"chunked"`` by
+    running each sequence alone (:func:`~mamba2_tutorial.reference.packed.ssd_each_sequence`).
     """
     from ..reference import ssd_chunked, ssd_quadratic, ssd_recurrent
+    from ..reference.packed import ssd_each_sequence
 
     if callable(ssd):
         return ssd
     if ssd == "chunked":
-        return ssd_chunked
+        def chunked(x, dt, A, B, C, chunk_size, *, seq_idx=None, **options):
+            if seq_idx is None:
+                return ssd_chunked(x, dt, A, B, C, chunk_size, **options)
+            alone = functools.partial(ssd_chunked, chunk_size=chunk_size)  # one sequence at a time
+            return ssd_each_sequence(alone, x, dt, A, B, C, seq_idx, **options)
+
+        return chunked
     if ssd in ("recurrent", "quadratic"):
         form = ssd_recurrent if ssd == "recurrent" else ssd_quadratic
 
@@ -65,21 +84,42 @@ def ssd_function(ssd: str | Callable, backend: str = "auto") -> Callable:
     raise ValueError(f"ssd must be one of {SSD_FORMS} or a function, got {ssd!r}")
 
 
-def causal_conv1d(xBC: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def _takes_seq_idx(function: Callable) -> bool:
+    """Whether ``function`` accepts a ``seq_idx`` keyword (by name or through ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): let the call decide
+        return True
+    return any(p.name == "seq_idx" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def causal_conv1d(xBC: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                  seq_idx: torch.Tensor | None = None) -> torch.Tensor:
     """Depthwise causal convolution over the sequence: xBC (b, l, c), weight (c, 1, k) or (c, k), bias (c,).
 
     ``out[:, t, i] = bias[i] + Σ_j weight[i, j] · xBC[:, t - k + 1 + j, i]`` with zeros before the start: each
     channel mixes only its own last k inputs, and never a future one. Returns (b, l, c).
+
+    Packed rows (``seq_idx`` (b, l) int32, non-decreasing, as mamba_ssm's ``causal_conv1d_fn``): tap j of
+    output t reads input t - k + 1 + j only where that input belongs to t's sequence, and zero otherwise, so
+    that every sequence starts as if it were alone (the zeros before the start).
     """
     if xBC.ndim != 3:
         raise ValueError(f"xBC must have shape (b, l, c) (3 dimensions), got {tuple(xBC.shape)}")
-    c, l = xBC.shape[2], xBC.shape[1]
+    b, l, c = xBC.shape
     weight = weight.reshape(weight.shape[0], -1)  # (c, k)
     if weight.shape[0] != c:
         raise ValueError(f"weight must have shape (c, 1, k) = ({c}, 1, k), got {tuple(weight.shape)}")
     k = weight.shape[1]
+    packing = None if seq_idx is None else validate_packing(seq_idx, None, False, b, l, xBC.device)
     padded = F.pad(xBC, (0, 0, k - 1, 0))  # (b, k - 1 + l, c): zeros before the start
-    out = sum(weight[:, j] * padded[:, j : j + l] for j in range(k))  # tap j reads input t - (k - 1) + j
+    if packing is None:
+        out = sum(weight[:, j] * padded[:, j : j + l] for j in range(k))  # tap j reads input t - (k - 1) + j
+    else:
+        own = packing.seq_idx  # (b, l)
+        source = F.pad(own, (k - 1, 0), value=-1)  # (b, k - 1 + l): the sequence of each input; -1 = padding
+        out = sum(weight[:, j] * padded[:, j : j + l] * (source[:, j : j + l] == own)[..., None].to(xBC.dtype)
+                  for j in range(k))  # a tap that reaches into another sequence reads zero
     return out if bias is None else out + bias
 
 
@@ -235,18 +275,21 @@ class Mamba2Block(nn.Module):
         if not u.is_floating_point():
             raise TypeError(f"{name} must be a floating tensor, got {u.dtype}")
 
-    def ssd_inputs(self, u: torch.Tensor) -> dict:
+    def ssd_inputs(self, u: torch.Tensor, *, seq_idx: torch.Tensor | None = None) -> dict:
         """Everything the SSD receives for u (b, l, d_model), as keyword arguments of ``ssd_chunked``: x
         (b, l, h, p), dt (b, l, h) (raw: before dt_bias, softplus and clamp), A (h,), B and C (b, l, g, n),
         D, z (b, l, h, p) (only without ``rmsnorm``), dt_bias (h,), dt_softplus, dt_limit; plus ``gate``
         (b, l, d_inner), the z that the gated RMSNorm takes, and ``xBC`` (b, l, conv_dim), the conv's
-        input."""
+        input. A packed row (``seq_idx`` (b, l) int32) resets the conv at every boundary, and ``seq_idx`` is
+        then one of the SSD's arguments too (only then: ``ssd_chunked`` itself does not take it)."""
         self._check_input(u, "u", 3)
         z, xBC, dt = self.split_projection(self.in_proj(u))  # (b, l, d_inner), (b, l, conv_dim), (b, l, h)
-        x, B, C = self.split_xBC(F.silu(causal_conv1d(xBC, self.conv1d.weight, self.conv1d.bias)))
+        conv = causal_conv1d(xBC, self.conv1d.weight, self.conv1d.bias, seq_idx=seq_idx)
+        x, B, C = self.split_xBC(F.silu(conv))
         z_ssd = None if self.rmsnorm else z.reshape(x.shape)
+        packed = {} if seq_idx is None else dict(seq_idx=seq_idx)
         return dict(x=x, dt=dt, A=self.A, B=B, C=C, D=self.D_heads(), z=z_ssd, dt_bias=self.dt_bias,
-                    dt_softplus=True, dt_limit=self.dt_limit, gate=z, xBC=xBC)
+                    dt_softplus=True, dt_limit=self.dt_limit, **packed, gate=z, xBC=xBC)
 
     def output(self, y: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
         """The SSD's output y (..., h, p) → out (..., d_model): gated RMSNorm (when on), then out_proj."""
@@ -255,21 +298,30 @@ class Mamba2Block(nn.Module):
             y = self.norm(y, gate)
         return self.out_proj(y)
 
-    def forward(self, u: torch.Tensor, *, ssd: str | Callable | None = None, backend: str | None = None,
-                return_state: bool = False):
+    def forward(self, u: torch.Tensor, *, seq_idx: torch.Tensor | None = None,
+                ssd: str | Callable | None = None, backend: str | None = None, return_state: bool = False):
         """u (b, l, d_model) → out (b, l, d_model); with ``return_state`` also the
         :class:`~mamba2_tutorial.model.decode.Mamba2State` after the last token, from which
-        :func:`~mamba2_tutorial.model.decode.decode_step` continues."""
-        inputs = self.ssd_inputs(u)
+        :func:`~mamba2_tutorial.model.decode.decode_step` continues.
+
+        ``seq_idx`` (b, l) int32, non-decreasing, packs several sequences into a row: the conv and the SSD
+        both start again where it changes, so each sequence's output is the one it has alone. The state after
+        a packed row is its last sequence's (the conv window holds only that sequence's inputs)."""
+        ssd = self.ssd if ssd is None else ssd
+        if seq_idx is not None and callable(ssd) and not _takes_seq_idx(ssd):
+            name = getattr(ssd, "__name__", ssd)
+            raise TypeError(f"ssd {name!r} takes no seq_idx, so it cannot run a packed row: pass a function "
+                            f"with mamba_ssm's seq_idx argument, or one of {SSD_FORMS}")
+        inputs = self.ssd_inputs(u, seq_idx=seq_idx)
         gate, xBC = inputs.pop("gate"), inputs.pop("xBC")
-        run = ssd_function(self.ssd if ssd is None else ssd, self.backend if backend is None else backend)
+        run = ssd_function(ssd, self.backend if backend is None else backend)
         y, final_states = run(**inputs, chunk_size=self.chunk_size, return_final_states=True)
         out = self.output(y, gate)
         if not return_state:
             return out
         from .decode import Mamba2State, conv_window
 
-        return out, Mamba2State(conv=conv_window(xBC, self.d_conv), ssm=final_states)
+        return out, Mamba2State(conv=conv_window(xBC, self.d_conv, seq_idx=seq_idx), ssm=final_states)
 
     def step(self, u_t: torch.Tensor, state):
         """One token of decoding: u_t (b, d_model), state → ``(out_t (b, d_model), new_state)``

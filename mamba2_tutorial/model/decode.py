@@ -36,9 +36,15 @@ class Mamba2State(NamedTuple):
     ssm: torch.Tensor
 
 
-def conv_window(xBC: torch.Tensor, d_conv: int) -> torch.Tensor:
+def conv_window(xBC: torch.Tensor, d_conv: int, *, seq_idx: torch.Tensor | None = None) -> torch.Tensor:
     """The conv state after a prefill: the last d_conv inputs of xBC (b, l, c), as (b, c, d_conv), with zeros
-    in front when l < d_conv (the same zeros the causal conv padded the sequence with)."""
+    in front when l < d_conv (the same zeros the causal conv padded the sequence with).
+
+    After a packed row (``seq_idx`` (b, l) int32) the window is the last sequence's alone: its inputs, with
+    zeros in front where it is shorter than d_conv, as if it had been run alone."""
+    if seq_idx is not None:
+        last = (seq_idx == seq_idx[:, -1:])[..., None]  # (b, l, 1): the positions of each row's last sequence
+        xBC = xBC * last.to(xBC.dtype)
     window = xBC[:, -d_conv:].transpose(1, 2)  # (b, c, min(l, d_conv))
     return F.pad(window, (d_conv - window.shape[-1], 0))
 

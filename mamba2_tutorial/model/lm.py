@@ -7,7 +7,8 @@
     logits = RMSNorm(h) @ embeddingᵀ                             (b, l, vocab): the head shares the embedding
 
 :meth:`TinyMamba2LM.forward` runs the whole sequence through any SSD (``ssd="chunked"`` to train,
-``"cutile"`` for the kernels); :meth:`TinyMamba2LM.step` advances one token from the blocks' states.
+``"cutile"`` for the kernels), also on packed rows (``seq_idx``); :meth:`TinyMamba2LM.step` advances one
+token from the blocks' states.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from ..runtime.validation import validate_packing
 from .block import Mamba2Block
 from .decode import Mamba2State
 
@@ -32,8 +34,8 @@ class ResidualLayer(nn.Module):
         self.norm = nn.RMSNorm(d_model, eps=norm_eps)
         self.mixer = Mamba2Block(d_model, **block_kwargs)
 
-    def forward(self, h, *, ssd=None, backend=None, return_state=False):
-        out = self.mixer(self.norm(h), ssd=ssd, backend=backend, return_state=return_state)
+    def forward(self, h, *, seq_idx=None, ssd=None, backend=None, return_state=False):
+        out = self.mixer(self.norm(h), seq_idx=seq_idx, ssd=ssd, backend=backend, return_state=return_state)
         if return_state:
             return h + out[0], out[1]
         return h + out
@@ -90,19 +92,26 @@ class TinyMamba2LM(nn.Module):
         """The final RMSNorm and the tied head: (..., d_model) → logits (..., vocab)."""
         return self.norm_f(h) @ self.embedding.weight.T
 
-    def forward(self, tokens: torch.Tensor, *, ssd: str | Callable | None = None, backend: str | None = None,
-                return_states: bool = False):
+    def forward(self, tokens: torch.Tensor, *, seq_idx: torch.Tensor | None = None,
+                ssd: str | Callable | None = None, backend: str | None = None, return_states: bool = False):
         """tokens (b, l) → logits (b, l, vocab); with ``return_states`` also each block's
-        :class:`Mamba2State` after the last token (the prefill for :meth:`step`)."""
+        :class:`Mamba2State` after the last token (the prefill for :meth:`step`).
+
+        ``seq_idx`` (b, l) int32, non-decreasing, packs several sequences into a row (mamba_ssm's convention):
+        every block resets its conv and its SSD state where it changes (nothing else in the model depends on
+        the position), so each sequence's logits are those it gets alone; the states are then each row's last
+        sequence's."""
         self._check_tokens(tokens, "tokens", 2)
+        if seq_idx is not None:  # checked once here, before any block runs
+            validate_packing(seq_idx, None, False, *tokens.shape, tokens.device)
         h = self.embedding(tokens)  # (b, l, d_model)
         states = []
         for layer in self.layers:
             if return_states:
-                h, state = layer(h, ssd=ssd, backend=backend, return_state=True)
+                h, state = layer(h, seq_idx=seq_idx, ssd=ssd, backend=backend, return_state=True)
                 states.append(state)
             else:
-                h = layer(h, ssd=ssd, backend=backend)
+                h = layer(h, seq_idx=seq_idx, ssd=ssd, backend=backend)
         logits = self.head(h)
         return (logits, states) if return_states else logits
 
