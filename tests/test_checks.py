@@ -159,7 +159,7 @@ def test_layouts_by_name_and_explicit_dims():
     t[:, 2] += 1
     msg = _raises(t, s, name="states")
     assert "(b=0, c=2, h=0, p=0, n=0)" in msg
-    assert "mismatches only in chunks [2] of 3 (the last: ragged tail)" in msg
+    assert "mismatches only in chunks [2] of 3 (the last one)" in msg
 
 
 def test_isolated_error_hint_instead_of_axis_patterns():

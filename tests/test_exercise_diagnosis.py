@@ -277,7 +277,7 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
         B_c = ct.load(B, (bi, cc, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
         dt_c = ct.load(dt_out, (bi, g if M == 41 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
         dA_cs = ct.load(dA_cumsum, (bi, g if M == 24 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
-        dA_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
+        dA_last = ct.extract(dt_c if M == 57 else dA_cs, (Q - 1,), shape=(1,))
         if M == 26:
             w = (dA_last - dA_cs) * dt_c
         elif M == 52:
@@ -301,6 +301,10 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
         else:
             xt = ct.transpose(xw)
         part = ct.mma(xt, Bm, ct.zeros((TP, TN), dtype=ct.float32))
+        if M == 58:
+            last = ct.extract(xw.astype(ct.float32), (Q - 1, 0), shape=(1, TP)).reshape((TP,))
+            b_last = ct.extract(B_c.astype(ct.float32), (Q - 1, 0), shape=(1, TN)).reshape((TN,))
+            part = part + last[:, None] * b_last[None, :]
         if M == 53:
             sx = ct.sum(xw.astype(ct.float32), axis=0)
             sB = ct.sum(B_c.astype(ct.float32), axis=0)
@@ -361,6 +365,8 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
             state = local
         elif M == 55:
             state = decay * state * local
+        elif M == 57:
+            state = decay * init + local
         elif M == 56:
             state = decay * state + local if c > 0 else decay * state
         elif M == 42:
@@ -432,6 +438,9 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
         y_c = y_c + past * (ct.exp(dA_cs) * dt_c)[:, None]
     elif M == 53:
         y_c = (y_c + past) * ct.exp(dA_cs)[:, None]
+    elif M == 55:
+        y_c = y_c + past * ct.exp(dA_cs)[:, None]
+        y_c = y_c + past * ct.exp(dA_cs)[:, None]
     elif M == 54:
         own = ct.sum(C_c.astype(ct.float32) * B_c.astype(ct.float32), axis=1) * dt_c
         y_c = y_c + past * ct.exp(dA_cs)[:, None] + own[:, None] * x_c.astype(ct.float32)
@@ -558,6 +567,9 @@ STATE = {
     51: ("wrong accumulator start: ct.ones", r"plus the same constant \+1"),
     52: ("misplaced constant: exp2(v) * log2(e)", r"log2\(e\) multiplies the 2\*\*v"),
     53: ("wrong reduction: the outer product of two sums", r"an outer product of two vectors"),
+    57: ("wrong array: the decay's end value taken from the dt row", r"last element of the dt row"),
+    58: ("term counted twice: the last position added again after the mma",
+         r"last position is counted twice"),
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
@@ -596,6 +608,7 @@ PASSING = {
          r"plus the initial state"),
     55: ("wrong operator: the local state multiplied where it is added", r"grow as a power of the states"),
     56: ("wrong guard: chunk 0's local state never added", r"never adds states\[:, 0\]"),
+    57: ("wrong variable: the update decays the initial state, not the carried one", r"INITIAL state"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),
@@ -635,6 +648,7 @@ SCAN = {
     53: ("scaling on the wrong term: (P @ x + past) * exp(dA_cs)", r"multiplied by exp\(dA_cs\[s\]\)"),
     54: ("term counted twice: the current position added beside P @ x",
          r"the diagonal k = s is what goes wrong"),
+    55: ("term counted twice: the state term's line repeated", r"the state term is added twice"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),

@@ -176,9 +176,10 @@ class Linearity:
         if not all(close(b[k], 2 * a[k], lab.rtol, lab.atol) for k in self.outputs):
             if _grows_as_a_power(a, b, self.outputs):
                 return (f"With {self.setting}{self.what} doubled your outputs grow 4, 8, ... times (every "
-                        f"output is linear in {self.what}): they grow as a power of {self.what}, so terms "
-                        f"that are added are multiplied in your kernel (a * typed for a +?).\n      "
-                        f"{self.hint}", self.recipe)
+                        f"output is linear in {self.what}): they grow as a power of {self.what}, so two of "
+                        f"them multiply each other in your kernel: terms that belong added are multiplied "
+                        f"(a * typed for a +), or one of {self.what} is read where another input belongs "
+                        f"(a load from the wrong array).\n      {self.hint}", self.recipe)
             return (f"With {self.setting}{self.what} doubled your outputs do not double (every output is "
                     f"linear in {self.what}): {self.finding}.\n      {self.hint}", self.recipe)
         negated = dict(base)

@@ -304,6 +304,7 @@ def _read_state_decay(lab, inputs, got):
         forms = [
             (torch.ones(Q, dtype=torch.float64), "1 at every position: the state term is not decayed"),
             (-torch.exp(v), "-exp(dA_cs[s]): the state term is subtracted"),
+            (2 * torch.exp(v), "2 exp(dA_cs[s]): the state term is added twice (a line repeated?)"),
             (1 + torch.exp(v), "1 + exp(dA_cs[s]): the state term is added twice, once undecayed (as the "
              "mma's accumulator, say)"),
             (torch.exp(v - v[-1]), "exp(dA_cs[s] - dA_cs[Q-1]): the decay measured against the chunk's end, "

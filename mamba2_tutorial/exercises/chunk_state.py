@@ -12,6 +12,8 @@ Output: states (b, nchunks, h, p, n) float32, as :func:`mamba2_tutorial.referenc
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..kernels._host import next_power_of_two
@@ -497,6 +499,11 @@ def _read_weights(lab, inputs, got):
         (torch.exp(v[-1] - v) * d * d, "exp(dA_cs[Q-1] - dA_cs[k]) * dt_k²: dt applied twice"),
         (torch.cat([right[:-1], right.new_zeros(1)]), "right except 0 at the chunk's last position: your "
          "kernel leaves out (or gets wrong) each chunk's last position, a mask or a bound off by one"),
+        (torch.cat([right[:-1], 2 * right[-1:]]), "right except twice the right weight at the chunk's last "
+         "position: the last position is counted twice (a term for it added beside the mma, which already "
+         "holds it)"),
+        (torch.cat([2 * right[:1], right[1:]]), "right except twice the right weight at the chunk's first "
+         "position: the first position is counted twice"),
         (torch.cat([right.new_zeros(1), right[1:]]), "right except 0 at the chunk's first position: your "
          "kernel leaves out (or gets wrong) each chunk's first position, a mask or a bound off by one"),
     ]
@@ -524,8 +531,19 @@ def _read_weights(lab, inputs, got):
             return f"{said} {meaning}.\n      " + _DECAY_HINT, None
     scale = float(w[0] / right[0])
     if abs(scale - 1) > 1e-3 and torch.allclose(w, right * scale, rtol=1e-3, atol=1e-6):
-        return (f"{said} the right weights times {scale:.4g}: the state is scaled by a constant.\n      "
-                + _DECAY_HINT, None)
+        end = float(v[-1]) + math.log(scale) if scale > 0 else None  # the end value the decay used
+        if end is not None:
+            if abs(end - float(d[-1])) < 1e-4:
+                return (f"{said} the right weights times {scale:.4g}, exp(dt[Q-1] - dA_cs[Q-1]): your "
+                        f"decay's end value is the last element of the dt row, where dA_cumsum's "
+                        f"belongs.\n      " + _DECAY_HINT, None)
+            at = [j for j in range(len(v) - 1) if abs(end - float(v[j])) < 1e-4]
+            if at:
+                return (f"{said} the right weights times {scale:.4g}, exp(dA_cs[{at[0]}] - dA_cs[Q-1]): your "
+                        f"decay takes the chunk's end from position {at[0]} where it is the last, Q-1.\n"
+                        f"      " + _DECAY_HINT, None)
+        return (f"{said} the right weights times {scale:.4g}: the state is scaled by a constant (the decay's "
+                f"end value, or a factor outside it).\n      " + _DECAY_HINT, None)
     kept = torch.isclose(w, right, rtol=1e-3, atol=1e-6)
     if bool(kept.any()) and bool((w[~kept].abs() < 1e-6).all()):
         return (f"{said} right at positions {positions(kept)} and 0 at positions {positions(~kept)} of the "
@@ -608,9 +626,10 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "of x: x * w[:, None], with dt_k the step of position k. (w[None, :] scales the columns, "
                    "the p axis; it only compiles when Q == TP.)"),
         Experiment("With dt = 0 at each chunk's last position", lambda b: _dt_zero_at(b, -1),
-                   "so your kernel leaves out (or gets wrong) each chunk's last position: a mask or a bound "
-                   "off by one", "every position k = 0..Q-1 enters the state, the last one too (its decay "
-                   "is exp(0) = 1): check a mask or a loop bound.", controls=[lambda b: _dt_zero_at(b, 0)]),
+                   "so your kernel gets each chunk's last position wrong: leaves it out (a mask or a bound "
+                   "off by one) or counts it twice (a term for it beside the mma)", "every position k = "
+                   "0..Q-1 enters the state once, the last one too (its decay is exp(0) = 1).",
+                   controls=[lambda b: _dt_zero_at(b, 0)]),
         Experiment("With dt = 0 at each chunk's first position", lambda b: _dt_zero_at(b, 0),
                    "so your kernel leaves out (or gets wrong) each chunk's first position: a mask or a bound "
                    "off by one", "every position k = 0..Q-1 enters the state, the first one too: check a "

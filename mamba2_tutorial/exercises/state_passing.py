@@ -338,6 +338,26 @@ def _read_chunk_left_out(lab, inputs, got):
     return None
 
 
+def _read_start_reused(lab, inputs, got):
+    """A reading of the base case itself: every chunk's entering state is the previous chunk's decay times
+    the INITIAL state plus the previous chunk's local state: the update reads the starting value (a variable
+    set before the loop) where the carried state belongs."""
+    states, dA, init = (inputs[k].double() for k in ("states", "dA_cumsum", "initial_states"))
+    nc = states.shape[1]
+    if nc < 3:
+        return None
+    decay = torch.exp(dA[..., -1])  # (b, h, nc)
+    alt = [init] + [decay[:, :, c, None, None] * init + states[:, c] for c in range(nc - 1)]
+    alt = torch.stack(alt, dim=1)  # (b, nc, h, p, n)
+    if close(got["chunk_init_states"], alt, lab.rtol, lab.atol) and not close(
+            alt, lab.reference(inputs)["chunk_init_states"], lab.rtol, lab.atol):
+        return ("Every chunk's entering state in your chunk_init_states is the previous chunk's decay times "
+                "the INITIAL state plus its local state: your update reads the starting value (a variable "
+                "set before the loop) where the carried state belongs.\n      state = exp(dA_last) * state + "
+                "states[c], with the state the loop carries, reassigned at every chunk.", None)
+    return None
+
+
 def _reversed_chunks(b):
     """The chunks in reverse order (a kernel that walks them last to first is right on this, reordered)."""
     return replace(b, states=b["states"].flip(1), dA_cumsum=b["dA_cumsum"].flip(2))
@@ -397,6 +417,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                         "last chunk: store it once, after the loop, when every chunk has been added."),
         Reading(lambda b: b, _read_added_again),
         Reading(lambda b: b, _read_chunk_left_out),
+        Reading(lambda b: b, _read_start_reused),
         same_batch(["states", "dA_cumsum", "initial_states"]),
         Experiment("With the local states negated", lambda b: replace(b, states=-b["states"]),
                    "your kernel subtracts the chunk's own state", "state = exp(dA_last) * state + states[c]: "

@@ -170,14 +170,15 @@ def _axis_patterns(bad: torch.Tensor, dims: tuple[str, ...], shape: tuple[int, .
                 hints.append(f"mismatches only at sequence positions {listed} (of {size})")
         elif dim == "h":
             hints.append(
-                f"only heads {listed} of {size} mismatch: check per-head parameters (A, D, dt_bias) "
-                "and each head's group (head i uses group i // (h // g))"
+                f"only heads {listed} of {size} mismatch: look for what depends on the head index (a "
+                "per-head parameter such as A, D or dt_bias; the head's group, i // (h // g); or an index "
+                "built from the wrong ct.bid)"
             )
         elif dim == "b":
             hints.append(f"only batch entries {listed} of {size} mismatch: check batch offsets")
         elif dim == "c":
             last = hit.numel() == 1 and int(hit[0]) == size - 1
-            tail = " (the last: ragged tail)" if last else ""
+            tail = " (the last one)" if last else ""
             hints.append(f"mismatches only in chunks {listed} of {size}{tail}")
     return hints
 
