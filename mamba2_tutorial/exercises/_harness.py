@@ -543,6 +543,11 @@ def tile_error_hint(message: str) -> str:
         low += " (in ct.mma)" if "ct.mma(" in code or "ct.matmul(" in code else ""
         low += " (in a store)" if "ct.store(" in code and "mma" not in low else ""
     rules = []
+    broadcast = "broadcast" in low
+    if broadcast:
+        rules.append("two tiles whose shapes neither match nor broadcast meet (the message names both "
+                     "shapes): one of them is built with the wrong size, e.g. ct.arange(TP) where "
+                     "ct.arange(Q) belongs, a load's tile shape, or a reshape")
     if "has no attribute" in low:
         rules.append("cuTile has no function of that name: build it from the ones it has (ct.exp, ct.log, "
                      "ct.maximum, ct.where, ...), e.g. silu(v) = v / (1.0 + ct.exp(-v))")
@@ -558,7 +563,7 @@ def tile_error_hint(message: str) -> str:
     elif "mma" in low or "matmul" in low:
         rules.append("ct.mma's two operands must share one dtype (cast with .astype(x.dtype)), and its "
                      "accumulator is a float32 tile")
-    elif "dtype" in low or "cast" in low:
+    elif ("dtype" in low or "cast" in low) and not broadcast:
         rules.append("two tiles of different dtypes meet: cast one of them with .astype(...)")
     if "shape" in low and not rules:
         rules.append("the shapes of the operands do not fit: check each tile's shape (the message names "

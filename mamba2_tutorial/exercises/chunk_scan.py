@@ -174,6 +174,17 @@ def _first_position_only(b):
     return replace(b, x=x)
 
 
+def _last_position_only(b):
+    """x zero except at each chunk's last position (a control: a kernel whose later positions leak into
+    earlier outputs is wrong here)."""
+    x = torch.zeros_like(b["x"])
+    Q, l = b["dt_out"].shape[-1], b["x"].shape[1]
+    x[:, Q - 1::Q] = b["x"][:, Q - 1::Q]
+    if l % Q:
+        x[:, l - 1] = b["x"][:, l - 1]
+    return replace(b, x=x)
+
+
 def _parity(b, same: bool):
     """C and B with C_s . B_k = 0 whenever s - k is even (``same``: ... whenever s - k is odd): C_s and B_k
     use unit vectors chosen by the parity of the position."""
@@ -528,8 +539,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "the decay's exponent has its sign flipped", _DECAY_HINT, undo=True),
         Experiment("With the entering state = 0 and x zero except at each chunk's first position",
                    _first_position_only,
-                   "so later positions leak into earlier outputs: P is not zero above the diagonal (k > s)",
-                   _DECAY_HINT),
+                   "so later positions leak into earlier outputs: P is not zero above the diagonal (k > s) "
+                   "(the check confirmed it: with x only at each chunk's last position, your output is "
+                   "wrong)",
+                   _DECAY_HINT, controls=[_last_position_only]),
         Experiment("With the entering state = 0 and C_s . B_k = 0 whenever s - k is even (the diagonal "
                    "among them)", lambda b: _parity(b, same=False),
                    "so the diagonal k = s is what goes wrong (the check confirmed it: with only the diagonal "
