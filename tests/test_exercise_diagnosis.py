@@ -524,8 +524,7 @@ CUMSUM = {
     28: ("operand transposed: dt read as (b, h, l)", r"raised IndexError.*outside.*TILE units"),
     41: ("off by one: the own step counted twice (cumsum + v)", r"counts its own step twice"),
     42: ("wrong index: the running sum from dt of head 0", r"reads dt of another head"),
-    31: ("term left out: the chunk's first step subtracted", r"leaves out \(or gets wrong\) each chunk's "
-         r"first position"),
+    31: ("term left out: the chunk's first step subtracted", r"first position wrong: leaves it out"),
     51: ("wrong reduction: a running mean", r"a running mean, not a running sum"),
     52: ("extra nonlinearity: dA_cumsum clamped at -20", r"clamps at -20"),
     54: ("wrong chunk index: dt loaded from chunk 0 for every chunk", r"reads one fixed chunk"),

@@ -198,6 +198,10 @@ def _read_impulse(lab, inputs, got):
         return (f"{said}: it is nonzero before position {q0} too, so every position holds the same sum, the "
                 f"whole chunk's (a sum, not a running sum).\n      dA_cumsum[s] sums positions 0..s only: "
                 f"ct.cumsum(v, axis=0), not ct.sum.", None)
+    if bool((step == (pos == q0)).all()) and abs(float(dA[hh, 1, q0]) + (q0 + 1)) < 1e-4 and q0 > 0:
+        return (f"{said}: only position {q0} is nonzero, and it holds -{q0 + 1} = (s + 1) * A: your kernel "
+                f"takes the running sum of A alone and multiplies dt in afterwards (cumsum(A) * dt).\n      "
+                f"The running sum is of the product: ct.cumsum(dt * A[hi], axis=0).", None)
     if bool((step == (pos == q0)).all()):
         return (f"{said}: the value stays at its own position, so no running sum is taken along the "
                 f"chunk's positions (the sum runs over another axis, of size 1).\n      Reshape the "
@@ -357,9 +361,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "sequence is c*Q + pos < l (with ZERO padding none is needed).",
                    controls=[lambda b: _last_step_only(b, "first")]),
         Experiment("With dt = 0 at each chunk's first position", lambda b: _last_step_only(b, "first"),
-                   "so your kernel leaves out (or gets wrong) each chunk's first position: a mask, a bound "
-                   "or a subtraction off by one", "the running sum starts at the chunk's first position: "
-                   "dA_cumsum[0] = dt_0 * A[hi], as ct.cumsum(v, axis=0) gives it.",
+                   "so your kernel gets each chunk's first position wrong: leaves it out (a mask, a bound or "
+                   "a subtraction off by one) or counts it twice (a term for it added beside the cumsum)",
+                   "the running sum starts at the chunk's first position and counts it once: dA_cumsum[0] = "
+                   "dt_0 * A[hi], as ct.cumsum(v, axis=0) gives it.",
                    controls=[lambda b: _last_step_only(b, "chunk")]),
         Experiment("With dt = 0 at the sequence's last step", lambda b: _last_step_only(b, "sequence"),
                    "so your kernel leaves out (or gets wrong) the sequence's last step: a mask or a bound "

@@ -547,7 +547,8 @@ def _read_weights(lab, inputs, got):
     kept = torch.isclose(w, right, rtol=1e-3, atol=1e-6)
     if bool(kept.any()) and bool((w[~kept].abs() < 1e-6).all()):
         return (f"{said} right at positions {positions(kept)} and 0 at positions {positions(~kept)} of the "
-                f"chunk: a mask (or a bound) removes positions that belong to the state.\n      Every "
+                f"chunk: a mask or a bound removes positions that belong to the state, or an accumulator "
+                f"restarted part way keeps only the last part of the chunk.\n      Every "
                 f"position k = 0..Q-1 of a chunk inside the sequence enters its state; dt_out is already 0 "
                 f"past the sequence's end, so no mask is needed.", None)
     return None

@@ -291,11 +291,20 @@ def _read_own_gradient_last(lab, inputs, got):
         return None
     if not close(got["dstates"][:, -1], torch.zeros_like(got["dstates"][:, -1])):
         return None  # the gradient stored for the last chunk is not 0 either: not a matter of ddA_last
-    return ("With d final_states = 0 and dS_out zero outside the last chunk, the gradient arriving at the "
-            "last chunk is 0 (your dstates there is 0, as it should), so its ddA_last is 0; yours is not: "
-            "your ddA_last pairs S_c with a gradient that includes chunk c's own dS_out.\n      ddA_last[bi, "
-            "hi, c] = g_c · sum(dS ∘ S_c) with dS as it arrives from the chunks after c: the same dS you "
-            "store into dstates[c], before dS_out[c] is added.", None)
+    said = ("With d final_states = 0 and dS_out zero outside the last chunk, the gradient arriving at the "
+            "last chunk is 0 (your dstates there is 0, as it should), so its ddA_last is 0; yours is not")
+    rule = ("ddA_last[bi, hi, c] = g_c · sum(dS ∘ S_c) with dS as it arrives from the chunks after c: the "
+            "same dS you store into dstates[c], before dS_out[c] is added.")
+    g = torch.exp(inputs["dA_cumsum"][..., -1, -1].double())  # (b, h): the last chunk's decay
+    S, own = inputs["chunk_init_states"][:, -1].double(), inputs["dS_out"][:, -1].double()  # (b, h, p, n)
+    if close(ddA.double(), g * (own * S).sum((-1, -2)), lab.rtol, lab.atol):
+        return (f"{said}: it is g_c · sum(dS_out[c] ∘ S_c), so your ddA_last pairs S_c with a gradient that "
+                f"includes chunk c's own dS_out.\n      {rule}", None)
+    if close(ddA.double(), g * (S * S).sum((-1, -2)), lab.rtol, lab.atol):
+        return (f"{said}: it is g_c · sum(S_c ∘ S_c), so your ddA_last pairs S_c with itself where the "
+                f"gradient belongs.\n      {rule}", None)
+    return (f"{said}: your ddA_last pairs S_c with something other than the gradient arriving at chunk c.\n"
+            f"      {rule}", None)
 
 
 def _read_decay_probe(decay_hint):
