@@ -437,18 +437,23 @@ def _timer(device: torch.device, group):
 
     def time_it(fn) -> float:
         dist.barrier(group=group)
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end)
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
+        return _time_once(fn, device)
 
     return time_it
+
+
+def _time_once(fn, device: torch.device) -> float:
+    """The ms of one call of fn: CUDA events on a GPU, the wall clock on a CPU."""
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
 
 
 def _median_ms(time_it, fn, warmup: int, repeats: int) -> float:
@@ -579,16 +584,7 @@ def _bench_one_device(seqlen, dims, dtype, run, device, warmup, repeats) -> dict
 def _solo_median(fn, device, warmup, repeats) -> float:
     """The median ms of fn on this rank alone (no barrier: the other ranks are not running it)."""
     def once():
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end)
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
+        return _time_once(fn, device)
 
     for _ in range(warmup):
         once()
