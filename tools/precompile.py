@@ -135,6 +135,106 @@ def train_launches(device: str) -> list[Launch]:
     return launches
 
 
+def packed_launches(device: str) -> list[Launch]:
+    """What ``python -m mamba2_tutorial bench --packed`` launches at its default shapes: ``ssd_forward`` on
+    rows packed from sequences of random lengths (the resets inside the kernels), the same rows unpacked,
+    and the packed rows one sequence at a time; and forward plus backward of a packed row (under autograd,
+    one sequence at a time)."""
+    import torch
+
+    from mamba2_tutorial.fast.forward import ssd_forward
+    from mamba2_tutorial.perf import bench
+
+    backend = "gpu" if device == "cuda" else "cpu"
+    launches: list[Launch] = []
+    for spec in bench.default_shapes():
+        d = spec.dims
+        inp = bench._make_inputs(spec, dtype=torch.bfloat16, device=device, seed=0)
+        seq_idx = bench.packed_seq_idx(d.b, d.l, seed=0, device=device)
+        x, dt, A, B, C = (inp[k] for k in ("x", "dt", "A", "B", "C"))
+        with recording() as seen:
+            ssd_forward(x, dt, A, B, C, d.Q, backend=backend)
+            ssd_forward(x, dt, A, B, C, d.Q, seq_idx=seq_idx, backend=backend)
+            first = seq_idx[0] == 0                  # one sequence alone: the each-sequence signatures
+            n = int(first.sum())
+            ssd_forward(x[:1, :n], dt[:1, :n], A, B[:1, :n], C[:1, :n], d.Q, backend=backend)
+            leaves = [t.detach().requires_grad_() for t in (x, dt, A, B, C)]
+            out = ssd_forward(*leaves, d.Q, seq_idx=seq_idx, backend=backend)
+            torch.autograd.grad(out, leaves, torch.ones_like(out))
+        launches += seen
+        del inp, seq_idx, x, dt, A, B, C
+    return launches
+
+
+def tilegym_launches(device: str, chunk_sizes, backward: bool) -> list[Launch]:
+    """Every launch TileGym's Mamba-2 forward (and, with ``backward``, its backward) would make at the
+    benchmark's shapes and ``chunk_sizes``, its tuner's candidates included: TileGym searches each kernel's
+    launch settings on its first call (``cuda.tile.tune.exhaustive_search``), compiling every candidate one
+    after another, minutes per shape. Compiled here in parallel, its tuning then only times them. Recorded by
+    standing in for its search (each candidate's launch recorded, the first one taken) and for
+    ``ct.launch``; TileGym's caches of tuned settings are emptied afterwards."""
+    from types import SimpleNamespace
+
+    import cuda.tile as ct
+    import tilegym.ops.cutile.mamba2 as tg
+    import torch
+
+    from mamba2_tutorial.perf import bench
+    from mamba2_tutorial.runtime.signature import kernel_signature
+
+    seen: list[Launch] = []
+
+    def search(configs, stream, grid_fn, kernel, args_fn, hints_fn, *rest, **options):
+        configs = list(configs)
+        for cfg in configs:
+            hinted = kernel.replace_hints(**hints_fn(cfg))
+            seen.append(Launch(hinted, kernel_signature(hinted, args_fn(cfg))))
+        return SimpleNamespace(best=SimpleNamespace(config=configs[0]))
+
+    def launch(stream, grid, kernel, args):
+        seen.append(Launch(kernel, kernel_signature(kernel, args)))
+
+    saved = tg.exhaustive_search, ct.launch
+    tg.exhaustive_search, ct.launch = search, launch
+    try:
+        for Q in chunk_sizes:
+            for spec in bench.default_shapes(chunk_size=Q):
+                inp = bench._make_inputs(spec, dtype=torch.bfloat16, device=device, seed=0)
+                a = bench.tilegym_inputs(inp, Q)
+                args = (a["x"], a["a"], a["b"], a["c"], a["d"], a["dt"], a["init_state"])
+                tg.mamba2_chunk_forward(*args, chunk_size=Q)
+                if backward:
+                    dout, dfinal = torch.ones_like(a["x"]), torch.zeros_like(a["init_state"])
+                    tg.mamba2_chunk_backward(*args, dout, dfinal, chunk_size=Q)
+                del inp, a, args
+    finally:
+        tg.exhaustive_search, ct.launch = saved
+        for name in dir(tg):
+            if name.endswith("_tune_cache"):
+                getattr(tg, name).clear()
+    return seen
+
+
+def bench_at_chunk_sizes(device: str, chunk_sizes) -> list[Launch]:
+    """``ssd_forward`` (shipped configs) at the benchmark's shapes run at other chunk sizes
+    (``bench --chunk-size``)."""
+    import torch
+
+    from mamba2_tutorial.fast.forward import ssd_forward
+    from mamba2_tutorial.perf import bench
+
+    backend = "gpu" if device == "cuda" else "cpu"
+    launches: list[Launch] = []
+    for Q in chunk_sizes:
+        for spec in bench.default_shapes(chunk_size=Q):
+            inp = bench._make_inputs(spec, dtype=torch.bfloat16, device=device, seed=0)
+            with recording() as seen:
+                ssd_forward(*(inp[k] for k in ("x", "dt", "A", "B", "C")), Q, backend=backend)
+            launches += seen
+            del inp
+    return launches
+
+
 def pytest_launches(pytest_args: list[str]) -> list[Launch]:
     """The launches a pytest run makes (e.g. ``-m gpu tests``), recorded: the tests run with every kernel
     launch recorded instead of executed, so their results are meaningless and their failures ignored; only
@@ -204,6 +304,13 @@ def main(argv=None) -> int:
     ap.add_argument("--bench", action="store_true", help="what `python -m mamba2_tutorial bench` launches")
     ap.add_argument("--bench-train", action="store_true",
                     help="what `python -m mamba2_tutorial bench-train` launches")
+    ap.add_argument("--packed", action="store_true",
+                    help="what `python -m mamba2_tutorial bench --packed` launches, forward and backward")
+    ap.add_argument("--chunk-sizes", type=int, nargs="+", default=(), metavar="Q",
+                    help="what `bench --chunk-size Q` adds for each Q (our forward at the benchmark shapes)")
+    ap.add_argument("--tilegym", choices=("forward", "train"), default=None,
+                    help="TileGym's Mamba-2 kernels and every candidate its tuner tries, at the benchmark "
+                    "shapes and --chunk-sizes (default 128 256): forward, or forward and backward")
     ap.add_argument("--pytest", nargs=argparse.REMAINDER, default=None, metavar="ARGS",
                     help="what a pytest run with these arguments launches, e.g. --pytest -m gpu tests (last)")
     ap.add_argument("--arch", default=None, help="e.g. sm_90 (default: the GPU's, else sm_90)")
@@ -225,10 +332,17 @@ def main(argv=None) -> int:
         launches += bench_launches(device)
     if args.bench_train:
         launches += train_launches(device)
+    if args.packed:
+        launches += packed_launches(device)
+    if args.chunk_sizes:
+        launches += bench_at_chunk_sizes(device, args.chunk_sizes)
+    if args.tilegym:
+        launches += tilegym_launches(device, args.chunk_sizes or (128, 256), backward=args.tilegym == "train")
     if args.pytest:
         launches += pytest_launches(args.pytest)
     if not launches:
-        ap.error("nothing to compile: pass --bench, --bench-train and/or --pytest ARGS")
+        ap.error("nothing to compile: pass --bench, --bench-train, --packed, --chunk-sizes, --tilegym and/or "
+                 "--pytest ARGS")
     return 1 if compile_all(launches, args.cache_dir, arch, args.jobs) else 0
 
 

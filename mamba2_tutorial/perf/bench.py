@@ -32,6 +32,7 @@ timers and deliberately wrong implementations; performance is measured only by t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import importlib
 import importlib.metadata
@@ -748,7 +749,8 @@ def packed_seq_idx(b: int, l: int, *, seed: int, lengths: tuple[int, int] = PACK
 
 
 def bench_packed(spec: ShapeSpec, *, dtype: torch.dtype, device: str, timer: Timer, seed: int = 0,
-                 mamba: Callable | None = None, lengths: tuple[int, int] = PACKED_LENGTHS) -> dict:
+                 mamba: Callable | None = None, lengths: tuple[int, int] = PACKED_LENGTHS,
+                 train: bool = True) -> dict:
     """A packed batch against the same batch unpacked (``bench --packed``): ``ssd_forward`` on the rows
     packed from sequences of random lengths (:func:`packed_seq_idx`), on the same rows unpacked, and the
     packed rows run sequence by sequence (``_each_sequence``, how a config that cannot pack in its kernels
@@ -756,7 +758,8 @@ def bench_packed(spec: ShapeSpec, *, dtype: torch.dtype, device: str, timer: Tim
     Each packed output is checked first against the float64 reference run on every sequence alone, each
     unpacked one against the float64 reference of the whole rows; a run that fails is recorded with its
     error, never timed. ``ms``, ``rel_err`` and ``errors`` by run name; ``packed_over_unpacked``: our packed
-    time over our unpacked one."""
+    time over our unpacked one. With ``train``, forward plus backward too (:func:`_packed_training`:
+    ``packed_over_unpacked_fwd_bwd``, and ``grad_rel_err`` against mamba_ssm's packed gradients)."""
     import functools
 
     from ..fast.forward import _each_sequence, ssd_forward
@@ -806,10 +809,62 @@ def bench_packed(spec: ShapeSpec, *, dtype: torch.dtype, device: str, timer: Tim
             record["rel_err"][name] = exc.rel_err
         except Exception as exc:  # noqa: BLE001 - a failed run is reported, not fatal
             record["errors"][name] = f"{type(exc).__name__}: {exc}"
+    if train:
+        _packed_training(record, spec, inp, seq_idx, backend, cfg, mamba, timer)
     ms = record["ms"]
-    if "cutile packed" in ms and "cutile unpacked" in ms:
-        record["packed_over_unpacked"] = ms["cutile packed"] / ms["cutile unpacked"]
+    for suffix in ("", " fwd+bwd"):
+        if f"cutile packed{suffix}" in ms and f"cutile unpacked{suffix}" in ms:
+            record[f"packed_over_unpacked{suffix.replace(' ', '_').replace('+', '_')}"] = (
+                ms[f"cutile packed{suffix}"] / ms[f"cutile unpacked{suffix}"])
     return record
+
+
+#: the gradients ``bench --packed`` compares between our packed forward plus backward and mamba_ssm's
+PACKED_GRADS = ("x", "dt", "A", "B", "C")
+
+
+def _packed_training(record: dict, spec: ShapeSpec, inp, seq_idx, backend, cfg, mamba, timer) -> None:
+    """Forward plus backward of the packed rows and of the same rows unpacked (``bench --packed``), ours and
+    mamba_ssm's, timed into ``record`` under "<run> fwd+bwd". Our packed gradients are checked against
+    mamba_ssm's packed ones (its own seq_idx path; relative L2 error per input, ``grad_rel_err``), where it
+    imports."""
+    from ..fast.forward import ssd_forward
+
+    d = spec.dims
+    x, dt, A, B, C = (inp[k] for k in PACKED_GRADS)
+    leaves = [t.detach().clone().requires_grad_() for t in (x, dt, A, B, C)]
+    dout = torch.randn(x.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float32).to(x)
+
+    def step(forward, **packing):
+        def run():
+            out = _first(forward(*leaves, d.Q, **packing))
+            return torch.autograd.grad(out, leaves, dout)
+        return run
+
+    def ours(*args, **kw):
+        return ssd_forward(*args, backend=backend, config=cfg, **kw)
+
+    runs = {"cutile unpacked fwd+bwd": step(ours), "cutile packed fwd+bwd": step(ours, seq_idx=seq_idx)}
+    if mamba is not None:
+        runs["mamba_ssm unpacked fwd+bwd"] = step(mamba)
+        runs["mamba_ssm packed fwd+bwd"] = step(mamba, seq_idx=seq_idx)
+    grads = {}
+    for name, run in runs.items():
+        forward_only = name.removesuffix(" fwd+bwd")
+        if forward_only in record["errors"]:
+            record["errors"][name] = f"not run: its forward ({forward_only}) has no time"
+            continue
+        try:
+            grads[name] = [g.float() for g in run()]
+            record["ms"][name] = float(timer(run, label=f"{spec.name}/packed/{name}"))
+        except Exception as exc:  # noqa: BLE001 - a failed run is reported, not fatal
+            record["errors"][name] = f"{type(exc).__name__}: {exc}"
+    ours_g, theirs_g = grads.get("cutile packed fwd+bwd"), grads.get("mamba_ssm packed fwd+bwd")
+    if ours_g is not None and theirs_g is not None:
+        from ..lessons.checks import relative_error
+
+        record["grad_rel_err"] = {k: float(relative_error(a, b)) for k, a, b in zip(PACKED_GRADS, ours_g,
+                                                                                     theirs_g)}
 
 
 def format_packed(records: Sequence[Mapping]) -> str:
@@ -822,11 +877,17 @@ def format_packed(records: Sequence[Mapping]) -> str:
                      f"{rec['dtype']}; rows packed from {seqs} sequences of lengths in {rec['lengths']})")
         for name in sorted(set(rec["ms"]) | set(rec["errors"])):
             if name in rec["ms"]:
-                lines.append(f"  {name:<24} {rec['ms'][name]:9.3f} ms   rel err {rec['rel_err'][name]:.1e}")
+                err = rec["rel_err"].get(name)
+                note = f"   rel err {err:.1e}" if err is not None else ""
+                lines.append(f"  {name:<28} {rec['ms'][name]:9.3f} ms{note}")
             else:
-                lines.append(f"  {name:<24} {'-':>9}      {rec['errors'][name]}")
-        if "packed_over_unpacked" in rec:
-            lines.append(f"  cutile packed / unpacked: {rec['packed_over_unpacked']:.3f}")
+                lines.append(f"  {name:<28} {'-':>9}      {rec['errors'][name]}")
+        for key, what in (("packed_over_unpacked", "forward"), ("packed_over_unpacked_fwd_bwd", "fwd+bwd")):
+            if key in rec:
+                lines.append(f"  cutile packed / unpacked, {what}: {rec[key]:.3f}")
+        if "grad_rel_err" in rec:
+            errs = ", ".join(f"d{k} {v:.1e}" for k, v in rec["grad_rel_err"].items())
+            lines.append(f"  our packed gradients against mamba_ssm's (relative L2): {errs}")
     return "\n".join(lines)
 
 
@@ -860,13 +921,21 @@ def results_writer(path: Path) -> Callable[[dict], None]:
 # command line
 
 
-def default_shapes(names: Sequence[str] = DEFAULT_SHAPES) -> list[ShapeSpec]:
+def default_shapes(names: Sequence[str] = DEFAULT_SHAPES, chunk_size: int | None = None) -> list[ShapeSpec]:
+    """The presets ``names``; with ``chunk_size``, each at that chunk size instead of its own (and named
+    ``<preset>-Q<chunk_size>`` where that differs)."""
     from ..lessons.inputs import SHAPES
 
     unknown = [n for n in names if n not in SHAPES]
     if unknown:
         raise SystemExit(f"unknown shape(s) {unknown}; presets: {sorted(SHAPES)}")
-    return [ShapeSpec(n, roofline.dims_of(SHAPES[n])) for n in names]
+    specs = [ShapeSpec(n, roofline.dims_of(SHAPES[n])) for n in names]
+    if chunk_size is None:
+        return specs
+    if chunk_size < 16 or chunk_size & (chunk_size - 1):
+        raise SystemExit(f"--chunk-size must be a power of two of at least 16, got {chunk_size}")
+    return [s if s.dims.Q == chunk_size else
+            ShapeSpec(f"{s.name}-Q{chunk_size}", dataclasses.replace(s.dims, Q=chunk_size)) for s in specs]
 
 
 def sweep_shapes(seqlens: Sequence[int] = SWEEP_SEQLENS, **base) -> list[ShapeSpec]:
@@ -906,6 +975,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="presets from mamba2_tutorial.lessons.inputs.SHAPES (default: the four benchmark shapes)",
     )
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    p.add_argument(
+        "--chunk-size",
+        type=int,
+        default=None,
+        metavar="Q",
+        help="run --shapes at this chunk size instead of their own (named <shape>-Q<Q>; TileGym, for one, is "
+        "compared at 128 and 256)",
+    )
     p.add_argument(
         "--impls",
         nargs="+",
@@ -1017,7 +1094,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    shapes = default_shapes(args.shapes)
+    shapes = default_shapes(args.shapes, args.chunk_size)
     if args.packed:
         return _main_packed(args, shapes)
     configs = {k: v for path in args.configs or () for k, v in read_configs(path).items()} or None
