@@ -266,56 +266,70 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
     """Exercise 5, right for M = 0; each M >= 21 plants one more mistake (see STATE)."""
     bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     g = hi // HEADS_PER_GROUP
-    acc = ct.ones((TP, TN), dtype=ct.float32) if M == 51 else ct.zeros((TP, TN), dtype=ct.float32)
-    first = 0 if M == 25 else c
-    for cc in range(first, c + 1):
-        x_c = ct.load(x, (bi, cc, g if M == 42 else hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO)
-        x_c = x_c.reshape((Q, TP))
-        if M == 27:
-            xf = x_c.astype(ct.float32)
-            x_c = (xf / (1.0 + ct.exp(-xf))).astype(x.dtype)
-        B_c = ct.load(B, (bi, cc, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
-        dt_c = ct.load(dt_out, (bi, g if M == 41 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
-        dA_cs = ct.load(dA_cumsum, (bi, g if M == 24 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
-        dA_last = ct.extract(dt_c if M == 57 else dA_cs, (Q - 1,), shape=(1,))
-        if M == 26:
-            w = (dA_last - dA_cs) * dt_c
-        elif M == 52:
-            w = ct.exp2(dA_last - dA_cs) * 1.4426950408889634 * dt_c
-        else:
-            w = ct.exp(dA_last - dA_cs) * dt_c
-        if M == 22:
-            pos = ct.arange(Q, dtype=ct.int32)
-            w = ct.where(pos < Q - 1, w, 0.0)
-        if M == 31:
-            w = ct.minimum(w, 1.0)
-        if M == 23:
-            xw = x_c
-        else:
-            xw = (x_c.astype(ct.float32) * w[:, None]).astype(x.dtype)
-        Bm = B_c
-        if M == 28:
-            xw, Bm = xw.astype(ct.bfloat16), B_c.astype(ct.bfloat16)
-        if M == 21:
-            xt = xw.reshape((TP, Q))
-        else:
-            xt = ct.transpose(xw)
-        part = ct.mma(xt, Bm, ct.zeros((TP, TN), dtype=ct.float32))
-        if M == 58:
-            last = ct.extract(xw.astype(ct.float32), (Q - 1, 0), shape=(1, TP)).reshape((TP,))
-            b_last = ct.extract(B_c.astype(ct.float32), (Q - 1, 0), shape=(1, TN)).reshape((TN,))
-            part = part + last[:, None] * b_last[None, :]
-        if M == 53:
-            sx = ct.sum(xw.astype(ct.float32), axis=0)
-            sB = ct.sum(B_c.astype(ct.float32), axis=0)
-            part = sx[:, None] * sB[None, :]
-        if M == 23:
-            part = part * w[:, None]
-        acc = acc + part
-    if M == 29:
-        ct.store(states, (bi, hi, c, 0, 0), acc.reshape((1, 1, 1, TP, TN)))
-    else:
+    if M == 59:  # a loop over the chunk's two halves, acc added to an mma that already adds it
+        half = Q // 2
+        dA_end = ct.load(dA_cumsum, (bi, hi, c, Q - 1), shape=())
+        acc = ct.zeros((TP, TN), dtype=ct.float32)
+        for kk in range(2):
+            x_k = ct.load(x, (bi, 2 * c + kk, hi, 0), shape=(1, half, 1, TP), padding_mode=ZERO)
+            B_k = ct.load(B, (bi, 2 * c + kk, g, 0), shape=(1, half, 1, TN), padding_mode=ZERO)
+            dt_k = ct.load(dt_out, (bi, hi, c, kk), shape=(1, 1, 1, half)).reshape((half,))
+            dA_k = ct.load(dA_cumsum, (bi, hi, c, kk), shape=(1, 1, 1, half)).reshape((half,))
+            w_k = ct.exp(dA_end - dA_k) * dt_k
+            xw_k = (x_k.reshape((half, TP)).astype(ct.float32) * w_k[:, None]).astype(x.dtype)
+            acc = acc + ct.mma(ct.transpose(xw_k), B_k.reshape((half, TN)), acc)
         ct.store(states, (bi, c, hi, 0, 0), acc.reshape((1, 1, 1, TP, TN)))
+    else:
+        acc = ct.ones((TP, TN), dtype=ct.float32) if M == 51 else ct.zeros((TP, TN), dtype=ct.float32)
+        first = 0 if M == 25 else c
+        for cc in range(first, c + 1):
+            x_c = ct.load(x, (bi, cc, g if M == 42 else hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO)
+            x_c = x_c.reshape((Q, TP))
+            if M == 27:
+                xf = x_c.astype(ct.float32)
+                x_c = (xf / (1.0 + ct.exp(-xf))).astype(x.dtype)
+            B_c = ct.load(B, (bi, cc, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+            dt_c = ct.load(dt_out, (bi, g if M == 41 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+            dA_cs = ct.load(dA_cumsum, (bi, g if M == 24 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+            dA_last = ct.extract(dt_c if M == 57 else dA_cs, (Q - 1,), shape=(1,))
+            if M == 26:
+                w = (dA_last - dA_cs) * dt_c
+            elif M == 52:
+                w = ct.exp2(dA_last - dA_cs) * 1.4426950408889634 * dt_c
+            else:
+                w = ct.exp(dA_last - dA_cs) * dt_c
+            if M == 22:
+                pos = ct.arange(Q, dtype=ct.int32)
+                w = ct.where(pos < Q - 1, w, 0.0)
+            if M == 31:
+                w = ct.minimum(w, 1.0)
+            if M == 23:
+                xw = x_c
+            else:
+                xw = (x_c.astype(ct.float32) * w[:, None]).astype(x.dtype)
+            Bm = B_c
+            if M == 28:
+                xw, Bm = xw.astype(ct.bfloat16), B_c.astype(ct.bfloat16)
+            if M == 21:
+                xt = xw.reshape((TP, Q))
+            else:
+                xt = ct.transpose(xw)
+            part = ct.mma(xt, Bm, ct.zeros((TP, TN), dtype=ct.float32))
+            if M == 58:
+                last = ct.extract(xw.astype(ct.float32), (Q - 1, 0), shape=(1, TP)).reshape((TP,))
+                b_last = ct.extract(B_c.astype(ct.float32), (Q - 1, 0), shape=(1, TN)).reshape((TN,))
+                part = part + last[:, None] * b_last[None, :]
+            if M == 53:
+                sx = ct.sum(xw.astype(ct.float32), axis=0)
+                sB = ct.sum(B_c.astype(ct.float32), axis=0)
+                part = sx[:, None] * sB[None, :]
+            if M == 23:
+                part = part * w[:, None]
+            acc = acc + part
+        if M == 29:
+            ct.store(states, (bi, hi, c, 0, 0), acc.reshape((1, 1, 1, TP, TN)))
+        else:
+            ct.store(states, (bi, c, hi, 0, 0), acc.reshape((1, 1, 1, TP, TN)))
 
 
 @ct.kernel
@@ -463,8 +477,8 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
         ct.store(dstates, (bi, c, hi, 0, 0), dS.reshape((1, 1, 1, TP, TN)))
         a = ct.load(dA_cumsum, (bi, hi, nchunks - 1 if M == 24 else c, Q - 1), shape=())
         g = ct.log(1.0 + ct.exp(a)) if M == 27 else ct.exp(a)
-        S = ct.load(dS_out if M == 43 else chunk_init_states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN),
-                    padding_mode=ZERO).reshape((TP, TN))
+        S = ct.load(dS_out if M == 43 else chunk_init_states, (bi, c, 0 if M == 54 else hi, 0, 0),
+                    shape=(1, 1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
         if M == 21:
             S = ct.transpose(S)
         if M == 28:
@@ -569,6 +583,8 @@ STATE = {
     57: ("wrong array: the decay's end value taken from the dt row", r"last element of the dt row"),
     58: ("term counted twice: the last position added again after the mma",
          r"last position is counted twice"),
+    59: ("accumulator counted twice: acc + ct.mma(.., acc) over the chunk's two halves",
+         r"twice the right weight at positions 0\.\.\d+ of the chunk: those positions are counted twice"),
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
@@ -686,6 +702,7 @@ PASSING_BWD = {
     51: ("wrong guard: ddA_last set to 0 for the last chunk", r"except at chunk \d+ \(the last"),
     52: ("loop bound: range(nchunks + 1)", r"a loop runs one step too many"),
     53: ("wrong array: dinitial_states stored into dfinal_states", r"wrote into dfinal_states, an input"),
+    54: ("wrong head index: S_c of head 0 for every head", r"pairs dS with the state of another head"),
 }
 
 #: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)

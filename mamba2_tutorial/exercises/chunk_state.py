@@ -551,6 +551,12 @@ def _read_weights(lab, inputs, got):
                 f"restarted part way keeps only the last part of the chunk.\n      Every "
                 f"position k = 0..Q-1 of a chunk inside the sequence enters its state; dt_out is already 0 "
                 f"past the sequence's end, so no mask is needed.", None)
+    doubled = torch.isclose(w, 2 * right, rtol=1e-3, atol=1e-6)
+    if bool(kept.any()) and bool(doubled.any()) and bool((kept | doubled).all()):
+        return (f"{said} right at positions {positions(kept)} and twice the right weight at positions "
+                f"{positions(doubled)} of the chunk: those positions are counted twice. In a loop over "
+                f"parts of the chunk, ct.mma(a, b, acc) already returns acc + a @ b: adding acc to it again "
+                f"(acc = acc + ct.mma(a, b, acc)) counts every earlier part twice.", None)
     return None
 
 

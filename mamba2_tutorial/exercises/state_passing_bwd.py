@@ -360,6 +360,12 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                        b["chunk_init_states"]).clone()),
                    "so ddA_last pairs dS with the state of another chunk",
                    ddA_rule + ": S_c is chunk_init_states[bi, c, hi], the state ENTERING chunk c."),
+        Experiment("With chunk_init_states the same for every head",
+                   lambda b: replace(b, chunk_init_states=b["chunk_init_states"][:, :, :1].expand_as(
+                       b["chunk_init_states"]).clone()),
+                   "so ddA_last pairs dS with the state of another head (a fixed head, or the group's)",
+                   ddA_rule + ": S_c is chunk_init_states[bi, c, hi], this block's own head hi; "
+                   "chunk_init_states is (b, nchunks, h, p, n), the head on axis 2."),
         Experiment("With p = n and every state and gradient symmetric", lambda b: _square(b, True),
                    "so your kernel pairs dS with a transposed state (the check confirmed it: with p = n and "
                    "states that are not symmetric, your output is wrong)",
