@@ -1220,3 +1220,14 @@ def test_bench_packed_compares_gradients_with_mamba_ssm(monkeypatch):
     assert set(rec["grad_rel_err"]) == set(bench.PACKED_GRADS), rec["errors"]
     assert all(err < 2e-2 for err in rec["grad_rel_err"].values()), rec["grad_rel_err"]
     assert "our packed gradients against mamba_ssm's" in bench.format_packed([rec])
+
+
+def test_chunk_size_runs_the_presets_at_another_chunk_size():
+    """``bench --chunk-size Q``: each preset at Q, named apart where Q is not its own; a bad Q is refused."""
+    specs = bench.default_shapes(["b8-l4096-h80", "b2-l8192-h128-g8"], 128)
+    assert [s.name for s in specs] == ["b8-l4096-h80-Q128", "b2-l8192-h128-g8"]
+    assert [s.dims.Q for s in specs] == [128, 128] and specs[0].dims.l == 4096
+    assert bench.build_parser().parse_args(["--chunk-size", "128"]).chunk_size == 128
+    for bad in (96, 8):
+        with pytest.raises(SystemExit, match="power of two of at least 16"):
+            bench.default_shapes(["b8-l4096-h80"], bad)
