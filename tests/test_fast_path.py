@@ -263,8 +263,8 @@ def test_a_broken_backward_section_is_refused():
     (lambda: fast.Segmented(segments=1), "segments"),
     (lambda: fast.Unfused(occupancy=0), "occupancy"),
     (lambda: fast.SharedScan(occupancy=2.0), "occupancy"),
-    (lambda: fast.ChunkScan(cb_dtype=torch.float16), "cb_dtype must be torch.float32 or torch.bfloat16"),
-    (lambda: fast.ChunkScan(cb_dtype="bfloat16"), "cb_dtype must be torch.float32 or torch.bfloat16"),
+    (lambda: fast.ChunkScan(cb_dtype=torch.float64), "cb_dtype must be torch.float32, torch.bfloat16 or"),
+    (lambda: fast.ChunkScan(cb_dtype="bfloat16"), "cb_dtype must be torch.float32, torch.bfloat16 or"),
     (lambda: fast.ChunkScan(decay="key_log2"), "Decay"),
     (lambda: fast.FastConfig(fast.Unfused(), "chunk"), "scan must be"),
 ])
@@ -300,7 +300,7 @@ def test_config_json_round_trip_and_errors():
         fast.config_from_json({"state": {"kind": "fused", "tiles": [64]}, "scan": {"kind": "plain"}})
     with pytest.raises(ValueError, match="cb_dtype must be one of"):
         fast.config_from_json({"state": {"kind": "unfused"},
-                               "scan": {"kind": "chunk", "cb_dtype": "float16"}})
+                               "scan": {"kind": "chunk", "cb_dtype": "float64"}})
     with pytest.raises(ValueError, match="kind"):
         fast.config_from_json({"state": {"kind": "turbo"}, "scan": {"kind": "plain"}})
     with pytest.raises(ValueError, match="no fields"):
@@ -340,3 +340,31 @@ GPU_PROBLEMS = {64: (2, 700, 8, 64, 2, 128, 64), 128: (2, 1000, 8, 64, 2, 128, 1
 def test_every_config_on_the_gpu(name, dtype):
     Q = 128 if "unrolled" in name else 256
     _check(CONFIGS[name], GPU_PROBLEMS[Q], dtype, seed=1, backend="gpu", device="cuda")
+
+
+@pytest.mark.parametrize("cb_dtype", [torch.float32, torch.bfloat16, torch.float16],
+                         ids=lambda d: str(d).replace("torch.", ""))
+def test_chunk_scan_stores_c_bt_in_its_dtype(cb_dtype, monkeypatch):
+    """The chunk scan's C Bᵀ is stored in the config's ``cb_dtype`` for 16-bit inputs (float32 inputs keep
+    float32), and float16 inputs with a float16 C Bᵀ stay as close to float64 as with a float32 one."""
+    from mamba2_tutorial.fast import chunk_cb
+
+    made = []
+    real = chunk_cb.allocate
+
+    def spy(shape, dtype, device, poison=False):
+        made.append(dtype)
+        return real(shape, dtype, device, poison)
+
+    monkeypatch.setattr(chunk_cb, "allocate", spy)
+    shape = SSDShape(2, 100, 4, 16, 2, 32, 32)
+    cfg = fast.FastConfig(state=fast.Fused(), scan=fast.ChunkScan(cb_dtype=cb_dtype))
+    for dtype in (torch.float16, torch.float32):
+        inp = make_inputs(shape, seed=5, dtype=dtype)
+        args = [inp[k] for k in ("x", "dt", "A", "B", "C")]
+        made.clear()
+        y = ssd_forward(*args, shape.chunk_size, config=cfg, backend="cpu")
+        assert made == [cb_dtype if dtype == torch.float16 else torch.float32], (dtype, made)
+        want = ref.ssd_chunked(*[a.double() for a in args], shape.chunk_size)
+        bound = 2e-3 if cb_dtype == torch.bfloat16 else (1e-3 if dtype == torch.float16 else 1e-5)
+        assert relative_error(y, want) < bound, (dtype, relative_error(y, want))

@@ -41,7 +41,7 @@ __all__ = ["CB_DTYPES", "FUSED_WALKS", "BackwardConfig", "ChunkGrads", "ChunkSca
            "backward_config_from_json", "backward_config_to_json", "config_from_json", "config_to_json"]
 
 #: the dtypes C Bᵀ may be stored in (:class:`ChunkScan`), by the names the JSON tables give them
-CB_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+CB_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class StateForm(enum.IntFlag):
@@ -170,11 +170,12 @@ class SharedScan:
 
 @dataclass(frozen=True)
 class ChunkScan:
-    """C Bᵀ by its own kernel, stored in ``cb_dtype`` (``torch.bfloat16`` halves the scan's largest reads;
-    for 16-bit inputs only: float32 inputs keep a float32 C Bᵀ; the JSON tables write "float32" or
-    "bfloat16"), then one block per (head, chunk) walking every row tile of the chunk at ``occupancy``;
-    ``decay``: see :class:`Decay`; ``unroll``: a full chunk's row and key tiles as one unrolled body, no loops
-    (pays at chunk size 128)."""
+    """C Bᵀ by its own kernel, stored in ``cb_dtype`` (``torch.bfloat16`` or ``torch.float16`` halves the
+    scan's largest reads; for 16-bit inputs only: float32 inputs keep a float32 C Bᵀ; the JSON tables write
+    "float32", "bfloat16" or "float16"; float16 keeps 3 more bits than bfloat16 but overflows where an
+    element |C_m · B_k| exceeds 65504), then one block per (head, chunk) walking every row tile of the chunk
+    at ``occupancy``; ``decay``: see :class:`Decay`; ``unroll``: a full chunk's row and key tiles as one
+    unrolled body, no loops (pays at chunk size 128)."""
 
     cb_dtype: torch.dtype = torch.float32
     decay: Decay = Decay.EXACT
@@ -184,8 +185,8 @@ class ChunkScan:
     def __post_init__(self):
         _check_occupancy("ChunkScan", self.occupancy)
         if not isinstance(self.cb_dtype, torch.dtype) or self.cb_dtype not in CB_DTYPES.values():
-            raise ValueError(f"ChunkScan.cb_dtype must be torch.float32 or torch.bfloat16 (in JSON 'float32' "
-                             f"or 'bfloat16'), got {self.cb_dtype!r}")
+            raise ValueError(f"ChunkScan.cb_dtype must be torch.float32, torch.bfloat16 or torch.float16 (in "
+                             f"JSON 'float32', 'bfloat16' or 'float16'), got {self.cb_dtype!r}")
         if not isinstance(self.decay, Decay):
             raise ValueError(f"ChunkScan.decay must be a Decay, got {self.decay!r}")
         if type(self.unroll) is not bool:
