@@ -162,7 +162,7 @@ def make_steps(names=bench.STEP_SHAPES, ceilings=roofline.H200_CEILINGS) -> list
     out = []
     for spec in bench.default_shapes(names):
         d = spec.dims
-        long = problem_class(d.b, d.l, d.h, d.p, d.n, d.Q, torch.bfloat16, table).split("/")[2] == "long"
+        long = problem_class((d.b, d.l, d.h, d.p, d.n, d.Q), torch.bfloat16, table).split("/")[2] == "long"
         rec = {"name": spec.name, "dims": d.as_dict(), "dtype": "bfloat16", "steps": []}
         for st in steps_for(segmented=long, segments=segments_for(d.b, d.h, d.nchunks, table)):
             row = {"name": st.name, "idea": st.idea, "config": config_to_json(st.config)}

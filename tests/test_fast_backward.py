@@ -31,12 +31,13 @@ from mamba2_tutorial.fast.config import (
 )
 from mamba2_tutorial.fast.forward import ssd_forward, training_stages
 from mamba2_tutorial.fast.tuning import backward_config
+from mamba2_tutorial.kernels.backward import GradCall
 from mamba2_tutorial.kernels.bwd_chunk import launch_chunk_bwd
 from mamba2_tutorial.kernels.bwd_states import launch_state_grads
 from mamba2_tutorial.kernels.forward import taught_stages
 from mamba2_tutorial.lessons.checks import relative_error, ssd_gradients
 from mamba2_tutorial.lessons.inputs import SSDShape, make_inputs
-from mamba2_tutorial.runtime.autograd import SSDOptions
+from mamba2_tutorial.runtime.autograd import SSDInputs, SSDOptions
 
 DTYPES = (torch.float32, torch.bfloat16)
 #: (b, l, h, p, g, n, Q): distinct sizes, ragged last chunks (tiles wholly past the end), groups of 1-4 heads
@@ -50,12 +51,22 @@ def _intermediates(dims, dtype, seed, device="cpu"):
                       initial_states=True)
     backend = "cpu" if device == "cpu" else "gpu"
     opts = SSDOptions(Q, False, (0.0, float("inf")), backend, taught_stages)
-    dt_out, dA_cumsum, init, _, _ = taught_stages(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"],
-                                                  None, inp["initial_states"], opts)
+    dt_out, dA_cumsum, init, _, _ = taught_stages(_forward_inputs(inp), opts)
     gen = torch.Generator().manual_seed(500 + seed)
     dy = torch.randn(b, l, h, p, generator=gen).to(device=device, dtype=dtype)
     dfinal = torch.randn(b, h, p, n, generator=gen).to(device)
     return inp, dt_out, dA_cumsum, init, dy, dfinal, backend
+
+
+def _forward_inputs(inp) -> SSDInputs:
+    """The tensors the forward's kernels take (no dt_bias)."""
+    return SSDInputs(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], None, inp["initial_states"])
+
+
+def _grad_call(inp, dt_out, dA_cumsum, init, dy, dfinal, backend, **fields) -> GradCall:
+    """What backward kernels 1-4 take; ``fields`` replace some (D, poison)."""
+    call = GradCall(dy, inp["x"], dt_out, dA_cumsum, inp["C"], inp["B"], init, dfinal, inp["D"], backend)
+    return call._replace(**fields)
 
 
 def _close(got, want, bound, what):
@@ -67,10 +78,12 @@ def _close(got, want, bound, what):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
 @pytest.mark.parametrize("problem", range(len(PROBLEMS)))
 def test_state_grads_fused_equals_taught(problem, dtype, device="cpu"):
-    inp, _, dA_cumsum, init, dy, dfinal, backend = _intermediates(PROBLEMS[problem], dtype, problem, device)
+    inp, dt_out, dA_cumsum, init, dy, dfinal, backend = _intermediates(PROBLEMS[problem], dtype, problem,
+                                                                       device)
     for d_final in (dfinal, None):
         want = launch_state_grads(dy, inp["C"], dA_cumsum, init, d_final, backend)
-        got = launch_state_grads_fused(dy, inp["C"], dA_cumsum, init, d_final, backend, poison=True)
+        got = launch_state_grads_fused(_grad_call(inp, dt_out, dA_cumsum, init, dy, d_final, backend,
+                                                  poison=True))
         assert got[0].dtype == dy.dtype and got[0].shape == want[0].shape
         # dstates is stored in dy's dtype: its rounding, nothing more
         bound = 1e-6 if dtype == torch.float32 else 8e-3
@@ -85,23 +98,24 @@ def test_chunk_bwd_heads_equals_taught(problem, dtype, device="cpu"):
                                                                        device)
     dstates, _, _ = launch_state_grads(dy, inp["C"], dA_cumsum, init, dfinal, backend)
     args = (inp["x"], dy, dt_out, dA_cumsum, inp["C"], inp["B"], init, dstates, inp["D"], backend)
+    call = _grad_call(inp, dt_out, dA_cumsum, init, dy, dfinal, backend, poison=True)
     want = launch_chunk_bwd(*args)
     h, g = inp["x"].shape[2], inp["C"].shape[2]
     splits = [d for d in range(1, h // g + 1) if (h // g) % d == 0]            # every way to split a group
     assert want[6] is None                        # the taught path leaves dD to the host
     xy = dy.double() * inp["x"].double()           # y += D x: dD = sum dy ∘ x
     for hpb in splits:
-        got = launch_chunk_bwd_heads(*args, poison=True, hpb=hpb)
+        got = launch_chunk_bwd_heads(call, dstates, hpb=hpb)
         for name, a, w in zip(("dx", "dB", "dC", "ddt", "da", "da_last"), got, want):
             assert a.shape == w.shape and a.dtype == w.dtype, name
             _close(a.float(), w.float(), 1e-5, f"{name} {PROBLEMS[problem]} {dtype} hpb={hpb}")
         _close(got[6], xy.sum((0, 1, 3)), 1e-5, f"dD (h,) {PROBLEMS[problem]} {dtype} hpb={hpb}")
     D_channel = torch.randn(inp["x"].shape[2:], generator=torch.Generator().manual_seed(problem))
-    got = launch_chunk_bwd_heads(*args[:8], D_channel, backend, poison=True)
+    got = launch_chunk_bwd_heads(call._replace(D=D_channel), dstates)
     want = launch_chunk_bwd(*args[:8], D_channel, backend)
     _close(got[0].float(), want[0].float(), 1e-5, f"dx with D (h, p) {PROBLEMS[problem]} {dtype}")
     _close(got[6], xy.sum((0, 1)), 1e-5, f"dD (h, p) {PROBLEMS[problem]} {dtype}")
-    assert launch_chunk_bwd_heads(*args[:8], None, backend)[6] is None
+    assert launch_chunk_bwd_heads(call._replace(D=None, poison=False), dstates)[6] is None
 
 
 def test_heads_per_block():
@@ -123,9 +137,9 @@ def test_heads_per_block():
     assert hpb(24, 1, blocks_per_head=64, settings=ChunkGrads(occupancy=None)) == 4
     assert hpb(24, 1, blocks_per_head=64, settings=ChunkGrads(min_waves=0)) == 12
     inp, dt_out, dA_cumsum, init, dy, dfinal, backend = _intermediates(PROBLEMS[0], torch.float32, 0)
-    args = (inp["x"], dy, dt_out, dA_cumsum, inp["C"], inp["B"], init, init.float(), None, backend)
+    call = _grad_call(inp, dt_out, dA_cumsum, init, dy, dfinal, backend, D=None)
     with pytest.raises(ValueError, match=r"hpb \(heads per block\) must divide the group size h / g = 4"):
-        launch_chunk_bwd_heads(*args, hpb=3)
+        launch_chunk_bwd_heads(call, init.float(), hpb=3)
 
 
 TRAINING_CONFIGS = {
@@ -179,7 +193,7 @@ def test_few_long_sequences_take_the_taught_state_stage(monkeypatch):
     the same."""
     def fused(*problem, sms=132):
         settings = backward_config(*problem).state
-        return fast_backward.uses_fused_state_grads(*problem, sms=sms, settings=settings)
+        return fast_backward.uses_fused_state_grads(problem[:6], problem[6], sms=sms, settings=settings)
 
     assert fused(8, 4096, 80, 64, 128, 256, torch.bfloat16)           # 2 state tiles × 640: 1280 blocks
     assert fused(1, 32768, 80, 64, 128, 256, torch.bfloat16)          # 160 blocks on 132 SMs
@@ -209,8 +223,7 @@ def test_training_stages_keep_true_dt_and_states(problem):
     configs = [c for c in TRAINING_CONFIGS.values() if c is not None]
     configs.append(FastConfig(state=Segmented(segments=3), scan=ChunkScan()))
     for config in configs:
-        got = training_stages(config)(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], None,
-                                      inp["initial_states"], opts)
+        got = training_stages(config)(_forward_inputs(inp), opts)
         for name, a, w in zip(("dt_out", "dA_cumsum", "chunk_init_states"), got, (dt_out, dA_cumsum, init)):
             _close(a.float(), w.float(), 1e-5, f"{config.state!r}: {name}")
 
@@ -227,13 +240,15 @@ GPU_PROBLEMS = [(2, 700, 16, 64, 2, 128, 256), (1, 1300, 24, 64, 1, 128, 256), (
 def test_fast_backward_equals_taught_on_the_gpu(problem, dtype):
     inp, dt_out, dA_cumsum, init, dy, dfinal, backend = _intermediates(GPU_PROBLEMS[problem], dtype, problem,
                                                                        "cuda")
+    call = _grad_call(inp, dt_out, dA_cumsum, init, dy, dfinal, backend, poison=True)
     want = launch_state_grads(dy, inp["C"], dA_cumsum, init, dfinal, backend)
-    got = launch_state_grads_fused(dy, inp["C"], dA_cumsum, init, dfinal, backend, poison=True)
+    got = launch_state_grads_fused(call)
     for name, g, w in zip(("dstates", "ddA_last", "dinitial_states"), got, want):
         _close(g.float(), w, 1e-5 if dtype == torch.float32 or name != "dstates" else 8e-3, name)
-    args = (inp["x"], dy, dt_out, dA_cumsum, inp["C"], inp["B"], init, want[0], inp["D"], backend)
-    want = launch_chunk_bwd(*args)
-    got = launch_chunk_bwd_heads(*args, poison=True)
+    dstates = want[0]
+    want = launch_chunk_bwd(inp["x"], dy, dt_out, dA_cumsum, inp["C"], inp["B"], init, dstates, inp["D"],
+                            backend)
+    got = launch_chunk_bwd_heads(call, dstates)
     for name, a, w in zip(("dx", "dB", "dC", "ddt", "da", "da_last"), got, want):
         _close(a.float(), w.float(), 1e-5 if dtype == torch.float32 else 1e-4, name)
 
@@ -245,14 +260,14 @@ def test_kernel_4_beside_the_state_stage_changes_nothing(problem):
     every time (a missing wait between the streams would show as a difference in some repetition)."""
     inp, dt_out, dA_cumsum, init, dy, dfinal, _ = _intermediates(GPU_PROBLEMS[problem], torch.bfloat16,
                                                                  problem, "cuda")
-    args = (dy, inp["x"], dt_out, dA_cumsum, inp["C"], inp["B"], init, dfinal, inp["D"], "gpu")
+    call = _grad_call(inp, dt_out, dA_cumsum, init, dy, dfinal, "gpu")
     b, l, h, p = dy.shape
     shipped = backward_config(b, l, h, p, inp["C"].shape[3], dA_cumsum.shape[3], dy.dtype, dy.device)
     assert shipped.overlap
-    states, chunk = fast_backward.kernel_stages(*args, config=dataclasses.replace(shipped, overlap=False))
+    states, chunk = fast_backward.kernel_stages(call, dataclasses.replace(shipped, overlap=False))
     want = [t for t in (*states, *chunk) if t is not None]
     for _ in range(5):
-        states, chunk = fast_backward.kernel_stages(*args, config=shipped)
+        states, chunk = fast_backward.kernel_stages(call, shipped)
         got = [t for t in (*states, *chunk) if t is not None]
         for i, (a, w) in enumerate(zip(got, want)):
             assert torch.equal(a, w), f"result {i} of kernels 1-4 differs with kernel 4 on a second stream"

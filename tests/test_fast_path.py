@@ -158,8 +158,8 @@ def test_benchmark_shapes_get_their_classes():
         (1, 8192, 40, 64, 1, 128, 64): "bfloat16/small/long/q<=128",
     }
     for (b, l, h, p, _g, n, Q), key in expect.items():
-        assert fast.problem_class(b, l, h, p, n, Q, torch.bfloat16, TABLE) == key
-    assert fast.problem_class(8, 4096, 80, 64, 128, 256, torch.float32, TABLE) is None
+        assert fast.problem_class((b, l, h, p, n, Q), torch.bfloat16, TABLE) == key
+    assert fast.problem_class((8, 4096, 80, 64, 128, 256), torch.float32, TABLE) is None
     cfg = fast.ssd_config(1, 32768, 80, 64, 128, 256, torch.bfloat16)
     assert isinstance(cfg.state, fast.Segmented) and cfg.state.segments == 8  # 640 blocks: >= 4 waves of 132
     assert segments_for(1, 80, 128, TABLE) == 8 and segments_for(1, 8, 24, TABLE) == 4  # >= 4 chunks each
@@ -224,7 +224,7 @@ def test_the_classes_count_the_devices_sms(monkeypatch):
     from mamba2_tutorial.runtime.hardware import GPUS
 
     assert {spec.sm_count for spec in GPUS.values()} == {hardware.sm_count("cpu")} == {132}
-    long_problem = (1, 32768, 80, 64, 128, 256, torch.bfloat16)
+    long_problem = ((1, 32768, 80, 64, 128, 256), torch.bfloat16)
     gpu = torch.device("cuda", 0)
     for sms, layout, segments in ((132, "long", 8), (64, "one-tile", 4)):
         monkeypatch.setattr(hardware, "_cuda_sm_count", lambda _index, sms=sms: sms)

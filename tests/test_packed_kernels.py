@@ -102,9 +102,10 @@ def test_a_packed_batch_in_the_kernels_equals_each_sequence_alone(name, dtype):
         assert err <= TOL[dtype], f"{name} {dtype}: {what} relative error {err:.2e} vs float64"
     # every sequence alone through the same config: the same results up to rounding
     packing = validate_packing(SEQ_IDX, None, False, SHAPE.batch, SHAPE.seqlen, "cpu")
-    alone_y, alone_final = _each_sequence(
-        packing, low["x"], low["dt"], low["A"], low["B"], low["C"], Q, low["D"], low["z"], low["dt_bias"],
-        low["initial_states"], low["dt_softplus"], NO_LIMIT, True, backend="cpu", config=cfg)
+    tensors = {k: low[k] for k in ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")}
+    alone_y, alone_final = _each_sequence(packing, tensors, True, chunk_size=Q,
+                                          dt_softplus=low["dt_softplus"], dt_limit=NO_LIMIT, backend="cpu",
+                                          config=cfg)
     assert relative_error(y, alone_y) <= 2 * TOL[dtype]
     assert relative_error(final, alone_final) <= (1e-5 if dtype == torch.float32 else 2 * TOL[dtype])
 

@@ -74,7 +74,7 @@ def test_representative_problems_are_of_their_class():
     table = tuning.load_table()
     for key in tuning._all_classes():
         b, l, h, p, g, n, Q = tune.representative_dims(key)
-        assert tuning.problem_class(b, l, h, p, n, Q, getattr(torch, key.split("/")[0]), table) == key
+        assert tuning.problem_class((b, l, h, p, n, Q), getattr(torch, key.split("/")[0]), table) == key
     assert tune.representative_dims("bfloat16/large/one-tile/q>=256") == (8, 4096, 80, 64, 1, 128, 256)
     with pytest.raises(ValueError, match="unknown problem class"):
         tune.representative_dims("bfloat16/huge/one-tile/q>=256")

@@ -33,6 +33,7 @@ import functools
 import torch
 
 from ..kernels._host import LaunchPlan, allocate, cdiv, next_power_of_two, placeholder
+from ..kernels.backward import GradCall
 from ..kernels.bwd_chunk import chunk_bwd_plan, example_chunk_inputs
 from ..kernels.chunk_scan import D_PER_HEAD
 from ..runtime.hardware import sm_count
@@ -59,7 +60,7 @@ def heads_per_block(h: int, g: int, *, sms: int, settings: ChunkGrads, blocks_pe
 
 
 @functools.lru_cache(maxsize=256)
-def chunk_bwd_heads_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype,
+def chunk_bwd_heads_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
                          hpb: int) -> LaunchPlan:
     """Grid of both head-walking kernels, (Q / T, b · nchunks, h / HPB), and their tiles: the taught
     kernels' (:func:`~mamba2_tutorial.kernels.bwd_chunk.chunk_bwd_plan`), with HPB."""
@@ -71,13 +72,14 @@ class ChunkBwdHeads:
     """The fast kernels 3 and 4 of one backward, launched in two steps: :meth:`launch_dc` (C Bᵀ and kernel 4,
     which need no state gradient) and :meth:`launch_dx` (kernel 3, which reads dstates). The fast backward
     runs the first beside the state stage, on a second stream; every buffer is allocated here, on the
-    caller's stream, before either. Arguments as :func:`launch_chunk_bwd_heads`'s."""
+    caller's stream, before either. Arguments as :func:`launch_chunk_bwd_heads`'s (the call's
+    ``dfinal_states`` is the state stage's, unused here)."""
 
-    def __init__(self, x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, D, settings: ChunkGrads,
-                 poison=False, hpb: int | None = None):
+    def __init__(self, call: GradCall, settings: ChunkGrads, hpb: int | None = None):
+        x, C, D, poison = call.x, call.C, call.D, call.poison
         b, l, h, p = x.shape
         g, n = C.shape[2], C.shape[3]
-        nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
+        nchunks, Q = call.dA_cumsum.shape[2], call.dA_cumsum.shape[3]
         if hpb is None:
             T = chunk_bwd_plan(b, l, h, p, n, Q, x.dtype).tiles["T"]
             hpb = heads_per_block(h, g, sms=sm_count(x.device), settings=settings,
@@ -85,10 +87,10 @@ class ChunkBwdHeads:
         if hpb < 1 or (h // g) % hpb:
             raise ValueError(f"hpb (heads per block) must divide the group size h / g = {h // g}, got {hpb}")
         device = x.device
-        self.inputs = (x, dy, dt_out, dA_cumsum, C, B)
-        self.chunk_init_states, self.D, self.hpb = chunk_init_states, D, hpb
-        self.occupancy = settings.occupancy
-        self.plan = chunk_bwd_heads_plan(b, l, h, p, g, n, Q, x.dtype, hpb)
+        self.inputs = (x, call.dy, call.dt_out, call.dA_cumsum, C, call.B)
+        self.chunk_init_states, self.D, self.hpb = call.chunk_init_states, D, hpb
+        self.backend, self.occupancy = call.backend, settings.occupancy
+        self.plan = chunk_bwd_heads_plan(b, l, h, p, n, Q, x.dtype, hpb)
         self.CB = allocate((b, nchunks, g, Q, Q), torch.float32, device, poison)
         self.CBt = allocate((b, nchunks, g, Q, Q), torch.float32, device, poison)
         splits = h // hpb
@@ -101,18 +103,18 @@ class ChunkBwdHeads:
         self.dD_tiles = (allocate((b, nchunks * (Q // self.plan.tiles["T"]), h, PP), torch.float32, device,
                                   poison) if D is not None else placeholder(device, torch.float32, 4))
 
-    def launch_dc(self, backend: str) -> None:
+    def launch_dc(self) -> None:
         """C Bᵀ in both orientations, then kernel 4: dC's partial sums and da of the rows."""
         C, B = self.inputs[4], self.inputs[5]
-        launch_chunk_cb_both(C, B, self.CB, self.CBt, self.plan.tiles["T"], backend)
+        launch_chunk_cb_both(C, B, self.CB, self.CBt, self.plan.tiles["T"], self.backend)
         launch_dc_heads(self.plan, self.inputs, self.CB, self.chunk_init_states, (self.dC, self.da_row),
-                        backend, self.occupancy)
+                        self.backend, self.occupancy)
 
-    def launch_dx(self, dstates, backend: str) -> None:
+    def launch_dx(self, dstates) -> None:
         """Kernel 3 (after :meth:`launch_dc`, whose C Bᵀ it reads): dx, dB's partial sums, ddt, da of the
         keys, da_last and dD's tile sums."""
         launch_dx_heads(self.plan, self.inputs, self.CBt, dstates, self.D,
-                        (self.dx, self.dB, self.ddt, self.da_key, self.da_last, self.dD_tiles), backend,
+                        (self.dx, self.dB, self.ddt, self.da_key, self.da_last, self.dD_tiles), self.backend,
                         self.occupancy)
 
     def results(self):
@@ -133,21 +135,25 @@ class ChunkBwdHeads:
         return self.dx, dB, dC, self.ddt, self.da_key + self.da_row, self.da_last, dD
 
 
-def launch_chunk_bwd_heads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates, D, backend,
-                           poison=False, hpb: int | None = None, settings: ChunkGrads | None = None):
-    """The fast kernels 3 and 4: ``(dx in x's dtype, dB (b, l, g, n), dC (b, l, g, n), ddt, da, da_last,
-    dD)``, float32 except dx: the contract of the taught ``launch_chunk_bwd``, and dD in D's shape (None
-    without D) from kernel 3's per-tile sums. ``hpb``: heads per block (a divisor of the group size;
-    default :func:`heads_per_block` for this grid and GPU); ``settings``: the stage's
-    :class:`~mamba2_tutorial.fast.config.ChunkGrads` (default: the shipped table's for this problem)."""
+def launch_chunk_bwd_heads(call: GradCall, dstates, settings: ChunkGrads | None = None,
+                           hpb: int | None = None):
+    """The fast kernels 3 and 4 for ``call`` (a :class:`~mamba2_tutorial.kernels.backward.GradCall`; its
+    ``dfinal_states`` is the state stage's, unused here) and ``dstates`` (the state stage's), ``(dx in x's
+    dtype, dB (b, l, g, n), dC (b, l, g, n), ddt, da, da_last, dD)``, float32 except dx: the contract of the
+    taught ``launch_chunk_bwd``, and dD in D's shape (None without D) from kernel 3's per-tile sums.
+    ``settings``: the stage's :class:`~mamba2_tutorial.fast.config.ChunkGrads` (default: the shipped table's
+    for this problem); ``hpb``: heads per block (a divisor of the group size; default
+    :func:`heads_per_block` for this grid and GPU)."""
     if settings is None:
         from .tuning import backward_config
 
+        x = call.x
         b, l, h, p = x.shape
-        settings = backward_config(b, l, h, p, C.shape[3], dA_cumsum.shape[3], x.dtype, x.device).chunk
-    work = ChunkBwdHeads(x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, D, settings, poison, hpb)
-    work.launch_dc(backend)
-    work.launch_dx(dstates, backend)
+        settings = backward_config(b, l, h, p, call.C.shape[3], call.dA_cumsum.shape[3], x.dtype,
+                                   x.device).chunk
+    work = ChunkBwdHeads(call, settings, hpb)
+    work.launch_dc()
+    work.launch_dx(dstates)
     return work.results()
 
 

@@ -21,6 +21,7 @@ import cuda.tile as ct
 import torch
 
 from ..kernels._host import LaunchPlan, cdiv, tile_size
+from ..kernels.backward import GradCall
 from ..kernels.bwd_states import (
     add_output_grad,
     example_state_grads_inputs,
@@ -77,11 +78,13 @@ def state_grads_fused_plan(b: int, l: int, h: int, p: int, n: int, Q: int, dtype
     return LaunchPlan((cdiv(p, TP) * cdiv(n, TN), b, h), {"Q": Q, "TK": TK, "TP": TP, "TN": TN})
 
 
-def launch_state_grads_fused(dy, C, dA_cumsum, chunk_init_states, dfinal_states, backend, poison=False,
-                             settings: StateGrads | None = None):
-    """``(dstates in dy's dtype, ddA_last (b, h, nchunks) float32, dinitial_states float32)``: the contract
-    of the taught ``launch_state_grads``. ``settings``: the stage's tiles and hint, a
-    :class:`~mamba2_tutorial.fast.config.StateGrads` (default: the shipped table's for this problem)."""
+def launch_state_grads_fused(call: GradCall, settings: StateGrads | None = None):
+    """``(dstates in dy's dtype, ddA_last (b, h, nchunks) float32, dinitial_states float32)`` for ``call``
+    (a :class:`~mamba2_tutorial.kernels.backward.GradCall`; it reads dy, C, dA_cumsum, chunk_init_states
+    and dfinal_states): the contract of the taught ``launch_state_grads``. ``settings``: the stage's tiles
+    and hint, a :class:`~mamba2_tutorial.fast.config.StateGrads` (default: the shipped table's for this
+    problem)."""
+    dy, C, dA_cumsum, dfinal_states = call.dy, call.C, call.dA_cumsum, call.dfinal_states
     b, l, h, p = dy.shape
     g, n = C.shape[2], C.shape[3]
     nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -91,10 +94,11 @@ def launch_state_grads_fused(dy, C, dA_cumsum, chunk_init_states, dfinal_states,
     plan = state_grads_fused_plan(b, l, h, p, n, Q, dy.dtype, settings.tiles)
     t = plan.tiles
     dfinal, dstates, ddA_parts, dinitial_states = passing_grad_buffers(
-        dfinal_states, (b, nchunks, h, p, n), dy.dtype, plan.grid[0], device, poison)
+        dfinal_states, (b, nchunks, h, p, n), dy.dtype, plan.grid[0], device, call.poison)
     launch(state_grads_fused_kernel, plan.grid,
-           (dy, C, dA_cumsum, chunk_init_states, dfinal, dstates, ddA_parts, dinitial_states,
-            h // g, Q, t["TK"], t["TP"], t["TN"], dfinal_states is not None), backend, settings.occupancy)
+           (dy, C, dA_cumsum, call.chunk_init_states, dfinal, dstates, ddA_parts, dinitial_states,
+            h // g, Q, t["TK"], t["TP"], t["TN"], dfinal_states is not None), call.backend,
+           settings.occupancy)
     return dstates, ddA_parts.sum(-1), dinitial_states
 
 

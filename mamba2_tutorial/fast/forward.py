@@ -66,8 +66,10 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     cfg = config if config is not None else ssd_config(b, l, h, p, n, chunk_size, x.dtype, x.device)
     if packing is not None and (return_varlen_states or not packs_in_kernels(cfg)
                                 or needs_grad(x, dt, A, B, C, D, z, dt_bias, initial_states)):
-        return _each_sequence(packing, x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus,
-                              dt_limit, return_final_states, backend=backend, config=config, _poison=_poison)
+        tensors = dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states)
+        return _each_sequence(packing, tensors, return_final_states, chunk_size=chunk_size,
+                              dt_softplus=dt_softplus, dt_limit=dt_limit, backend=backend, config=config,
+                              _poison=_poison)
     seq_idx = None if packing is None else strided_ok(packing.seq_idx)
     where = resolve_backend(backend, x)
     x, dt, A, B, C, D, z, dt_bias, initial_states = (
@@ -84,25 +86,32 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     return (out, final_states) if return_final_states else out
 
 
-def _each_sequence(packing, x, dt, A, B, C, chunk_size, D, z, dt_bias, initial_states, dt_softplus, dt_limit,
-                   return_final_states, **options):
+#: the tensors of ``ssd_forward`` with a position axis, (b, l, ...): cut at every sequence's bounds
+_PER_POSITION = ("x", "dt", "B", "C", "z")
+
+
+def _each_sequence(packing, tensors: dict, return_final_states: bool, **options):
     """A packed batch, every sequence of every row run alone through :func:`ssd_forward` (each with the
     config of its own size) and put back in place: nothing crosses a boundary, one inside a chunk included,
     and under autograd the gradients flow back through the same cuts. Sequence 0 of a row starts from the
     row's initial state, the others from zero. One set of launches per sequence: a row of many short
     sequences is bound by the host's launch time (the float64 oracle is
-    :func:`~mamba2_tutorial.reference.packed.ssd_each_sequence`)."""
+    :func:`~mamba2_tutorial.reference.packed.ssd_each_sequence`).
+
+    ``tensors``: ``ssd_forward``'s tensors by name (x, dt, A, B, C; D, z, dt_bias, initial_states where
+    given); ``options``: its other keyword arguments (``chunk_size`` among them) but ``return_final_states``,
+    given to every sequence's call as they are."""
+    initial_states = tensors.get("initial_states")
     rows, finals, varlen = [], [], []
     for row, bounds in enumerate(packing.bounds):
         pieces = []
         for start, end in bounds:
-            cut = slice(start, end)
             first = int(packing.seq_idx[row, start]) == 0
-            y_i, final_i = ssd_forward(
-                x[row:row + 1, cut], dt[row:row + 1, cut], A, B[row:row + 1, cut], C[row:row + 1, cut],
-                chunk_size, D, None if z is None else z[row:row + 1, cut], dt_bias,
-                initial_states[row:row + 1] if initial_states is not None and first else None,
-                dt_softplus=dt_softplus, dt_limit=dt_limit, return_final_states=True, **options)
+            alone = {k: (v[row:row + 1, start:end] if k in _PER_POSITION and v is not None else v)
+                     for k, v in tensors.items()}
+            alone["initial_states"] = (initial_states[row:row + 1]
+                                       if initial_states is not None and first else None)
+            y_i, final_i = ssd_forward(**alone, return_final_states=True, **options)
             pieces.append(y_i)
             varlen.append(final_i[0])
         rows.append(torch.cat(pieces, dim=1))

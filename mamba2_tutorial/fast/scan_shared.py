@@ -85,15 +85,14 @@ def chunk_scan_shared_kernel(x, z, dt_out, dA_cumsum, C, B, chunk_init_states, D
 
 
 @functools.lru_cache(maxsize=256)
-def scan_shared_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int, dtype: torch.dtype,
-                     heads: int = 1) -> LaunchPlan:
-    """Grid and tiles of :data:`chunk_scan_shared_kernel`: the taught scan's tiles, ``heads`` heads of one
-    group per block (it must divide h / g)."""
+def scan_shared_plan(b: int, l: int, h: int, p: int, g: int, n: int, Q: int,
+                     dtype: torch.dtype) -> LaunchPlan:
+    """Grid and tiles of :data:`chunk_scan_shared_kernel` as :class:`~mamba2_tutorial.fast.config.SharedScan`
+    runs it, one head per block (HB = 1): the taught scan's grid and tiles (the arguments of the taught
+    ``chunk_scan_plan``)."""
     TM, TK, TP, NS = chunk_scan_tiles(Q, p, n, dtype)
-    if (h // g) % heads:
-        raise ValueError(f"heads per block {heads} must divide the heads per group h / g = {h // g}")
-    return LaunchPlan(((Q // TM) * cdiv(p, TP), b * cdiv(l, Q), h // heads),
-                      {"Q": Q, "TM": TM, "TK": TK, "TP": TP, "NS": NS, "HB": heads})
+    return LaunchPlan(((Q // TM) * cdiv(p, TP), b * cdiv(l, Q), h),
+                      {"Q": Q, "TM": TM, "TK": TK, "TP": TP, "NS": NS, "HB": 1})
 
 
 def launch_scan_shared(call: ScanCall, stage: SharedScan):

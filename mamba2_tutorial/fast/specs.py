@@ -65,12 +65,12 @@ def _variant(kernel, args) -> tuple:
 def _training_forward(inp: dict, cfg) -> None:
     """The forward's kernels as training launches them (``training_stages``: the fused state stage keeps dt,
     the segmented one's scan stores the true entering states)."""
-    from ..runtime.autograd import SSDOptions
+    from ..runtime.autograd import SSDInputs, SSDOptions
     from .forward import training_stages
 
     stages = training_stages(cfg)
     opts = SSDOptions(inp["chunk_size"], inp["dt_softplus"], (0.0, float("inf")), "cpu", stages)
-    stages(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], inp["dt_bias"], None, opts)
+    stages(SSDInputs(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], inp["dt_bias"], None), opts)
 
 
 @functools.lru_cache(maxsize=1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..kernels.chunk_scan import launch_chunk_scan
 from ..kernels.chunk_state import launch_chunk_state
 from ..kernels.state_passing import launch_state_passing
-from ..runtime.autograd import SSDOptions
+from ..runtime.autograd import SSDInputs, SSDOptions
 from .config import ChunkScan, FastConfig, Fused, Segmented, SharedScan
 from .plan import Plan, ScanCall, StateCall, resolve
 from .scan_chunk import launch_scan_chunk
@@ -73,7 +73,8 @@ def training_stages(cfg: FastConfig):
     :class:`~mamba2_tutorial.runtime.autograd.SSDOptions`, resolved for training (:func:`resolve`): what the
     backward reads is stored, and y is the output before the gate."""
 
-    def stages(x, dt, A, B, C, D, dt_bias, initial_states, o: SSDOptions):
+    def stages(inputs: SSDInputs, o: SSDOptions):
+        x, dt, A, B, C, D, dt_bias, initial_states = inputs
         b, l, h = x.shape[:3]
         plan = resolve(cfg, b, h, -(-l // o.chunk_size), x.dtype, x.device, o.dt_limit, training=True)
         dt_out, dA_cumsum, init, final, carry = run_state(plan, StateCall(

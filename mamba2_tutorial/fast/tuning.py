@@ -174,10 +174,11 @@ def table_for_device(device: torch.device) -> TuningTable:
     return load_table(DEFAULT_TABLE)
 
 
-def problem_class(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtype,
-                  table: TuningTable, device: torch.device | str = "cpu") -> str | None:
-    """The problem's class on ``device`` (see the module docstring), or None for a dtype no table covers
-    (float32)."""
+def problem_class(dims: tuple, dtype: torch.dtype, table: TuningTable,
+                  device: torch.device | str = "cpu") -> str | None:
+    """The class on ``device`` of a problem of ``dims`` = (b, l, h, p, n, Q) in ``dtype`` (see the module
+    docstring), or None for a dtype no table covers (float32)."""
+    b, l, h, p, n, Q = dims
     if dtype not in _DTYPES:
         return None
     size = "large" if b * l * h >= table.large_work else "small"
@@ -217,7 +218,7 @@ def ssd_config(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch.dtyp
     """The config ``ssd_forward`` runs for this problem on ``device``: the table's config of its class, with a
     segmented stage's segment count filled in; :data:`~mamba2_tutorial.fast.config.TAUGHT` for float32."""
     table = table_for_device(torch.device(device))
-    key = problem_class(b, l, h, p, n, Q, dtype, table, device)
+    key = problem_class((b, l, h, p, n, Q), dtype, table, device)
     if key is None:
         return FastConfig()
     return with_segments(table.config(key), b, h, -(-l // Q), table, device)
@@ -269,5 +270,5 @@ def backward_config(b: int, l: int, h: int, p: int, n: int, Q: int, dtype: torch
     """The :class:`~mamba2_tutorial.fast.config.BackwardConfig` the fast backward runs for this problem on
     ``device``: its table's config of the problem's class (``float32``'s for float32)."""
     table = table_for_device(torch.device(device))
-    key = problem_class(b, l, h, p, n, Q, dtype, table, device)
+    key = problem_class((b, l, h, p, n, Q), dtype, table, device)
     return table.backward_config("float32" if key is None else key)

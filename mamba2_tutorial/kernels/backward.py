@@ -20,6 +20,8 @@ state the chunk adds).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 
@@ -29,7 +31,7 @@ from .bwd_chunk import launch_chunk_bwd
 from .bwd_states import launch_state_grads
 from .chunk_state import SOFTPLUS_THRESHOLD
 
-__all__ = ["SSDGrads", "dt_backward", "gate_backward", "ssd_backward_taught"]
+__all__ = ["GradCall", "SSDGrads", "dt_backward", "gate_backward", "ssd_backward_taught"]
 
 
 def gate_backward(dout, y, z):
@@ -49,6 +51,23 @@ def dt_backward(ddt, dt, dt_bias, dt_softplus, dt_limit):
     if dt_softplus:
         ddt = torch.where(u <= SOFTPLUS_THRESHOLD, ddt * torch.sigmoid(u), ddt)
     return ddt, (ddt.sum((0, 1)) if dt_bias is not None else None)
+
+
+class GradCall(NamedTuple):
+    """What backward kernels 1-4 take for one backward: the tensors after the gate (step 0) and the
+    forward's intermediates, as ``ssd_backward_taught`` hands them to a ``kernel_stages``."""
+
+    dy: torch.Tensor                       #: (b, l, h, p) in x's dtype: dL/dy, y the output before the gate
+    x: torch.Tensor                        #: (b, l, h, p)
+    dt_out: torch.Tensor                   #: (b, h, nchunks, Q) float32: kernel 1's processed dt
+    dA_cumsum: torch.Tensor                #: (b, h, nchunks, Q) float32: its in-chunk cumsum of dt·A
+    C: torch.Tensor                        #: (b, l, g, n)
+    B: torch.Tensor                        #: (b, l, g, n)
+    chunk_init_states: torch.Tensor        #: (b, nchunks, h, p, n): the state entering every chunk
+    dfinal_states: torch.Tensor | None     #: (b, h, p, n) float32: dL/d final_states
+    D: torch.Tensor | None                 #: (h,) or (h, p)
+    backend: str                           #: "gpu" or "cpu", resolved
+    poison: bool = False                   #: fill every intermediate with NaN first (tests)
 
 
 class SSDGrads(dict):
@@ -71,9 +90,9 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     this from ``backward``.
 
     ``kernel_stages`` replaces kernels 1-4 (``launch_state_grads``, then ``launch_chunk_bwd``) with a
-    function ``(dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_states, D, where, poison) ->
-    (launch_state_grads' results, launch_chunk_bwd's results)``: other backward kernels of the same contracts,
-    launched in their own order. The host steps around them are the same.
+    function ``(call: GradCall) -> (launch_state_grads' results, launch_chunk_bwd's results)``, the call
+    holding what those two launches take: other backward kernels of the same contracts, launched in their
+    own order. The host steps around them are the same.
     """
     where = resolve_backend(backend, x)
     b, l, h, p = x.shape
@@ -98,8 +117,8 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
         dx, dB, dC, ddt_proc, da, da_last, dD = launch_chunk_bwd(
             x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates, D, where, _poison)
     else:
-        (dstates, ddA_last, dinit), (dx, dB, dC, ddt_proc, da, da_last, dD) = kernel_stages(
-            dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_states, D, where, _poison)
+        (dstates, ddA_last, dinit), (dx, dB, dC, ddt_proc, da, da_last, dD) = kernel_stages(GradCall(
+            dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_states, D, where, _poison))
 
     # 5. dt·A from a = cumsum(dt·A): a reverse cumsum in each chunk, plus the chunk total's gradient
     d_dtA = da.flip(-1).cumsum(-1).flip(-1) + (ddA_last + da_last.sum(-1))[..., None]     # (b, h, nchunks, Q)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..runtime.autograd import SSDOptions, needs_grad, ssd_autograd
+from ..runtime.autograd import SSDInputs, SSDOptions, needs_grad, ssd_autograd
 from ..runtime.launch import resolve_backend
 from ..runtime.validation import check_not_varlen, validate_kernel_inputs
 from ._host import LaunchPlan, cdiv, strided_ok
@@ -64,8 +64,9 @@ def ssd_forward_taught(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
     return (out, final_states) if return_final_states else out
 
 
-def taught_stages(x, dt, A, B, C, D, dt_bias, initial_states, o: SSDOptions):
+def taught_stages(inputs: SSDInputs, o: SSDOptions):
     """Kernels 1-3 for the autograd Function: what the backward keeps, and y before the gate."""
+    x, dt, A, B, C, D, dt_bias, initial_states = inputs
     dt_out, dA_cumsum, states = launch_chunk_state(x, dt, A, B, o.chunk_size, dt_bias, o.dt_softplus,
                                                    o.dt_limit, o.backend, o.poison)
     chunk_init_states, final_states = launch_state_passing(states, dA_cumsum, initial_states, o.backend,

@@ -685,7 +685,7 @@ def bench_steps(spec: ShapeSpec, *, dtype: torch.dtype, device: str, timer: Time
     d = spec.dims
     backend = "gpu" if str(device).startswith("cuda") else "cpu"  # the CPU executor only to test the wiring
     table = table_for_device(torch.device(device))
-    key = problem_class(d.b, d.l, d.h, d.p, d.n, d.Q, dtype, table, device)  # None for float32: untuned
+    key = problem_class((d.b, d.l, d.h, d.p, d.n, d.Q), dtype, table, device)  # None for float32: untuned
     long = key is not None and key.split("/")[2] == "long"
     segments = segments_for(d.b, d.h, -(-d.l // d.Q), table, device)
     steps = steps_for(segmented=long, segments=segments)
@@ -792,8 +792,7 @@ def bench_packed(spec: ShapeSpec, *, dtype: torch.dtype, device: str, timer: Tim
         "cutile packed": (lambda: ssd_forward(x, dt, A, B, C, d.Q, seq_idx=seq_idx, backend=backend,
                                               config=cfg), y_packed_ref),
         "cutile each sequence": (lambda: _first(_each_sequence(
-            packing, x, dt, A, B, C, d.Q, None, None, None, None, False, (0.0, float("inf")), False,
-            backend=backend)), y_packed_ref),
+            packing, dict(x=x, dt=dt, A=A, B=B, C=C), False, chunk_size=d.Q, backend=backend)), y_packed_ref),
     }
     if mamba is not None:
         runs["mamba_ssm unpacked"] = (lambda: _first(mamba(x, dt, A, B, C, d.Q)), y_ref)
@@ -1054,7 +1053,7 @@ def config_mismatches(results: Mapping) -> list[str]:
             continue
         d = rec["dims"]
         dtype = getattr(torch, rec["dtype"])
-        key = problem_class(d["b"], d["l"], d["h"], d["p"], d["n"], d["Q"], dtype, table)
+        key = problem_class(tuple(d[k] for k in "blhpnQ"), dtype, table)
         now = table.config(key)
         ran = config_from_json(rec["cutile_config"])
         if getattr(ran.state, "segments", None) is not None:

@@ -300,10 +300,10 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     from ..fast.bwd_chunk import launch_chunk_bwd_heads
     from ..fast.forward import training_stages
     from ..fast.tuning import backward_config, ssd_config
-    from ..kernels.backward import ssd_backward_taught
+    from ..kernels.backward import GradCall, ssd_backward_taught
     from ..kernels.bwd_chunk import launch_chunk_bwd
     from ..kernels.bwd_states import launch_state_grads
-    from ..runtime.autograd import SSDOptions
+    from ..runtime.autograd import SSDInputs, SSDOptions
 
     timer = _median_timer(warmup_ms, rep_ms) if timer is None else timer
     inp = make_inputs(shape, seed=seed, dtype=dtype, device=device, D=False)
@@ -315,27 +315,27 @@ def backward_stages(shape, dtype, *, backend: str = "gpu", device: str = "cuda",
     opts = SSDOptions(Q, False, (0.0, float("inf")), backend, training_stages(cfg))
 
     def forward():
-        return opts.stages(x, dt, A, B, C, None, None, None, opts)
+        return opts.stages(SSDInputs(x, dt, A, B, C, None, None, None), opts)
 
     dt_out, dA_cs, init, _, _ = forward()
     gen = torch.Generator(device=device).manual_seed(seed + 2)
     dout = torch.randn(x.shape, generator=gen, device=device).to(dtype)
     state_args = (dout, C, dA_cs, init, None, backend)
-    dstates = {"taught": launch_state_grads(*state_args)[0],
-               "fast": fast_state_stage(*state_args, settings=bwd.state)[0]}
-    chunk_args = {k: (x, dout, dt_out, dA_cs, C, B, init, d, None, backend) for k, d in dstates.items()}
+    call = GradCall(dy=dout, x=x, dt_out=dt_out, dA_cumsum=dA_cs, C=C, B=B, chunk_init_states=init,
+                    dfinal_states=None, D=None, backend=backend)
+    dstates = {"taught": launch_state_grads(*state_args)[0], "fast": fast_state_stage(call, bwd.state)[0]}
     saved = (dout, x, dt, A, B, C, dt_out, dA_cs, init)
-    kernel_args = (dout, x, dt_out, dA_cs, C, B, init, None, None, backend)
     stages = {
         "training forward (fast)": forward,
         "state grads, kernels 1-2 (taught)": lambda: launch_state_grads(*state_args),
-        "state grads, kernels 1-2 (fast)": lambda: fast_state_stage(*state_args, settings=bwd.state),
-        "chunk grads, kernels 3-4 (taught)": lambda: launch_chunk_bwd(*chunk_args["taught"]),
-        "chunk grads, kernels 3-4 (fast)": lambda: launch_chunk_bwd_heads(*chunk_args["fast"]),
+        "state grads, kernels 1-2 (fast)": lambda: fast_state_stage(call, bwd.state),
+        "chunk grads, kernels 3-4 (taught)": lambda: launch_chunk_bwd(
+            x, dout, dt_out, dA_cs, C, B, init, dstates["taught"], None, backend),
+        "chunk grads, kernels 3-4 (fast)": lambda: launch_chunk_bwd_heads(call, dstates["fast"]),
         "kernels 1-4 in order (fast)": lambda: fast_kernel_stages(
-            *kernel_args, config=dataclasses.replace(bwd, overlap=False)),
+            call, dataclasses.replace(bwd, overlap=False)),
         "kernels 1-4, kernel 4 beside 1-2 (fast)": lambda: fast_kernel_stages(
-            *kernel_args, config=dataclasses.replace(bwd, overlap=True)),
+            call, dataclasses.replace(bwd, overlap=True)),
         "backward (taught)": lambda: ssd_backward_taught(*saved, backend=backend),
         "backward (fast)": lambda: ssd_backward_fast(*saved, backend=backend),
     }
@@ -370,6 +370,7 @@ def backward_sweep(shape, dtype, *, backend: str = "gpu", device: str = "cuda", 
     from ..fast.bwd_chunk import launch_chunk_bwd_heads
     from ..fast.bwd_states import launch_state_grads_fused
     from ..fast.config import ChunkGrads, StateGrads
+    from ..kernels.backward import GradCall
     from ..kernels.chunk_state import launch_chunk_state
     from ..kernels.state_passing import launch_state_passing
 
@@ -382,19 +383,20 @@ def backward_sweep(shape, dtype, *, backend: str = "gpu", device: str = "cuda", 
     init, _ = launch_state_passing(states, dA_cs, None, backend, out_dtype=dtype)
     gen = torch.Generator(device=device).manual_seed(seed + 2)
     dy = torch.randn(x.shape, generator=gen, device=device).to(dtype)
-    dstates = launch_state_grads_fused(dy, C, dA_cs, init, None, backend)[0]
+    call = GradCall(dy=dy, x=x, dt_out=dt_out, dA_cumsum=dA_cs, C=C, B=B, chunk_init_states=init,
+                    dfinal_states=None, D=None, backend=backend)
+    dstates = launch_state_grads_fused(call)[0]
     jobs = {}
     for hpb in (d for d in SWEEP_HEADS if (h // g) % d == 0):
         for occupancy in SWEEP_OCCUPANCY:
             jobs[f"chunk grads, {hpb} heads per block, occupancy {occupancy}"] = (
                 lambda hpb=hpb, occupancy=occupancy: launch_chunk_bwd_heads(
-                    x, dy, dt_out, dA_cs, C, B, init, dstates, None, backend, hpb=hpb,
-                    settings=ChunkGrads(occupancy=occupancy)))
+                    call, dstates, ChunkGrads(occupancy=occupancy), hpb=hpb))
     for tiles in SWEEP_STATE_TILES:
         for occupancy in (None, 2):
             jobs[f"state grads, tiles {tiles}, occupancy {occupancy}"] = (
                 lambda tiles=tiles, occupancy=occupancy: launch_state_grads_fused(
-                    dy, C, dA_cs, init, None, backend, settings=StateGrads(tiles, occupancy)))
+                    call, StateGrads(tiles, occupancy)))
     return _timed(jobs, timer, log)
 
 

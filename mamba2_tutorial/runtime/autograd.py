@@ -11,9 +11,10 @@ backward needs:
 
 so the forward applies the gate out = y · silu(z) after the scan instead of inside it.
 
-Both come with the call, in :class:`SSDOptions`: ``stages`` runs the forward's kernels, ``backward`` the
-backward's. The Function knows no kernel of its own; each path passes its own (the taught path its kernels
-1-3 and four backward kernels, a tuned path its configured stages and its backward).
+Both come with the call, in :class:`SSDOptions`: ``stages`` runs the forward's kernels (on the tensors they
+take, grouped whole in :class:`SSDInputs`), ``backward`` the backward's. The Function knows no kernel of its
+own; each path passes its own (the taught path its kernels 1-3 and four backward kernels, a tuned path its
+configured stages and its backward).
 """
 
 from __future__ import annotations
@@ -26,15 +27,28 @@ import torch.nn.functional as F
 
 from .launch import widen
 
-__all__ = ["SSDOptions", "needs_grad", "ssd_autograd"]
+__all__ = ["SSDInputs", "SSDOptions", "needs_grad", "ssd_autograd"]
+
+
+class SSDInputs(NamedTuple):
+    """The tensors the forward's kernels take (the gate z is applied after them), as ``stages`` gets them."""
+
+    x: torch.Tensor                        #: (b, l, h, p)
+    dt: torch.Tensor                       #: (b, l, h)
+    A: torch.Tensor                        #: (h,)
+    B: torch.Tensor                        #: (b, l, g, n)
+    C: torch.Tensor                        #: (b, l, g, n)
+    D: torch.Tensor | None                 #: (h,) or (h, p)
+    dt_bias: torch.Tensor | None           #: (h,)
+    initial_states: torch.Tensor | None    #: (b, h, p, n)
 
 
 class SSDOptions(NamedTuple):
-    """The forward's non-tensor arguments, and its kernels: ``stages(x, dt, A, B, C, D, dt_bias,
-    initial_states, options) -> (dt_out, dA_cumsum, chunk_init_states, final_states, y)`` with y before the
-    gate; and the backward, ``backward(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, *, D, z, y,
-    dt_bias, initial_states, dt_softplus, dt_limit, dfinal_states, backend, _poison) -> grads`` with the
-    gradients by argument name (``grads.x``, ..., ``grads.initial_states``)."""
+    """The forward's non-tensor arguments, and its kernels: ``stages(inputs: SSDInputs, options) ->
+    (dt_out, dA_cumsum, chunk_init_states, final_states, y)`` with y before the gate; and the backward,
+    ``backward(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, *, D, z, y, dt_bias,
+    initial_states, dt_softplus, dt_limit, dfinal_states, backend, _poison) -> grads`` with the gradients by
+    argument name (``grads.x``, ..., ``grads.initial_states``)."""
 
     chunk_size: int
     dt_softplus: bool
@@ -55,7 +69,7 @@ class _SSD(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, dt, A, B, C, D, z, dt_bias, initial_states, opts: SSDOptions):
         dt_out, dA_cumsum, chunk_init_states, final_states, y = opts.stages(
-            x, dt, A, B, C, D, dt_bias, initial_states, opts)
+            SSDInputs(x, dt, A, B, C, D, dt_bias, initial_states), opts)
         out = y if z is None else (widen(y) * F.silu(widen(z))).to(x.dtype)
         ctx.save_for_backward(x, dt, A, B, C, D, z, dt_bias, initial_states, dt_out, dA_cumsum,
                               chunk_init_states, y if z is not None else None)
