@@ -169,3 +169,92 @@ def test_packed_stages_refuse_a_taught_stage():
                      None, "cpu", False, SEQ_IDX)
     with pytest.raises(ValueError, match="packed rows"):
         run_state(plan, call)
+
+
+# ----------------------------------------------------------------------------------------------------
+# on a GPU, against mamba_ssm's own seq_idx path
+# ----------------------------------------------------------------------------------------------------
+GPU_SHAPE = SSDShape(2, 1000, 8, 64, 2, 64, 64, name="packed rows on a GPU")  # 16 chunks, the last of 40
+#: row 0: a 7-token sequence, a one-token one, one of about five chunks, one of exactly a chunk, a long last
+#: one; row 1: half the row, one token, the rest
+GPU_LENGTHS = ([7, 1, 300, 64, 628], [500, 1, 499])
+
+
+def _mamba_chunk_scan_combined():
+    from mamba2_tutorial.perf.bench import import_mamba_chunk_scan_combined
+
+    try:
+        return import_mamba_chunk_scan_combined()
+    except ImportError:
+        return None
+
+
+def packed_agreement(shape, lengths, dtype, device, backend, combined) -> None:
+    """``ssd_forward`` on packed rows (the shipped config: the resets inside the kernels), forward and the
+    gradients of x, dt, B and C: against the float64 oracle (every sequence alone), and against ``combined``
+    (mamba_ssm's ``mamba_chunk_scan_combined``) given the same ``seq_idx``, as closely as it agrees with
+    float64 itself."""
+    Q = shape.chunk_size
+    seq_idx = seq_idx_of(lengths, (0, 0)).to(device)
+    kw = make_inputs(shape, seed=4, dtype=torch.float64, D=True, z=True, dt_bias=True, device=device)
+    names = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias")
+    low = {k: (v.to(dtype if k in ("x", "B", "C", "z") else torch.float32) if k in names else v)
+           for k, v in kw.items()}
+    gen = torch.Generator(device=device).manual_seed(5)
+    dout = torch.randn(shape.batch, shape.seqlen, shape.nheads, shape.headdim, device=device, generator=gen)
+
+    def run(forward, inputs, **options):
+        leaves = {k: inputs[k].detach().clone().requires_grad_() for k in ("x", "dt", "B", "C")}
+        y = forward(**{**inputs, **leaves}, chunk_size=Q, seq_idx=seq_idx, **options)
+        y = y[0] if isinstance(y, tuple) else y
+        grads = torch.autograd.grad(y, list(leaves.values()), dout.to(y.dtype))
+        return y.detach(), dict(zip(leaves, grads))
+
+    def oracle(chunk_size, **inputs):
+        return ssd_each_sequence(ssd_recurrent, **inputs)
+
+    want_y, want_g = run(oracle, kw)
+    y, g = run(ssd_forward, low, backend=backend)
+    assert y.dtype == dtype and not y.isnan().any()
+    bound = TOL[dtype] * (3 if dtype == torch.bfloat16 else 1)
+    assert relative_error(y, want_y) <= TOL[dtype], relative_error(y, want_y)
+    for k in g:
+        assert relative_error(g[k], want_g[k]) <= bound, (k, relative_error(g[k], want_g[k]))
+    m_y, m_g = run(combined, low)
+    # the same semantics: mamba_ssm's packed rows are the oracle's too, and ours and its agree with each other
+    # about as well as each agrees with float64
+    mamba_err = relative_error(m_y, want_y)
+    assert mamba_err <= 2 * TOL[dtype], f"the other's packed output: {mamba_err:.2e} vs float64"
+    assert relative_error(y, m_y) <= 2 * TOL[dtype] + 2 * mamba_err
+    for k in g:
+        m_err = relative_error(m_g[k], want_g[k])
+        assert m_err <= 2 * bound, f"the other implementation's d{k}: {m_err:.2e} vs float64"
+        assert relative_error(g[k], m_g[k]) <= 2 * bound + 2 * m_err, (k, relative_error(g[k], m_g[k]), m_err)
+
+
+def test_the_packed_agreement_check_on_the_cpu():
+    """The GPU check below, on the CPU executor with a stand-in for mamba_ssm (the reference run on each
+    sequence alone, in float32); a stand-in that ignores seq_idx fails it."""
+    def packed_reference(chunk_size, seq_idx, **inputs):
+        wide = {k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                for k, v in inputs.items()}
+        return ssd_each_sequence(ssd_recurrent, seq_idx=seq_idx, **wide)
+
+    def unpacked(chunk_size, seq_idx, **inputs):
+        return ssd_recurrent(**inputs)
+
+    packed_agreement(SHAPE, LENGTHS[:1] + ([100, 1, 49],), torch.float32, "cpu", "cpu", packed_reference)
+    with pytest.raises(AssertionError):
+        packed_agreement(SHAPE, LENGTHS[:1] + ([100, 1, 49],), torch.float32, "cpu", "cpu", unpacked)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_packed_rows_on_the_gpu_agree_with_float64_and_with_mamba_ssm(dtype):
+    """:func:`packed_agreement` on a GPU, against mamba_ssm's own seq_idx path."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    combined = _mamba_chunk_scan_combined()
+    if combined is None:
+        pytest.skip("mamba_ssm does not import here")
+    packed_agreement(GPU_SHAPE, GPU_LENGTHS, dtype, "cuda", "gpu", combined)
