@@ -339,6 +339,8 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
     """Exercise 6, right for M = 0; each M >= 21 plants one more mistake (see PASSING)."""
     bi, hi = ct.bid(0), ct.bid(1)
     state = ct.load(initial_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+    if M == 58:
+        state = ct.transpose(state)
     init = state
     nc = states.shape[1]
     for c in range(nc):
@@ -597,8 +599,8 @@ PASSING = {
         r"wrong|exp\(v\)\*\*2 for v = -0.5, so the decay is applied twice)"),
     8: ("term left out: the local state", r"term of the chunk's own state is wrong"),
     9: ("the chunks walked backwards", r"walks the chunks from the last to the first"),
-    21: ("operand transposed: the local state added transposed (square tiles)", r"your kernel transposes a "
-         r"state"),
+    21: ("operand transposed: the local state added transposed (square tiles)", r"your kernel transposes the "
+         r"chunk's local state"),
     22: ("scaling on the wrong axis: the chunk's dA row as a per-row decay (TP == Q)",
          r"another position than the chunk's last"),
     23: ("wrong chunk index: the decay of chunk c - 1", r"decay of another chunk, head or batch entry"),
@@ -624,6 +626,8 @@ PASSING = {
     55: ("wrong operator: the local state multiplied where it is added", r"grow as a power of the states"),
     56: ("wrong guard: chunk 0's local state never added", r"never adds states\[:, 0\]"),
     57: ("wrong variable: the update decays the initial state, not the carried one", r"INITIAL state"),
+    58: ("operand transposed: the initial state loaded transposed (square tiles)", r"your kernel transposes "
+         r"the initial state"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),

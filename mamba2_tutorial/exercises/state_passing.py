@@ -376,14 +376,17 @@ def _read_decay_probe(decay_hint):
     return read
 
 
-def _square(base, symmetric: bool):
+def _square(base, symmetric: bool | str):
     """The case with p = n (the smaller of the two), and with every local and initial state symmetric
-    (``symmetric``) or as they are: a kernel that transposes a state is right only on the symmetric one."""
+    (``symmetric`` True), only the local ones ("states") or only the initial ones ("initial_states"), or as
+    they are (False): a kernel that transposes a state is right only where that state is symmetric."""
     states, init = base["states"], base["initial_states"]
     m = min(states.shape[-1], states.shape[-2])
     states, init = states[..., :m, :m].contiguous(), init[..., :m, :m].contiguous()
-    if symmetric:
-        states, init = states + states.transpose(-1, -2), init + init.transpose(-1, -2)
+    if symmetric in (True, "states"):
+        states = states + states.transpose(-1, -2)
+    if symmetric in (True, "initial_states"):
+        init = init + init.transpose(-1, -2)
     return replace(base, states=states, initial_states=init)
 
 
@@ -428,7 +431,19 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "are not symmetric, your output is wrong)",
                    "the states are (p, n) tiles, (TP, TN): add states[bi, c, hi] as it is loaded, no "
                    "ct.transpose (it only compiles when TP == TN, as in this case).",
-                   controls=[lambda b: _square(b, False)]),
+                   controls=[lambda b: _square(b, False)],
+                   then=[Experiment("With p = n and only the initial states symmetric",
+                                    lambda b: _square(b, "initial_states"),
+                                    "so your kernel transposes the initial state",
+                                    "initial_states is (b, h, p, n): its (TP, TN) tile starts the carried "
+                                    "state as it is loaded, no ct.transpose (it only compiles when TP == TN, "
+                                    "as in this case).", controls=[lambda b: _square(b, False)]),
+                         Experiment("With p = n and only the local states symmetric",
+                                    lambda b: _square(b, "states"),
+                                    "so your kernel transposes the chunk's local state",
+                                    "states is (b, nchunks, h, p, n): add states[bi, c, hi] as it is loaded, "
+                                    "no ct.transpose (it only compiles when TP == TN, as in this case).",
+                                    controls=[lambda b: _square(b, False)])]),
         low_precision(_exact, "small integer states and no decay", ["states", "initial_states"],
                       "the carried state is a float32 tile, stored as it is", controls=[no_decay]),
         Linearity(["states", "initial_states"], ["chunk_init_states", "final_states"], "the states",
