@@ -291,6 +291,8 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
             B_c = ct.load(B, (bi, cc, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
             dt_c = ct.load(dt_out, (bi, g if M == 41 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
             dA_cs = ct.load(dA_cumsum, (bi, g if M == 24 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
+            if M == 60:
+                dA_cs = dA_cs.astype(ct.bfloat16).astype(ct.float32)
             dA_last = ct.extract(dt_c if M == 57 else dA_cs, (Q - 1,), shape=(1,))
             if M == 26:
                 w = (dA_last - dA_cs) * dt_c
@@ -585,6 +587,7 @@ STATE = {
     57: ("wrong array: the decay's end value taken from the dt row", r"last element of the dt row"),
     58: ("term counted twice: the last position added again after the mma",
          r"last position is counted twice"),
+    60: ("wrong dtype: dA_cumsum rounded to bfloat16 on load", r"rounds dA_cumsum to a low-precision dtype"),
     59: ("accumulator counted twice: acc + ct.mma(.., acc) over the chunk's two halves",
          r"twice the right weight at positions 0\.\.\d+ of the chunk: those positions are counted twice"),
 }

@@ -332,6 +332,25 @@ def small_integers(t: torch.Tensor, seed: int = 0, low: int = -1, high: int = 1)
     return torch.randint(low, high + 1, tuple(t.shape), generator=gen).to(t.dtype)
 
 
+def rounded_decays() -> Experiment:
+    """Right once dA_cumsum holds values that are bfloat16 numbers already (rounded beforehand, still
+    float32): the kernel rounds dA_cumsum to a low-precision dtype. A run for the finer experiments of "with
+    every decay 1 your output is right"; not applicable where dA_cumsum is not float32 or rounds to itself."""
+
+    def changed(b):
+        dA = b["dA_cumsum"]
+        if dA.dtype != torch.float32:
+            return None
+        rounded = dA.to(torch.bfloat16).to(torch.float32)
+        return None if torch.equal(rounded, dA) else replace(b, dA_cumsum=rounded)
+
+    return Experiment("With dA_cumsum rounded to bfloat16 values beforehand (still float32)", changed,
+                      "so your kernel rounds dA_cumsum to a low-precision dtype (bfloat16 or float16)",
+                      "dA_cumsum stays float32 from its load to the exp: rounded to about 3 significant "
+                      "digits, a difference of two large running sums such as dA_cs[Q-1] - dA_cs[k] keeps "
+                      "few right digits.")
+
+
 def low_precision(make: Callable[[Inputs], Inputs | None], said: str, keys: Sequence[str], hint: str = "",
                   controls: Sequence[Callable[[Inputs], Inputs | None]] = ()) -> Experiment:
     """Right on inputs whose every value, product and sum is exact in bfloat16 (``make``; ``said`` describes

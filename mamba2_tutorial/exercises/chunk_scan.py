@@ -39,6 +39,7 @@ from ._experiments import (
     once,
     positions,
     replace,
+    rounded_decays,
     same_batch,
     same_for_every_head,
     small_integers,
@@ -617,7 +618,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "dA_cumsum is (b, h, nchunks, Q): this block's decays are dA_cumsum[bi, hi, c, :], at "
                    "the HEAD hi (not the group hi // HEADS_PER_GROUP that C and B use)."),
         Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
-                   "so the decays are wrong", _DECAY_HINT),
+                   "so the decays are wrong", _DECAY_HINT, then=[rounded_decays()]),
         low_precision(_exact, "x, C, B and the entering state small integers, dt in {0.5, 1} and no decay",
                       ["x", "C", "B"], _MMA_CAST,
                       controls=[lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"]))]),

@@ -34,6 +34,7 @@ from ._experiments import (
     positions,
     read_offset,
     replace,
+    rounded_decays,
     same_batch,
     same_for_every_head,
     small_integers,
@@ -613,7 +614,8 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "dA_cumsum is (b, h, nchunks, Q): this block's decays are dA_cumsum[bi, hi, c, :], at "
                    "the HEAD hi (not the group) and (bi, hi, c, 0) in tiles of (1, 1, 1, Q)."),
         Reading(no_decay, _read_vanishing),
-        Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", _DECAY_HINT),
+        Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", _DECAY_HINT,
+                   then=[rounded_decays()]),
         Experiment("With dt_out the same for every head (each a copy of head 0's)",
                    lambda b: same_for_every_head(b, "dt_out", 1), "so your kernel reads dt of another head",
                    "dt_out is (b, h, nchunks, Q): this block's step sizes are at (bi, hi, c, 0) in tiles of "
