@@ -102,7 +102,7 @@ def bench_launches(device: str) -> list[Launch]:
     return launches
 
 
-def train_launches(device: str) -> list[Launch]:
+def train_launches(device: str, names=None) -> list[Launch]:
     """What ``python -m mamba2_tutorial bench-train`` launches with its defaults: forward and backward of
     ``ssd_forward`` and ``ssd_forward_taught`` at every shape and at its correctness slice; and, at the first
     shape, what ``--stages`` and ``--sweep`` add (every setting the sweep tries is its own compile)."""
@@ -115,7 +115,7 @@ def train_launches(device: str) -> list[Launch]:
 
     backend = "gpu" if device == "cuda" else "cpu"
     launches: list[Launch] = []
-    for name in BENCHMARK_SHAPES:
+    for name in names or BENCHMARK_SHAPES:
         full = get_shape(name)
         for shape in (full, full.scaled(batch=1, seqlen=min(full.seqlen, CHECK_LEN))):
             inp = make_inputs(shape, dtype=torch.bfloat16, device=device, D=False)
@@ -127,6 +127,8 @@ def train_launches(device: str) -> list[Launch]:
             launches += seen
     from mamba2_tutorial.perf import bench_train
 
+    if names:
+        return launches
     first = get_shape(BENCHMARK_SHAPES[0])
     with recording() as seen:
         for extra in (bench_train.backward_stages, bench_train.backward_sweep):
@@ -302,8 +304,9 @@ def compile_all(launches: list[Launch], cache_dir: str | None, arch: str, jobs: 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench", action="store_true", help="what `python -m mamba2_tutorial bench` launches")
-    ap.add_argument("--bench-train", action="store_true",
-                    help="what `python -m mamba2_tutorial bench-train` launches")
+    ap.add_argument("--bench-train", nargs="*", default=None, metavar="SHAPE",
+                    help="what `python -m mamba2_tutorial bench-train` launches; with shape names, what "
+                    "`bench-train --shapes SHAPE ...` launches (no --stages or --sweep)")
     ap.add_argument("--packed", action="store_true",
                     help="what `python -m mamba2_tutorial bench --packed` launches, forward and backward")
     ap.add_argument("--chunk-sizes", type=int, nargs="+", default=(), metavar="Q",
@@ -330,8 +333,8 @@ def main(argv=None) -> int:
     launches: list[Launch] = []
     if args.bench:
         launches += bench_launches(device)
-    if args.bench_train:
-        launches += train_launches(device)
+    if args.bench_train is not None:
+        launches += train_launches(device, args.bench_train)
     if args.packed:
         launches += packed_launches(device)
     if args.chunk_sizes:
