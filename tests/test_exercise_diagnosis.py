@@ -459,6 +459,9 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     elif M == 55:
         y_c = y_c + past * ct.exp(dA_cs)[:, None]
         y_c = y_c + past * ct.exp(dA_cs)[:, None]
+    elif M == 56:  # added once per key half, as inside a loop over two key blocks: twice for the later rows
+        rows = ct.arange(Q, dtype=ct.int32)
+        y_c = y_c + past * (ct.exp(dA_cs) * ct.where(rows >= Q // 2, 2.0, 1.0))[:, None]
     elif M == 54:
         own = ct.sum(C_c.astype(ct.float32) * B_c.astype(ct.float32), axis=1) * dt_c
         y_c = y_c + past * ct.exp(dA_cs)[:, None] + own[:, None] * x_c.astype(ct.float32)
@@ -671,6 +674,8 @@ SCAN = {
     54: ("term counted twice: the current position added beside P @ x",
          r"the diagonal k = s is what goes wrong"),
     55: ("term counted twice: the state term's line repeated", r"the state term is added twice"),
+    56: ("term counted twice: the state term added once per key block (the later rows twice)",
+         r"twice that at positions \d+\.\.\d+: those rows get the state term twice"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),

@@ -344,6 +344,14 @@ def _read_state_decay(lab, inputs, got):
         for want, meaning in forms:
             if near(f, want):
                 return f"{said} is {meaning}.\n      {hint}", None
+        ratio = f / torch.exp(v)
+        once_ = torch.isclose(ratio, torch.ones_like(ratio), rtol=2e-3)
+        twice = torch.isclose(ratio, torch.full_like(ratio, 2.0), rtol=2e-3)
+        if bool(once_.any()) and bool(twice.any()) and bool((once_ | twice).all()):
+            return (f"{said} is exp(dA_cs[s]) at positions {positions(once_)} and twice that at positions "
+                    f"{positions(twice)}: those rows get the state term twice (added inside a loop over "
+                    f"key blocks, say, where it belongs once per row, outside that loop).\n      {hint}",
+                    None)
         return None
     if 1 < p <= Q and near(tile, tile[:1, :]) and near(tile[0], torch.exp(v[:p])):
         return (f"{said} changes along p, not along s: at element p it is exp(dA_cs[p]), so the decay "
