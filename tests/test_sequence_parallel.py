@@ -169,6 +169,16 @@ def _block_case(rank, world, group, *, lengths, seed, rmsnorm):
     for name, p in block.named_parameters():
         dist.all_reduce(p.grad, group=group)
         assert_close(p.grad, ref_grads[name], name=f"d{name}", hint=where, **tol)
+    # the state after the whole sequence, on every rank, and a decoded token from it
+    with torch.no_grad():
+        out_s, state = sequence_parallel_block(block, u[:, sl], group=group, return_state=True)
+        _, ref_state = block(u, return_state=True)
+        assert_close(out_s, out_ref[:, sl], name="out (return_state)", hint=where, dims="b l d", **tol)
+        assert_close(state.conv, ref_state.conv, name="state.conv", hint=where, **tol)
+        assert_close(state.ssm, ref_state.ssm, name="state.ssm", hint=where, **tol)
+        u_next = torch.randn(3, 12, generator=torch.Generator().manual_seed(seed + 2), dtype=F64)
+        assert_close(block.step(u_next, state)[0], block.step(u_next, ref_state)[0], name="next token",
+                     hint=where, **tol)
 
 
 def _expect_error(match, fn):
@@ -235,6 +245,8 @@ CASES = {
     "block 2 ranks gate in the ssd [2, 17]": _pair(partial(_block_case, lengths=[2, 17], seed=1,
                                                            rmsnorm=False)),
     "block 3 ranks [9, 2, 14]": _three(partial(_block_case, lengths=[9, 2, 14], seed=2, rmsnorm=True)),
+    # the last slice shorter than the conv window: the decode state's window reaches into the rank before
+    "block 3 ranks [9, 14, 2]": _three(partial(_block_case, lengths=[9, 14, 2], seed=3, rmsnorm=False)),
     "errors 2 ranks": _pair(_error_cases),
     "errors 3 ranks": _three(_error_cases),
     # the real path once: the cuTile forward and backward kernels on the CPU tile executor

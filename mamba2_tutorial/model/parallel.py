@@ -309,30 +309,46 @@ def conv_halo(xBC: torch.Tensor, width: int, group=None) -> torch.Tensor:
 
 
 def sequence_parallel_block(block, u: torch.Tensor, *, group=None, ssd: str | Callable | None = None,
-                            backend: str | None = None) -> torch.Tensor:
+                            backend: str | None = None, return_state: bool = False):
     """``block(u)`` for this rank's slice u (b, l_r, d_model) of one sequence split across ``group``'s ranks:
-    this rank's part (b, l_r, d_model) of the block's output on the whole sequence.
+    this rank's part (b, l_r, d_model) of the block's output on the whole sequence; with ``return_state``
+    also the :class:`~mamba2_tutorial.model.decode.Mamba2State` after the whole sequence's last token, the
+    same on every rank, from which :func:`~mamba2_tutorial.model.decode.decode_step` continues (a long
+    prompt prefilled across GPUs, then decoded on any one of them).
 
     ``block`` is a :class:`~mamba2_tutorial.model.block.Mamba2Block` with the same weights on every rank;
     ``ssd`` and ``backend`` as in its ``forward`` (the block's own when None). Two exchanges: the conv's halo
     (:func:`conv_halo`, the previous ``d_conv - 1`` rows of xBC) and the SSD's state
-    (:func:`sequence_parallel_ssd`). The weights' gradients are this rank's part: all-reduce them (as
-    DistributedDataParallel does) to get the gradient of the whole sequence's loss.
+    (:func:`sequence_parallel_ssd`); with ``return_state`` a third, the last rank's conv window broadcast
+    (no gradient flows through it; the SSM state's does). The weights' gradients are this rank's part:
+    all-reduce them (as DistributedDataParallel does) to get the gradient of the whole sequence's loss.
     """
     block._check_input(u, "u", 3)
     z, xBC, dt = block.split_projection(block.in_proj(u))  # (b, l_r, d_inner), (b, l_r, conv_dim), dt
     k = block.d_conv
+    rows = xBC
     if k > 1:
-        halo = conv_halo(xBC, k - 1, group)  # (b, k - 1, conv_dim)
-        conv = causal_conv1d(torch.cat([halo, xBC], dim=1), block.conv1d.weight, block.conv1d.bias)[:, k - 1:]
+        rows = torch.cat([conv_halo(xBC, k - 1, group), xBC], dim=1)  # the halo: (b, k - 1, conv_dim)
+        conv = causal_conv1d(rows, block.conv1d.weight, block.conv1d.bias)[:, k - 1:]
     else:
         conv = causal_conv1d(xBC, block.conv1d.weight, block.conv1d.bias)
     x, B, C = block.split_xBC(F.silu(conv))
     run = ssd_function(block.ssd if ssd is None else ssd, block.backend if backend is None else backend)
     y = sequence_parallel_ssd(x, dt, block.A, B, C, block.chunk_size, D=block.D_heads(),
                               z=None if block.rmsnorm else z.reshape(x.shape), dt_bias=block.dt_bias,
-                              dt_softplus=True, dt_limit=block.dt_limit, group=group, ssd=run)
-    return block.output(y, z)
+                              dt_softplus=True, dt_limit=block.dt_limit, return_final_states=return_state,
+                              group=group, ssd=run)
+    if not return_state:
+        return block.output(y, z)
+    from .decode import Mamba2State, conv_window
+
+    y, final_states = y
+    # the window after this rank's slice (the halo in front where the slice is shorter than d_conv); the
+    # last rank's is the sequence's
+    window = conv_window(rows, k).detach().contiguous()
+    last = dist.get_world_size(group) - 1
+    dist.broadcast(window, src=last if group is None else dist.get_global_rank(group, last), group=group)
+    return block.output(y, z), Mamba2State(conv=window, ssm=final_states)
 
 
 # -- several CPU processes, for notebooks and small checks --------------------------------------------------
