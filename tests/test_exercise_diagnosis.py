@@ -243,6 +243,9 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
         cs = ct.sum(dt_c * a) + ct.zeros((Q,), dtype=ct.float32)
     elif M == 24:
         cs = ct.cumsum((dt_c * a).astype(ct.bfloat16), axis=0).astype(ct.float32)
+    elif M == 55:  # a (Q, Q) masked sum whose mask takes k <= s + 1
+        v = dt_c * a
+        cs = ct.sum(ct.where(pos[None, :] <= pos[:, None] + 1, v[None, :], 0.0), axis=1)
     else:
         cs = ct.cumsum(src * a, axis=0)
     if M == 41:
@@ -412,6 +415,9 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     g = hi // HEADS_PER_GROUP
     x_c = ct.load(x, (bi, c, g if M == 51 else hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO)
     x_c = x_c.reshape((Q, TP))
+    if M == 57:  # silu on x as it is loaded
+        xf = x_c.astype(ct.float32)
+        x_c = (xf / (1.0 + ct.exp(-xf))).astype(x.dtype)
     C_c = ct.load(C, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
     B_c = ct.load(C if M == 45 else B, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN),
                   padding_mode=ZERO).reshape((Q, TN))
@@ -458,6 +464,9 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
         y_c = (y_c + past) * ct.exp(dA_cs)[:, None]
     elif M == 55:
         y_c = y_c + past * ct.exp(dA_cs)[:, None]
+        y_c = y_c + past * ct.exp(dA_cs)[:, None]
+    elif M == 58:  # the state term's mma started from P @ x's tile, then added to it
+        past = ct.mma(C_c, ct.transpose(state.astype(C.dtype)), y_c)
         y_c = y_c + past * ct.exp(dA_cs)[:, None]
     elif M == 56:  # added once per key half, as inside a loop over two key blocks: twice for the later rows
         rows = ct.arange(Q, dtype=ct.int32)
@@ -517,6 +526,8 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
             dS = dS + own
         else:
             dS = g * dS + own
+        if M == 55:  # the carried gradient normalized after each update
+            dS = dS / ct.sqrt(ct.sum(dS * dS))
     if M != 44:
         ct.store(dfinal_states if M == 53 else dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
 
@@ -550,6 +561,7 @@ CUMSUM = {
     52: ("extra nonlinearity: dA_cumsum clamped at -20", r"clamps at -20"),
     54: ("wrong chunk index: dt loaded from chunk 0 for every chunk", r"reads one fixed chunk"),
     53: ("mask inverted: where(c*Q + pos >= l) keeps nothing", r"a mask keeps nothing"),
+    55: ("mask off by one: a masked sum over k <= s + 1", r"starts one position early"),
 }
 STATE = {
     1: ("wrong index: group h % g", r"reads B of the wrong group"),
@@ -659,7 +671,8 @@ SCAN = {
          r"wrong|C = 0 your outputs are not 0 \(every output is linear in C\))"),
     26: ("term left out: C Bᵀ", r"(factor C_s \. B_k of P is what goes wrong|C = 0 your outputs are not 0 "
          r"\(every output is linear in C\))"),
-    27: ("extra nonlinearity: P's rows normalized", r"something rescales P's entries"),
+    27: ("extra nonlinearity: P's rows normalized", r"(something rescales P's entries|divides by something "
+         r"that is 0 there \(a norm)"),
     28: ("wrong dtype: P and x cast to bfloat16 on float32 inputs", r"rounds to a low-precision dtype"),
     29: ("wrong store index: y stored at the group's head", r"left .* output elements unwritten"),
     41: ("wrong chunk index: C and B of chunk 0", r"reads C and B of another chunk"),
@@ -674,6 +687,9 @@ SCAN = {
     54: ("term counted twice: the current position added beside P @ x",
          r"the diagonal k = s is what goes wrong"),
     55: ("term counted twice: the state term's line repeated", r"the state term is added twice"),
+    57: ("extra nonlinearity: silu(x) as it is loaded", r"applies a nonlinearity to x"),
+    58: ("accumulator reused: the state term's mma started from P @ x's tile",
+         r"multiplied by 1 \+ exp\(dA_cs\[s\]\): P @ x is added twice"),
     56: ("term counted twice: the state term added once per key block (the later rows twice)",
          r"twice that at positions \d+\.\.\d+: those rows get the state term twice"),
 }
@@ -715,6 +731,7 @@ PASSING_BWD = {
     52: ("loop bound: range(nchunks + 1)", r"a loop runs one step too many"),
     53: ("wrong array: dinitial_states stored into dfinal_states", r"wrote into dfinal_states, an input"),
     54: ("wrong head index: S_c of head 0 for every head", r"pairs dS with the state of another head"),
+    55: ("extra nonlinearity: the carried gradient normalized", r"divides by something that is 0 there"),
 }
 
 #: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)

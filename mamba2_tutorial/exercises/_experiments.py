@@ -166,8 +166,13 @@ class Linearity:
         z, a, b = lab.run(zero), lab.run(one), lab.run(two)
         if z is None or a is None or b is None:
             return None
-        if not all(bool(torch.isfinite(t[k]).all()) for t in (z, a, b) for k in self.outputs):
+        if not all(bool(torch.isfinite(t[k]).all()) for t in (a, b) for k in self.outputs):
             return None
+        if not all(bool(torch.isfinite(z[k]).all()) for k in self.outputs):
+            return (f"With {self.setting}{self.what} = 0 your outputs hold NaN or inf, where they are 0 "
+                    f"(every output is linear in {self.what}): your kernel divides by something that is 0 "
+                    f"there (a norm? a sum? a normalization), or applies a function undefined at 0 (a "
+                    f"log?).\n      {self.hint}", self.recipe)
         if not all(close(z[k], torch.zeros_like(z[k]), lab.rtol, lab.atol) for k in self.outputs):
             return (f"With {self.setting}{self.what} = 0 your outputs are not 0 (every output is linear in "
                     f"{self.what}): part of your output does not come through {self.what}, a term without "

@@ -194,6 +194,22 @@ def _read_impulse(lab, inputs, got):
     if bool((step == (pos <= q0)).all()) or bool((step == (pos < q0)).all()):
         return (f"{said}: the sum runs backwards, toward the chunk's start.\n      The cumsum runs forward "
                 f"in time: ct.cumsum(v, axis=0), with the default reverse=False.", None)
+    early = (f"{said}: it starts one position early, so position s also sums the step of position s + 1 (a "
+             f"mask k <= s + 1, or an index shifted by one).\n      The cumsum is inclusive and causal: "
+             f"dA_cumsum[s] = dt_0*A + ... + dt_s*A, as ct.cumsum(v, axis=0) computes it; nothing from a "
+             f"later position.")
+    if q0 > 1 and bool((step == (pos >= q0 - 1)).all()):
+        return early, None
+    if q0 == 1 and bool(step.all()) and Q // 2 > 1:
+        # one position early and a whole-chunk sum look alike with the step at position 1: look again with
+        # the step later in the chunk
+        again = lab.run(_impulse(inputs, at=Q // 2))
+        if again is not None and bool(torch.isfinite(again["dA_cumsum"]).all()):
+            later = again["dA_cumsum"][0][hh, 1].abs() > 1e-6
+            if bool((later == (pos >= Q // 2 - 1)).all()):
+                note = (f" (With the step at position {Q // 2} instead, your dA_cumsum is nonzero from "
+                        f"position {Q // 2 - 1}.)")
+                return early + note, None
     if bool(step.all()) and q0 > 0:
         return (f"{said}: it is nonzero before position {q0} too, so every position holds the same sum, the "
                 f"whole chunk's (a sum, not a running sum).\n      dA_cumsum[s] sums positions 0..s only: "

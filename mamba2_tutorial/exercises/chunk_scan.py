@@ -370,6 +370,14 @@ def _read_row_scale(lab, inputs, got):
     b, l, h, _ = y.shape
     dA = inputs["dA_cumsum"].double().flatten(2)[:, :, :l].transpose(1, 2)  # (b, l, h): dA_cs per position
     decay = torch.exp(dA)[..., None]
+    if close(y, want * (1 + decay), lab.rtol, lab.atol):
+        return ("With the entering state = 0, your output is the right one with every row s (target "
+                "position) multiplied by 1 + exp(dA_cs[s]): P @ x is added twice, once more through the "
+                "state term (its mma started from P @ x's tile: ct.mma(C, stateᵀ, acc) returns acc + "
+                "C @ stateᵀ, so acc comes back scaled by the decay with it).\n      Start the state term's "
+                "mma from "
+                "ct.zeros((Q, TP), dtype=ct.float32), then y = P @ x + exp(dA_cs)[:, None] * (C @ stateᵀ).",
+                None)
     if float((decay - 1).abs().max()) < 1e-3 or not close(y, want * decay, lab.rtol, lab.atol):
         return None
     return ("With the entering state = 0, your output is the right one with every row s (target position) "
@@ -526,6 +534,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    group_hint),
     ]
     input_steps = [  # run on the case with a zero entering state: the chunk's own inputs alone
+        Linearity(["x"], ["y"], "x", "your kernel applies a nonlinearity to x (silu? the gate is not part of "
+                  "this kernel)", "y is linear in x: P @ x with x as it is loaded, cast only for the mma.",
+                  setting="the entering state = 0 and "),
         Experiment("With the entering state = 0 and x the same for every head (each a copy of head 0's)",
                    lambda b: same_for_every_head(b, "x", 2), "so your kernel reads x of another head",
                    "x is (b, l, h, p): chunk c of head hi is tile (bi, c, hi, 0) in tiles of (1, Q, 1, TP), "
