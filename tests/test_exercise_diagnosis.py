@@ -243,6 +243,8 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
         cs = ct.sum(dt_c * a) + ct.zeros((Q,), dtype=ct.float32)
     elif M == 24:
         cs = ct.cumsum((dt_c * a).astype(ct.bfloat16), axis=0).astype(ct.float32)
+    elif M == 56:  # a mask in the sequence's positions compared with the chunk's: only chunk 0 sums anything
+        cs = ct.cumsum(ct.where(c * Q + pos < Q, dt_c * a, 0.0), axis=0)
     elif M == 55:  # a (Q, Q) masked sum whose mask takes k <= s + 1
         v = dt_c * a
         cs = ct.sum(ct.where(pos[None, :] <= pos[:, None] + 1, v[None, :], 0.0), axis=1)
@@ -373,7 +375,10 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
             decay = 1.0 / (1.0 + ct.exp(-a))
         else:
             decay = ct.exp(a)
-        local = ct.load(states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        if M == 59:  # the initial state's load line copied for the chunk's own state
+            local = ct.load(initial_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO)
+        else:
+            local = ct.load(states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
         local = local.reshape((TP, TN))
         if M == 21:
             local = ct.transpose(local)
@@ -562,6 +567,8 @@ CUMSUM = {
     54: ("wrong chunk index: dt loaded from chunk 0 for every chunk", r"reads one fixed chunk"),
     53: ("mask inverted: where(c*Q + pos >= l) keeps nothing", r"a mask keeps nothing"),
     55: ("mask off by one: a masked sum over k <= s + 1", r"starts one position early"),
+    56: ("wrong positions: a mask in the sequence's positions keeps chunk 0 only",
+         r"0 in every later chunk: the block of chunk c >= 1 sums nothing"),
 }
 STATE = {
     1: ("wrong index: group h % g", r"reads B of the wrong group"),
@@ -646,6 +653,8 @@ PASSING = {
     57: ("wrong variable: the update decays the initial state, not the carried one", r"INITIAL state"),
     58: ("operand transposed: the initial state loaded transposed (square tiles)", r"your kernel transposes "
          r"the initial state"),
+    59: ("wrong array: initial_states read where the chunk's own state belongs",
+         r"adds initial_states where the chunk's own state belongs"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),

@@ -305,7 +305,7 @@ def _read_cut(lab, inputs, got):
         first = int(bad.nonzero()[0])
         if not bool((g[..., first:] == 0).all()):
             return None
-        wrong_at = first
+        wrong_at, which = first, name
         break
     if wrong_at is None:
         return None
@@ -319,6 +319,13 @@ def _read_cut(lab, inputs, got):
                 f"last step, on: your kernel leaves out (or gets wrong) the sequence's last step, a mask or "
                 f"a bound off by one.\n      The steps inside the sequence are c*Q + pos < l, the last one "
                 f"l - 1 included (with padding_mode=ZERO no mask is needed: the padding is 0).", None)
+    if wrong_at == inputs["Q"] and which == "dA_cumsum" and l > wrong_at:
+        return (f"Your dt_out is right, and your dA_cumsum is right in chunk 0 (positions 0..{wrong_at - 1}) "
+                f"and 0 in every later chunk: the block of chunk c >= 1 sums nothing. Each block works on "
+                f"its own chunk's positions 0..Q-1: a loop, a mask or a comparison in the sequence's "
+                f"positions (c*Q + pos) matches none of them once c >= 1.\n      dA_cumsum[bi, hi, c, :] = "
+                f"ct.cumsum(dt_c * A[hi], axis=0) over the chunk's own (Q,) tile, the same in every block.",
+                None)
     sizes = {"b": inputs["dt"].shape[0], "h": inputs["dt"].shape[2], "Q": inputs["Q"],
              "nchunks": got["dt_out"].shape[2]}
     same = [k for k, v in sizes.items() if v == wrong_at]

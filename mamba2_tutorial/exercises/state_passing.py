@@ -456,6 +456,13 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "so your kernel reads the initial state from states (chunk 0's local state) where "
                    "initial_states belongs", "the carried state starts from initial_states[bi, hi], its own "
                    "array: ct.load(initial_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN))."),
+        Experiment("With every chunk's local state equal to the initial state",
+                   lambda b: None if not bool(b["initial_states"].abs().max() > 0) else replace(
+                       b, states=b["initial_states"][:, None].expand_as(b["states"]).clone()),
+                   "so your kernel adds initial_states where the chunk's own state belongs (a load from the "
+                   "wrong array)", "each chunk adds its own local state, states[bi, c, hi]: "
+                   "ct.load(states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN)); initial_states only starts "
+                   "the carried state."),
         Experiment("With initial_states = 0", lambda b: replace(b, initial_states=zero(b["initial_states"])),
                    "so the initial state's path is wrong",
                    "the carried state starts from initial_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
