@@ -225,6 +225,8 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
         dt_c = ct.load(dt, (bi, hi, c), shape=(1, 1, Q), padding_mode=ZERO).reshape((Q,))
     elif M == 54:
         dt_c = ct.load(dt, (bi, 0, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
+    elif M == 57:  # the step sizes loaded from dt_out, the output, which holds the check's fill value
+        dt_c = ct.load(dt_out, (bi, hi, c, 0), shape=(1, 1, 1, Q)).reshape((Q,))
     else:
         dt_c = ct.load(dt, (bi, c, hi), shape=(1, Q, 1), padding_mode=ZERO).reshape((Q,))
     pos = ct.arange(Q, dtype=ct.int32)
@@ -424,6 +426,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
         xf = x_c.astype(ct.float32)
         x_c = (xf / (1.0 + ct.exp(-xf))).astype(x.dtype)
     C_c = ct.load(C, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+    if M == 59:  # a ReLU on C as it is loaded (a linear-attention habit)
+        C_c = ct.maximum(C_c, 0.0)
     B_c = ct.load(C if M == 45 else B, (bi, 0 if M == 41 else c, g, 0), shape=(1, Q, 1, TN),
                   padding_mode=ZERO).reshape((Q, TN))
     state = ct.load(chunk_init_states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
@@ -557,7 +561,8 @@ CUMSUM = {
     25: ("wrong block indices: the grid read as (b, h, nchunks)", r"raised IndexError.*outside.*TILE units"),
     26: ("extra nonlinearity: exp(cumsum) stored", r"With dt (= 0 your outputs are not 0|"
          r"doubled.*a nonlinearity to dt)"),
-    27: ("term left out: dt_out never stored", r"into dt_out, stored nothing"),
+    27: ("term left out: dt_out never stored", r"into dt_out, left every output element holding the "
+         r"value the check filled it with .*: it stored nothing there"),
     28: ("operand transposed: dt read as (b, h, l)", r"raised IndexError.*outside.*TILE units"),
     41: ("off by one: the own step counted twice (cumsum + v)", r"counts its own step twice"),
     42: ("wrong index: the running sum from dt of head 0", r"reads dt of another head"),
@@ -567,6 +572,7 @@ CUMSUM = {
     54: ("wrong chunk index: dt loaded from chunk 0 for every chunk", r"reads one fixed chunk"),
     53: ("mask inverted: where(c*Q + pos >= l) keeps nothing", r"a mask keeps nothing"),
     55: ("mask off by one: a masked sum over k <= s + 1", r"starts one position early"),
+    57: ("wrong array: dt loaded from dt_out, an output", r"or stored what it loaded from that same output"),
     56: ("wrong positions: a mask in the sequence's positions keeps chunk 0 only",
          r"0 in every later chunk: the block of chunk c >= 1 sums nothing"),
 }
@@ -697,6 +703,7 @@ SCAN = {
          r"the diagonal k = s is what goes wrong"),
     55: ("term counted twice: the state term's line repeated", r"the state term is added twice"),
     57: ("extra nonlinearity: silu(x) as it is loaded", r"applies a nonlinearity to x"),
+    59: ("extra nonlinearity: ReLU on C as it is loaded", r"applies a nonlinearity to C as it is loaded"),
     58: ("accumulator reused: the state term's mma started from P @ x's tile",
          r"multiplied by 1 \+ exp\(dA_cs\[s\]\): P @ x is added twice"),
     56: ("term counted twice: the state term added once per key block (the later rows twice)",

@@ -386,9 +386,11 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
         )
     if bool(never.all()):
         return (
-            f"{what} stored nothing: every output element still holds the value the check filled it with "
-            f"({UNWRITTEN:.4g}).",
-            "finish the TODOs: every output needs its ct.store(...) of the result tile.",
+            f"{what} left every output element holding the value the check filled it with "
+            f"({UNWRITTEN:.4g}): it stored nothing there, or stored what it loaded from that same output "
+            f"array (a load from an output where an input belongs).",
+            "finish the TODOs: every output needs its ct.store(...) of the result tile, computed from the "
+            "inputs (an output is never loaded).",
         )
     if bool(never.any()):
         idx = tuple(int(i) for i in never.nonzero()[0])
