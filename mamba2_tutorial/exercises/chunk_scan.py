@@ -648,9 +648,6 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Linearity(["C"], ["y"], "C", "your kernel applies a nonlinearity to C as it is loaded (relu? silu? "
                   "an activation belongs to the layer around the SSD, not here)", "C enters both terms as it "
                   "is loaded: C Bᵀ for P, and C @ stateᵀ for the state term."),
-        Linearity(["B"], ["y"], "B", "your kernel applies a nonlinearity to B as it is loaded (relu? silu? "
-                  "an activation belongs to the layer around the SSD, not here)", "B enters P as it is "
-                  "loaded: C Bᵀ, nothing applied to it."),
     ]
     prelude = [
         (lambda b: as_float32(b, ("x", "C", "B")), "With the same inputs in float32 your output is right: "
