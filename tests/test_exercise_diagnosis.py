@@ -250,6 +250,12 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
     elif M == 55:  # a (Q, Q) masked sum whose mask takes k <= s + 1
         v = dt_c * a
         cs = ct.sum(ct.where(pos[None, :] <= pos[:, None] + 1, v[None, :], 0.0), axis=1)
+    elif M == 60:  # a scan in two halves whose second half adds the first half's total twice
+        v = dt_c * a
+        first = pos < Q // 2
+        total = ct.sum(ct.where(first, v, 0.0))
+        cs = ct.where(first, ct.cumsum(ct.where(first, v, 0.0), axis=0),
+                      ct.cumsum(ct.where(first, 0.0, v), axis=0) + total + total)
     else:
         cs = ct.cumsum(src * a, axis=0)
     if M == 41:
@@ -307,6 +313,8 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
                 w = ct.exp2(dA_last - dA_cs) * 1.4426950408889634 * dt_c
             else:
                 w = ct.exp(dA_last - dA_cs) * dt_c
+            if M == 61:  # the decay applied once more
+                w = w * ct.exp(dA_last - dA_cs)
             if M == 22:
                 pos = ct.arange(Q, dtype=ct.int32)
                 w = ct.where(pos < Q - 1, w, 0.0)
@@ -400,6 +408,10 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
         elif M == 42:
             ct.store(final_states, (bi, hi, 0, 0), state.reshape((1, 1, TP, TN)))
             state = decay * state + local
+        elif M == 60:  # the carried state transposed at every update (square tiles)
+            state = decay * ct.transpose(state) + local
+        elif M == 61:  # the chunk's own state added twice
+            state = decay * state + local + local
         else:
             state = decay * state + local
     if M == 51:
@@ -444,6 +456,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     pos = ct.arange(Q, dtype=ct.int32)
     causal = pos[:, None] + 1 >= pos[None, :] if M == 22 else pos[:, None] >= pos[None, :]
     decay = ct.exp(ct.minimum(dA_cs[:, None] - dA_cs[None, :], 0.0))
+    if M == 60:  # the decay line repeated
+        decay = decay * ct.exp(ct.minimum(dA_cs[:, None] - dA_cs[None, :], 0.0))
     if M == 23:
         P = ct.where(causal, CB * decay, 0.0)
         xs = (x_c.astype(ct.float32) * dt_c[None, :]).astype(x.dtype)
@@ -485,6 +499,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
         y_c = y_c + past * ct.exp(dA_cs)[:, None] + own[:, None] * x_c.astype(ct.float32)
     else:
         y_c = y_c + past * ct.exp(dA_cs)[:, None]
+    if M == 61:  # a mask of the ragged end one short: the sequence's last position zeroed
+        y_c = ct.where((c * Q + pos < x.shape[1] - 1)[:, None], y_c, 0.0)
     ct.store(y, (bi, c, g if M == 29 else hi, 0), y_c.astype(y.dtype).reshape((1, Q, 1, TP)))
 
 
@@ -533,10 +549,17 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
             dS = dS + g * own
         elif M == 26:
             dS = dS + own
+        elif M == 60:  # the carried gradient transposed at every step (square tiles)
+            dS = g * ct.transpose(dS) + own
+        elif M == 62:  # the decay applied twice to the carried gradient
+            dS = g * g * dS + own
         else:
             dS = g * dS + own
         if M == 55:  # the carried gradient normalized after each update
             dS = dS / ct.sqrt(ct.sum(dS * dS))
+    if M == 61:  # chunk 0's own gradient added once more after the loop
+        first = ct.load(dS_out, (bi, 0, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
+        dS = dS + first.reshape((TP, TN))
     if M != 44:
         ct.store(dfinal_states if M == 53 else dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
 
@@ -575,6 +598,8 @@ CUMSUM = {
     57: ("wrong array: dt loaded from dt_out, an output", r"or stored what it loaded from that same output"),
     56: ("wrong positions: a mask in the sequence's positions keeps chunk 0 only",
          r"0 in every later chunk: the block of chunk c >= 1 sums nothing"),
+    60: ("term counted twice: a scan in two halves adding the first half's total twice",
+         r"added more than once from position \d+ on"),
 }
 STATE = {
     1: ("wrong index: group h % g", r"reads B of the wrong group"),
@@ -596,8 +621,7 @@ STATE = {
          r"chunk's last position"),
     23: ("scaling on the wrong axis: the weights applied to the state's rows after the mma (TP == Q)",
          r"weights w_k go wrong only when they differ from position to position"),
-    24: ("wrong decay index: dA_cumsum of the group", r"reads the decay of another chunk, head or batch "
-         r"entry"),
+    24: ("wrong decay index: dA_cumsum of the group", r"reads the decay of another head than its own"),
     25: ("reduction over the wrong set: the state summed over chunks 0..c", r"takes in positions of other "
          r"chunks"),
     26: ("term left out: the decay's exp", r"your decay is dA_cs\[Q-1\] - dA_cs\[k\] itself"),
@@ -618,6 +642,7 @@ STATE = {
     60: ("wrong dtype: dA_cumsum rounded to bfloat16 on load", r"rounds dA_cumsum to a low-precision dtype"),
     59: ("accumulator counted twice: acc + ct.mma(.., acc) over the chunk's two halves",
          r"twice the right weight at positions 0\.\.\d+ of the chunk: those positions are counted twice"),
+    61: ("extra factor: the decay applied twice", r"your decay is squared"),
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
@@ -628,13 +653,14 @@ PASSING = {
     6: ("wrong chunk index: dA_cumsum indexed like states", r"decay of another chunk, head or batch entry"),
     7: ("extra nonlinearity: the decay squared", r"(With dA_cumsum = 0 \(every decay 1\).*so the decay is "
         r"wrong|exp\(v\)\*\*2 for v = -0.5, so the decay is applied twice)"),
-    8: ("term left out: the local state", r"term of the chunk's own state is wrong"),
+    8: ("term left out: the local state", r"with states = 0: your kernel leaves the chunk's own local state "
+        r"out"),
     9: ("the chunks walked backwards", r"walks the chunks from the last to the first"),
     21: ("operand transposed: the local state added transposed (square tiles)", r"your kernel transposes the "
          r"chunk's local state"),
     22: ("scaling on the wrong axis: the chunk's dA row as a per-row decay (TP == Q)",
          r"another position than the chunk's last"),
-    23: ("wrong chunk index: the decay of chunk c - 1", r"decay of another chunk, head or batch entry"),
+    23: ("wrong chunk index: the decay of chunk c - 1", r"reads the decay of another chunk than its own"),
     24: ("reduction over the wrong set: the decay as dA[Q-1] - dA[0]", r"a sum over the chunk"),
     25: ("term left out: no decay", r"(With dA_cumsum = 0 \(every decay 1\).*so the decay is wrong|"
          r"the carried tile is not decayed at all)"),
@@ -661,14 +687,18 @@ PASSING = {
          r"the initial state"),
     59: ("wrong array: initial_states read where the chunk's own state belongs",
          r"adds initial_states where the chunk's own state belongs"),
+    60: ("operand transposed: the carried state transposed at every update (square tiles)",
+         r"the carried state is transposed at every step of your walk"),
+    61: ("term counted twice: the chunk's own state added twice", r"your kernel counts the chunk's own "
+         r"local state twice"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),
     2: ("operand transposed: the state untransposed (TP == TN)", r"multiplies C by the state untransposed"),
     3: ("mask off by one: strict k < s", r"the diagonal k = s is what goes wrong"),
     4: ("scaling on the wrong axis: dt[:, None]", r"dt reaches the wrong elements"),
-    5: ("term left out: the state term", r"With the entering state set to zero, your output is right, so the "
-        r"state term is wrong"),
+    5: ("term left out: the state term", r"with chunk_init_states = 0: your kernel leaves the state term "
+        r"out"),
     6: ("term left out: the state term's decay", r"the state term is not decayed"),
     7: ("extra nonlinearity: softplus(dt)", r"the entering state = 0 and dt (= 0 your outputs are not 0|"
         r"doubled.*nonlinearity to dt)"),
@@ -701,13 +731,17 @@ SCAN = {
     53: ("scaling on the wrong term: (P @ x + past) * exp(dA_cs)", r"multiplied by exp\(dA_cs\[s\]\)"),
     54: ("term counted twice: the current position added beside P @ x",
          r"the diagonal k = s is what goes wrong"),
-    55: ("term counted twice: the state term's line repeated", r"the state term is added twice"),
+    55: ("term counted twice: the state term's line repeated", r"(the state term is added twice|your kernel "
+         r"counts the state term twice)"),
     57: ("extra nonlinearity: silu(x) as it is loaded", r"applies a nonlinearity to x"),
     59: ("extra nonlinearity: ReLU on C as it is loaded", r"applies a nonlinearity to C as it is loaded"),
     58: ("accumulator reused: the state term's mma started from P @ x's tile",
          r"multiplied by 1 \+ exp\(dA_cs\[s\]\): P @ x is added twice"),
     56: ("term counted twice: the state term added once per key block (the later rows twice)",
          r"twice that at positions \d+\.\.\d+: those rows get the state term twice"),
+    60: ("extra factor: P's decay squared", r"your decay is squared"),
+    61: ("mask off by one: y zeroed at the sequence's last position", r"right everywhere except at "
+         r"position \d+ \(the last of"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),
@@ -716,7 +750,8 @@ PASSING_BWD = {
     4: ("term left out: g in ddA_last", r"factor g in ddA_last is wrong"),
     5: ("ddA_last from the updated dS", r"pairs S_c with dS after chunk c's update"),
     6: ("term left out: dfinal_states", r"path of d final_states is wrong"),
-    7: ("term left out: dS_out (a dropped gradient term)", r"term of chunk c's own dS_out is wrong"),
+    7: ("term left out: dS_out (a dropped gradient term)", r"with dS_out = 0: your kernel leaves chunk c's "
+        r"own dS_out out"),
     8: ("dS_out decayed with the carried gradient", r"term of chunk c's own dS_out is wrong"),
     9: ("reduction over the wrong set: sum(dS) * sum(S)", r"reduction in ddA_last mixes elements"),
     10: ("no padding on the state's load", r"loads without padding_mode=ZERO"),
@@ -725,7 +760,7 @@ PASSING_BWD = {
     23: ("scaling on the wrong term: g on dS_out, not on the carried dS", r"(With dA_cumsum = 0 \(every "
          r"decay 1\), your output is right, so the decay is wrong|the carried tile is not decayed at all)"),
     24: ("wrong decay index: the last chunk's decay for every chunk",
-         r"decay of another chunk, head or batch entry"),
+         r"reads the LAST chunk's decay in every chunk"),
     25: ("reduction over the wrong set: ddA_last a running sum over the chunks", r"takes in the states of "
          r"other chunks"),
     26: ("term left out: the carried gradient's decay", r"(With dA_cumsum = 0 \(every decay 1\), your "
@@ -748,6 +783,12 @@ PASSING_BWD = {
     53: ("wrong array: dinitial_states stored into dfinal_states", r"wrote into dfinal_states, an input"),
     54: ("wrong head index: S_c of head 0 for every head", r"pairs dS with the state of another head"),
     55: ("extra nonlinearity: the carried gradient normalized", r"divides by something that is 0 there"),
+    60: ("operand transposed: the carried gradient transposed at every step (square tiles)",
+         r"the carried gradient dS is transposed at every step of your walk"),
+    61: ("term counted twice: chunk 0's dS_out added again after the loop", r"counts chunk c's own "
+         r"dS_out twice in the first chunk \(chunk 0\) only"),
+    62: ("extra factor: the decay applied twice to the carried gradient", r"(your decay is squared|so the "
+         r"decay is applied twice)"),
 }
 
 #: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)

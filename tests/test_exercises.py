@@ -693,7 +693,7 @@ def test_state_passing_kernel_hints_name_no_unconfirmed_cause(monkeypatch):
     assert "your output is right" not in _hint_of(info.value)  # no experiment confirmed a cause
     with pytest.raises(ExerciseFailed) as info:  # twice the local state: the experiment names its term
         _check_passing(monkeypatch, order=3)
-    assert "With every chunk's local states = 0, your output is right" in _hint_of(info.value)
+    assert "with states doubled: your kernel counts the chunk's own local state twice" in _hint_of(info.value)
 
 
 def test_state_passing_kernel_rejects_a_loop_carried_type_change():

@@ -144,6 +144,137 @@ class Reading:
 
 
 @dataclass
+class AsIf:
+    """The kernel's output on the base is the reference's answer to *other* inputs, ``make(base)``: the
+    kernel computes the right thing for inputs it was not given. A term left out answers the inputs with
+    that term 0; a term counted twice, with it doubled; a decay squared, with ``dA_cumsum`` doubled. Reported
+    only where the base's own answer differs from that one (else the change proves nothing)."""
+
+    change: str                                  # "every chunk's local state = 0"
+    make: Callable[[Inputs], Inputs | None]
+    finding: str
+    hint: str
+    outputs: Sequence[str] | None = None
+
+    def __call__(self, lab: Lab, base: Inputs) -> Finding | None:
+        changed = self.make(base)
+        if changed is None:
+            return None
+        got = lab.run(base)
+        if not lab.agrees(got, lab.reference(changed), self.outputs):
+            return None
+        if lab.agrees(got, lab.reference(base), self.outputs):
+            return None
+        return (f"Your output is the right answer to the same inputs with {self.change}: {self.finding}.\n"
+                f"      {self.hint}", None)
+
+
+def counted(key: str, what: str, hint: str, *, chunk_axis: int | None = None,
+            outputs: Sequence[str] | None = None) -> list[AsIf]:
+    """How often the term ``what`` (the input ``key``) enters the output: not at all (as if ``key`` were 0)
+    or twice (as if it were doubled); with ``chunk_axis``, also twice for the first or the last chunk only (a
+    term added once more before or after a loop over the chunks)."""
+
+    def scaled(factor, index=None):
+        def make(b):
+            t = b[key].clone()
+            if index is None:
+                t = t * factor
+            elif t.shape[chunk_axis] < 2:
+                return None
+            else:
+                t.select(chunk_axis, index).mul_(factor)
+            return replace(b, **{key: t})
+        return make
+
+    steps = [AsIf(f"{key} = 0", scaled(0.0), f"your kernel leaves {what} out", hint, outputs),
+             AsIf(f"{key} doubled", scaled(2.0), f"your kernel counts {what} twice (added once more, or a "
+                  f"load of it added to itself)", hint, outputs)]
+    if chunk_axis is not None:
+        steps += [AsIf(f"{key} doubled in the first chunk only", scaled(2.0, 0), f"your kernel counts {what} "
+                       f"twice in the first chunk (chunk 0) only: it is added once more, before or after the "
+                       f"loop over the chunks", hint, outputs),
+                  AsIf(f"{key} doubled in the last chunk only", scaled(2.0, -1), f"your kernel counts {what} "
+                       f"twice in the last chunk only: it is added once more, before or after the loop over "
+                       f"the chunks", hint, outputs)]
+    return steps
+
+
+def decay_power(hint: str, key: str = "dA_cumsum", outputs: Sequence[str] | None = None) -> list[AsIf]:
+    """The decay exp(v) applied as exp(k v): not at all (k = 0, as if ``key`` were 0), squared (k = 2: the
+    decay applied twice, or its exponent doubled) or as its square root (k = 1/2)."""
+
+    def scaled(factor):
+        return lambda b: replace(b, **{key: b[key] * factor})
+
+    return [AsIf(f"{key} = 0 (every decay 1)", scaled(0.0), "your kernel applies no decay: the factor "
+                 "exp(...) is left out", hint, outputs),
+            AsIf(f"{key} doubled", scaled(2.0), "your decay is squared: it is applied twice (a decay line "
+                 "repeated, or the decayed tile decayed again), or its exponent is doubled", hint, outputs),
+            AsIf(f"{key} halved", scaled(0.5), "your decay is the square root of the right one: its exponent "
+                 "is halved", hint, outputs)]
+
+
+def decay_index(hint: str, key: str = "dA_cumsum") -> list:
+    """Which index of ``key`` (b, h, nchunks, Q) a kernel that reads the decay of another chunk, head or
+    batch entry gets wrong: the same decays along one axis only (the chunks, the heads, the batch entries),
+    then whether every chunk reads the first or the last chunk's."""
+
+    def same_along(axis, name):
+        def make(b):
+            t = b[key]
+            if t.shape[axis] < 2:
+                return None
+            return replace(b, **{key: t.narrow(axis, 0, 1).expand_as(t).clone()})
+        return Experiment(f"With {key} the same in every {name} (each a copy of the first), different from "
+                          f"{'head to head' if axis != 1 else 'chunk to chunk'}", make,
+                          f"so your kernel reads the decay of another {name} than its own", hint)
+
+    def every_chunk_from(index):
+        def make(b):
+            t = b[key]
+            if t.shape[2] < 2:
+                return None
+            return replace(b, **{key: t.narrow(2, index % t.shape[2], 1).expand_as(t).clone()})
+        return make
+
+    return [AsIf(f"every chunk's {key} equal to the last chunk's", every_chunk_from(-1),
+                 "your kernel reads the LAST chunk's decay in every chunk (a fixed index, or the loop's "
+                 "bound where its counter belongs)", hint),
+            AsIf(f"every chunk's {key} equal to chunk 0's", every_chunk_from(0),
+                 "your kernel reads chunk 0's decay in every chunk (a fixed index 0 where the chunk c "
+                 "belongs)", hint),
+            same_along(2, "chunk"), same_along(1, "head"), same_along(0, "batch entry")]
+
+
+def read_alternating_transpose(output: str, chunk_axis: int, make: Callable[[Inputs], Inputs | None],
+                               said: str, what: str, hint: str) -> Reading:
+    """With p = n (``make``: the case whose only nonzero state is the one that starts the walk), an output
+    right at every other chunk and transposed at the ones between: the kernel transposes the carried tile
+    at every step of its walk (the start tile comes out right, the next one transposed, and so on)."""
+
+    def read(lab, inputs, got):
+        g, w = got[output].double(), lab.reference(inputs)[output].double()
+        if g.shape[-1] != g.shape[-2] or g.shape[chunk_axis] < 2 or not bool(torch.isfinite(g).all()):
+            return None
+        right, flipped = [], []
+        for c in range(g.shape[chunk_axis]):
+            gc, wc = g.select(chunk_axis, c), w.select(chunk_axis, c)
+            right.append(close(gc, wc, lab.rtol, lab.atol))
+            flipped.append(close(gc, wc.transpose(-1, -2), lab.rtol, lab.atol) and not right[-1])
+        if not any(flipped) or not all(r or f for r, f in zip(right, flipped)):
+            return None
+        if not all(flipped[c] != flipped[c - 1] for c in range(1, len(flipped))):
+            return None  # transposed at every chunk, or in runs: not a transpose at every step
+        chunks = ", ".join(str(c) for c, f in enumerate(flipped) if f)
+        return (f"{said}, your {output} comes out transposed at chunk(s) {chunks} and right at the others: "
+                f"{what} is transposed at every step of your walk (so it flips back every second chunk).\n"
+                f"      {hint}", None)
+
+    return Reading(make, read)
+
+
+@dataclass
 class Linearity:
     """Every output named in ``outputs`` is linear in the inputs ``keys`` (together): run the kernel with
     those inputs zero, as they are, doubled and negated; if the outputs are not zero, or do not double, or

@@ -170,6 +170,19 @@ def _read_impulse(lab, inputs, got):
         if bool(torch.isclose(values, values[:1].expand_as(values), rtol=1e-5).all()):
             return (f"{said}: your running sum is scaled by {-float(values[0]):.4g}.\n      dA_cumsum[s] = "
                     f"dt_0*A + ... + dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing added or scaled.", None)
+        right = torch.isclose(values, torch.full_like(values, -1.0), atol=1e-5)
+        if bool(right[0]) and not bool(right.all()):
+            j = int((~right).nonzero()[0])             # the first wrong position, counted from q0
+            later = values[j:]
+            if bool(torch.isclose(later, later[:1].expand_as(later), rtol=1e-5, atol=1e-6).all()):
+                at, v = q0 + j, float(later[0])
+                times = f"{v / -1.0:.3g} times" if abs(v) > 1e-6 else "none of"
+                return (f"{said}: right at positions {q0}..{at - 1}, then {v:.3g} from position {at} on, so "
+                        f"from position {at} on your running sum holds {times} the steps before it. A sum "
+                        f"taken in parts carries each earlier part's total into the later part exactly "
+                        f"once: here it is {'lost' if abs(v) < 1e-6 else 'added more than once'} from "
+                        f"position {at} on.\n      dA_cumsum[s] = dt_0*A + ... + dt_s*A over the whole "
+                        f"chunk: ct.cumsum(dt * A[hi], axis=0) in one piece needs no carry at all.", None)
         return (f"{said}: the running sum of one step of dt * A is off.\n      dA_cumsum[s] = dt_0*A + ... "
                 f"+ dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing added or scaled.", None)
     said = (f"With {where}, your dA_cumsum in that chunk is nonzero at positions {positions(step)}, not "

@@ -33,11 +33,15 @@ from ._experiments import (
     as_float32,
     by_head,
     close,
+    counted,
+    decay_index,
+    decay_power,
     low_precision,
     misplaced,
     nan_on_cpu,
     once,
     positions,
+    read_one_slice,
     replace,
     rounded_decays,
     same_batch,
@@ -508,7 +512,14 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         return replace(b, **{k: b[k][:, :, :1].expand_as(b[k]).clone() for k in keys})
 
     group_hint = "head hi reads group hi // HEADS_PER_GROUP (consecutive heads share a group), for C and B."
+    state_decay_hint = ("the entering state has decayed by exp(dA_cs[s]) when it reaches position s: "
+                        "multiply ROW s of C @ stateᵀ by it, ct.exp(dA_cs)[:, None].")
+    state_hint = ("the chunk also sees the state entering it: y += exp(dA_cs)[:, None] * (C @ stateᵀ), one "
+                  "ct.mma of C with the transposed state tile, added once.")
+    index_hint = ("dA_cumsum is (b, h, nchunks, Q): this block's decays are dA_cumsum[bi, hi, c, :], at the "
+                  "HEAD hi (not the group hi // HEADS_PER_GROUP that C and B use).")
     state_steps = [  # run on the case with x = 0: the state term alone
+        *counted("chunk_init_states", "the state term", state_hint),
         Reading(_state_decay_probe, _read_state_decay),
         Confusion("C", "B", "the state term reads the state out with C: exp(dA_cs)[:, None] * (C @ stateᵀ); "
                   "B writes into the state, in the chunk state kernel."),
@@ -526,9 +537,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "(Without the transpose it compiles only when TP == TN, as in this case.)", undo=True),
         Experiment("With x = 0 (the state term alone) and dA_cumsum = 0",
                    lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
-                   "so the decay of the state term is wrong",
-                   "the entering state has decayed by exp(dA_cs[s]) when it reaches position s: multiply ROW "
-                   "s of C @ stateᵀ by it, ct.exp(dA_cs)[:, None]."),
+                   "so the decay of the state term is wrong", state_decay_hint,
+                   then=decay_power(state_decay_hint)),
         Experiment("With x = 0 (the state term alone) and C the same for every group",
                    lambda b: same_groups(b, ("C",)), "so the state term reads C of the wrong group",
                    group_hint),
@@ -588,7 +598,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    controls=[lambda b: replace(b, dt_out=torch.full_like(b["dt_out"], 0.5))]),
         Experiment("With the entering state = 0 and dA_cumsum = 0 (every decay 1)",
                    lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
-                   "so the decay inside the chunk is wrong", _DECAY_HINT),
+                   "so the decay inside the chunk is wrong", _DECAY_HINT, then=decay_power(_DECAY_HINT)),
         Experiment("With the entering state = 0 and C and B the same for every group",
                    lambda b: same_groups(b, ("C", "B")), "so your kernel reads C and B of the wrong group",
                    group_hint),
@@ -613,15 +623,17 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     ]
     steps = [
         misplaced({"y": ("batch entry", "position", "head", "")}),
+        read_one_slice({"y": ("", "position", "", "")}, "every position s < l has an output, the sequence's "
+                       "last one (l - 1) included: y needs no mask of its own at the ragged end (the loads' "
+                       "zero padding and the store's bounds take care of it)."),
         same_batch(list(_KEYS)),
         Confusion("dt_out", "dA_cumsum", "dt_out holds the step sizes dt_k, dA_cumsum the running sums of "
                   "dt * A: both are (b, h, nchunks, Q), loaded the same way from their own arrays."),
         Confusion("C", "B", "C reads (the query: row s of C Bᵀ, and the state term), B writes (the key: "
                   "column k): one load of each, from its own array."),
         Reading(lambda b: _no_input(_no_state(b)), _read_nonfinite),
-        Experiment("With the entering state set to zero", _no_state, "so the state term is wrong",
-                   "the chunk also sees the state entering it: y += exp(dA_cs)[:, None] * (C @ stateᵀ), one "
-                   "ct.mma of C with the transposed state tile.", then=state_steps, then_base=_no_input),
+        Experiment("With the entering state set to zero", _no_state, "so the state term is wrong", state_hint,
+                   then=state_steps, then_base=_no_input),
         Experiment("With x = 0 (only the entering state left)", _no_input,
                    "so the term of the chunk's own inputs, P @ x, is wrong",
                    "P[s, k] = (C_s . B_k) * exp(dA_cs[s] - dA_cs[k]) * dt_k for k <= s, 0 above the "
@@ -634,10 +646,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "same chunk index c as x's."),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
-                   "dA_cumsum is (b, h, nchunks, Q): this block's decays are dA_cumsum[bi, hi, c, :], at "
-                   "the HEAD hi (not the group hi // HEADS_PER_GROUP that C and B use)."),
+                   index_hint, then=decay_index(index_hint)),
         Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
-                   "so the decays are wrong", _DECAY_HINT, then=[rounded_decays()]),
+                   "so the decays are wrong", _DECAY_HINT,
+                   then=[rounded_decays(), *decay_power(_DECAY_HINT)]),
         low_precision(_exact, "x, C, B and the entering state small integers, dt in {0.5, 1} and no decay",
                       ["x", "C", "B"], _MMA_CAST,
                       controls=[lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"]))]),

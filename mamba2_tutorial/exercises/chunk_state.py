@@ -27,6 +27,8 @@ from ._experiments import (
     as_float32,
     by_head,
     close,
+    decay_index,
+    decay_power,
     low_precision,
     misplaced,
     nan_on_cpu,
@@ -580,6 +582,8 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
     end_hint = ("the decay from position k to the chunk's END is exp(dA_cs[Q-1] - dA_cs[k]): the last "
                 "element, ct.extract(dA_cs, (Q - 1,), shape=(1,)).")
     no_decay = lambda b: replace(b, dA_cumsum=torch.zeros_like(b["dA_cumsum"]))  # noqa: E731
+    index_hint = ("dA_cumsum is (b, h, nchunks, Q): this block's decays are dA_cumsum[bi, hi, c, :], at the "
+                  "HEAD hi (not the group) and (bi, hi, c, 0) in tiles of (1, 1, 1, Q).")
     steps = [
         misplaced({"states": ("batch entry", "chunk", "head", "", "")}),
         read_offset(["states"], "the state is a sum of products only: start the mma's accumulator from "
@@ -611,11 +615,10 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "at the HEAD hi; only B is per group (hi // HEADS_PER_GROUP)."),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    _one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
-                   "dA_cumsum is (b, h, nchunks, Q): this block's decays are dA_cumsum[bi, hi, c, :], at "
-                   "the HEAD hi (not the group) and (bi, hi, c, 0) in tiles of (1, 1, 1, Q)."),
+                   index_hint, then=decay_index(index_hint)),
         Reading(no_decay, _read_vanishing),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", _DECAY_HINT,
-                   then=[rounded_decays()]),
+                   then=[rounded_decays(), *decay_power(_DECAY_HINT)]),
         Experiment("With dt_out the same for every head (each a copy of head 0's)",
                    lambda b: same_for_every_head(b, "dt_out", 1), "so your kernel reads dt of another head",
                    "dt_out is (b, h, nchunks, Q): this block's step sizes are at (bi, hi, c, 0) in tiles of "

@@ -29,10 +29,14 @@ from ._experiments import (
     Linearity,
     Reading,
     close,
+    counted,
+    decay_index,
+    decay_power,
     low_precision,
     misplaced,
     once,
     positions,
+    read_alternating_transpose,
     replace,
     rounded_decays,
     same_batch,
@@ -391,6 +395,12 @@ def _square(base, symmetric: bool | str):
     return replace(base, states=states, initial_states=init)
 
 
+def _square_initial_only(base):
+    """p = n, every local state 0: the initial state is the only state carried from chunk to chunk."""
+    square = _square(base, False)
+    return replace(square, states=torch.zeros_like(square["states"]))
+
+
 def one_decay(base):
     """The same moderate decay row (dA_cumsum = -0.3, -0.6, ...) in every chunk of every head and batch
     entry: a kernel that reads the decay of another chunk, head or batch entry is right here."""
@@ -413,6 +423,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "states[bi, c, hi].")
     zero = torch.zeros_like
     no_decay = lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"]))  # noqa: E731
+    own_hint = ("add states[bi, c, hi] once, as it is, after decaying the OLD state: state = exp(dA_last) * "
+                "state + states[c] (states[c] already holds the decay inside chunk c).")
+    index_hint = ("dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is dA_cumsum[bi, hi, c, "
+                  "Q-1] (mind the axis order: it differs from states').")
     steps = [
         misplaced({"chunk_init_states": ("batch entry", "chunk", "head", "", ""),
                    "final_states": ("batch entry", "head", "", "")}),
@@ -433,7 +447,12 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "the states are (p, n) tiles, (TP, TN): add states[bi, c, hi] as it is loaded, no "
                    "ct.transpose (it only compiles when TP == TN, as in this case).",
                    controls=[lambda b: _square(b, False)],
-                   then=[Experiment("With p = n and only the initial states symmetric",
+                   then=[read_alternating_transpose(
+                             "chunk_init_states", 1, _square_initial_only,
+                             "With p = n and every local state 0 (only the initial state carried)",
+                             "the carried state", "the carried state stays a (TP, TN) tile from chunk to "
+                             "chunk: state = exp(dA_last) * state + states[c], no ct.transpose of it."),
+                         Experiment("With p = n and only the initial states symmetric",
                                     lambda b: _square(b, "initial_states"),
                                     "so your kernel transposes the initial state",
                                     "initial_states is (b, h, p, n): its (TP, TN) tile starts the carried "
@@ -468,17 +487,15 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "the carried state starts from initial_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
                    "load), and chunk 0's entry is that state."),
         Experiment("With every chunk's local states = 0", lambda b: replace(b, states=zero(b["states"])),
-                   "so the term of the chunk's own state is wrong",
-                   "add states[bi, c, hi] as it is, after decaying the OLD state: state = exp(dA_last) * "
-                   "state + states[c] (states[c] already holds the decay inside chunk c)."),
+                   "so the term of the chunk's own state is wrong", own_hint,
+                   then=counted("states", "the chunk's own local state", own_hint, chunk_axis=1)),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
-                   "dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is "
-                   "dA_cumsum[bi, hi, c, Q-1] (mind the axis order: it differs from states')."),
+                   index_hint, then=decay_index(index_hint)),
         Reading(lambda b: decay_probe(b, {"zero": "states", "start": "initial_states"}),
                 _read_decay_probe(decay_hint)),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", decay_hint,
-                   then=[rounded_decays()]),
+                   then=[rounded_decays(), *decay_power(decay_hint)]),
         Experiment("With the chunks given in reverse order (and your outputs put back in order)",
                    _reversed_chunks, "so your kernel walks the chunks from the last to the first",
                    "the state flows forwards: c = 0, 1, ..., nchunks-1, starting from initial_states.",

@@ -33,11 +33,15 @@ from ._experiments import (
     Linearity,
     Reading,
     close,
+    counted,
+    decay_index,
+    decay_power,
     low_precision,
     misplaced,
     nan_on_cpu,
     once,
     positions,
+    read_alternating_transpose,
     read_one_slice,
     replace,
     same_batch,
@@ -188,6 +192,12 @@ def _square(base, symmetric: bool):
         t = base[k][..., :m, :m].contiguous()
         out[k] = t + t.transpose(-1, -2) if symmetric else t
     return replace(base, **out)
+
+
+def _square_dfinal_only(base):
+    """p = n, every dS_out 0: dfinal_states is the only gradient carried from chunk to chunk."""
+    square = _square(base, False)
+    return replace(square, dS_out=torch.zeros_like(square["dS_out"]))
 
 
 def _one_chunk_of_S(base):
@@ -384,6 +394,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                       "the products dS * S and their sum in ddA_last are float32", controls=[no_decay]),
     ]
     decay_hint = "the decay across chunk c is g_c = exp(dA_cumsum[bi, hi, c, Q-1]), a number in (0, 1]."
+    carried_hint = decay_hint + " It multiplies the carried dS (dS = g * dS + dS_out[c]) and ddA_last."
+    own_hint = ("after storing, dS = g * dS + dS_out[bi, c, hi]: the chunk's own dS_out added once, "
+                "undecayed (it asks about the state ENTERING chunk c).")
+    index_hint = ("dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is dA_cumsum[bi, hi, c, "
+                  "Q-1] (mind the axis order: it differs from dS_out's).")
     steps = [
         misplaced({"dstates": ("batch entry", "chunk", "head", "", ""),
                    "ddA_last": ("batch entry", "head", "chunk"),
@@ -404,8 +419,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         *decay_experiments(decay_hint),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
-                   "dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is "
-                   "dA_cumsum[bi, hi, c, Q-1] (mind the axis order: it differs from dS_out's)."),
+                   index_hint, then=decay_index(index_hint)),
         Experiment("With chunk_init_states = 0 (so ddA_last must be 0)",
                    lambda b: replace(b, chunk_init_states=zero(b["chunk_init_states"])),
                    "so ddA_last is what goes wrong (dstates and dinitial_states do not depend on it)",
@@ -415,7 +429,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "tiles that are not symmetric, your output is wrong)",
                    "dS_out, dfinal_states, chunk_init_states and the carried dS are all (p, n) tiles, "
                    "(TP, TN), used as they are loaded: no ct.transpose (it compiles only when TP == TN, as "
-                   "here).", controls=[lambda b: _square(b, False)]),
+                   "here).", controls=[lambda b: _square(b, False)],
+                   then=[read_alternating_transpose(
+                       "dstates", 1, _square_dfinal_only, "With p = n and every dS_out 0 (only dfinal_states "
+                       "carried)", "the carried gradient dS", "dS stays a (TP, TN) tile from chunk to chunk: "
+                       "dS = g * dS + dS_out[c], no ct.transpose of it.")]),
         Linearity(["dS_out", "dfinal_states"], ["dstates", "ddA_last", "dinitial_states"], "the gradients",
                   "your kernel applies a nonlinearity to the carried gradient (a clip? an activation?), or "
                   "multiplies two gradient tiles (a gradient read where S_c belongs?)",
@@ -440,13 +458,12 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "so the path of d final_states is wrong",
                    "the carried gradient starts from dfinal_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
                    "load): it is the gradient of the state leaving the last chunk."),
-        Experiment("With dS_out = 0", no_dS_out, "so the term of chunk c's own dS_out is wrong",
-                   "after storing, dS = g * dS + dS_out[bi, c, hi]: the chunk's own dS_out added once, "
-                   "undecayed (it asks about the state ENTERING chunk c).", then=[own_gradient]),
+        Experiment("With dS_out = 0", no_dS_out, "so the term of chunk c's own dS_out is wrong", own_hint,
+                   then=[own_gradient, *counted("dS_out", "chunk c's own dS_out", own_hint, chunk_axis=1)]),
         Reading(lambda b: decay_probe(b, {"zero": "dS_out chunk_init_states", "start": "dfinal_states"}),
                 _read_decay_probe(decay_hint)),
-        Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong",
-                   decay_hint + " It multiplies the carried dS (dS = g * dS + dS_out[c]) and ddA_last."),
+        Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", carried_hint,
+                   then=decay_power(carried_hint)),
         Experiment("With the chunks given in reverse order (and your outputs put back in order)",
                    _reversed_chunks, "so your kernel walks the chunks from the first to the last",
                    "the gradient flows backwards: start at the LAST chunk, where d final_states enters: "
