@@ -234,6 +234,8 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
         dt_c = ct.where(c * Q + pos < dt.shape[1] - 1, dt_c, 0.0)
     if M == 53:
         dt_c = ct.where(c * Q + pos >= dt.shape[1], dt_c, 0.0)
+    if M == 61:  # the steps past the ragged end filled with 1
+        dt_c = ct.where(c * Q + pos < dt.shape[1], dt_c, 1.0)
     if M == 22:
         a = ct.load(A, (0,), shape=(Q,), padding_mode=ZERO)
     else:
@@ -600,6 +602,8 @@ CUMSUM = {
          r"0 in every later chunk: the block of chunk c >= 1 sums nothing"),
     60: ("term counted twice: a scan in two halves adding the first half's total twice",
          r"added more than once from position \d+ on"),
+    61: ("wrong fill: the steps past the sequence's end set to 1", r"positions past its end .*a value other "
+         r"than 0"),
 }
 STATE = {
     1: ("wrong index: group h % g", r"reads B of the wrong group"),

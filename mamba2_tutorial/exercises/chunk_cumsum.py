@@ -371,6 +371,27 @@ def _tame(base):
     return replace(base, dt=base["dt"] * (4.0 / top)) if top > 4 else None
 
 
+def _read_fill_past_end(lab, inputs, got):
+    """With dt = 0 everywhere: outputs nonzero only past the sequence's end (positions c*Q + q >= l of the
+    last chunk), where the padding belongs: the kernel fills them with something other than 0."""
+    l, Q = inputs["dt"].shape[1], inputs["Q"]
+    for name in ("dt_out", "dA_cumsum"):
+        t = got[name].double()                                   # (b, h, nchunks, Q)
+        pos = torch.arange(t.shape[2] * Q).reshape(t.shape[2], Q)
+        past = pos >= l
+        if not bool(past.any()) or not bool(torch.isfinite(t).all()):
+            return None
+        nonzero = t.abs() > 1e-6
+        if bool(nonzero.any()) and not bool((nonzero & ~past).any()):
+            values = ", ".join(f"{v:.3g}" for v in t[nonzero].unique()[:3].tolist())
+            return (f"With dt = 0 everywhere, your {name} is 0 inside the sequence but holds {values} at "
+                    f"positions past its end (c*Q + q >= l = {l}, in the last chunk): your kernel gives the "
+                    f"steps past the ragged end a value other than 0 (a fill value of a where, or a padding "
+                    f"mode other than ZERO).\n      Past the sequence's end a step is 0: load dt with "
+                    f"padding_mode=ct.PaddingMode.ZERO (or ct.where(c * Q + pos < l, dt, 0.0)).", None)
+    return None
+
+
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     """The experiments of exercise 4, in the order they run (see :mod:`._experiments`)."""
     lab = Lab(_run(kernel, backend, device, case), _reference)
@@ -407,6 +428,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "off by one", "the steps inside the sequence are c*Q + pos < l, the last one l - 1 "
                    "included (with padding_mode=ZERO no mask is needed: the padding is 0).",
                    controls=[lambda b: _last_step_only(b, "first")]),
+        Reading(lambda b: replace(b, dt=torch.zeros_like(b["dt"])), _read_fill_past_end),
         Linearity(["dt"], ["dt_out", "dA_cumsum"], "dt",
                   "your kernel applies a nonlinearity to dt (softplus, exp, a bias, a square, ...)",
                   "dt arrives already processed (positive: no bias or softplus here): store it as it is and "

@@ -207,7 +207,9 @@ def read_decay(carried: Sequence[torch.Tensor], last: torch.Tensor, what: str, h
         return (f"With dA_cumsum = {DECAY_PROBE_V} at every position of every chunk and {what}, the tile "
                 f"your kernel carries into every chunk is still the starting tile, though the tile it leaves "
                 f"with has changed: the update is computed but never carried on (a new variable that "
-                f"does not replace the carried one?).\n      Reassign the carried tile in the loop: {hint}",
+                f"does not replace the carried one, or the starting tile loaded again inside the loop, "
+                f"on top of the carried one?).\n      Load the starting tile once, before the loop, and "
+                f"reassign the carried tile in the loop: {hint}",
                 None)
     g = float(second.flatten()[0])
     if not all(close(t, torch.full_like(t, g**k)) for k, t in enumerate(tiles)):
