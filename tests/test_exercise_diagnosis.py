@@ -252,6 +252,9 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
     elif M == 55:  # a (Q, Q) masked sum whose mask takes k <= s + 1
         v = dt_c * a
         cs = ct.sum(ct.where(pos[None, :] <= pos[:, None] + 1, v[None, :], 0.0), axis=1)
+    elif M == 70:  # a running sum from the chunk's end (total - cumsum + v)
+        v = dt_c * a
+        cs = ct.sum(v) - ct.cumsum(v, axis=0) + v
     elif M == 60:  # a scan in two halves whose second half adds the first half's total twice
         v = dt_c * a
         first = pos < Q // 2
@@ -270,7 +273,9 @@ def cumsum_planted_more(dt, A, dt_out, dA_cumsum, Q: ct.Constant[int], M: ct.Con
         cs = cs / (pos + 1).astype(ct.float32)
     if M == 52:
         cs = ct.maximum(cs, -20.0)
-    if M != 27:
+    if M == 72:
+        ct.store(dt_out, (bi, hi, c, 0), (dt_c * a).reshape((1, 1, 1, Q)))
+    elif M != 27:
         ct.store(dt_out, (bi, hi, c, 0), dt_c.reshape((1, 1, 1, Q)))
     ct.store(dA_cumsum, (bi, hi, c, 0), cs.reshape((1, 1, 1, Q)))
 
@@ -303,7 +308,8 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
             if M == 27:
                 xf = x_c.astype(ct.float32)
                 x_c = (xf / (1.0 + ct.exp(-xf))).astype(x.dtype)
-            B_c = ct.load(B, (bi, cc, g, 0), shape=(1, Q, 1, TN), padding_mode=ZERO).reshape((Q, TN))
+            B_c = ct.load(B, (bi, cc + 1 if M == 70 else cc, g, 0), shape=(1, Q, 1, TN),
+                          padding_mode=ZERO).reshape((Q, TN))
             dt_c = ct.load(dt_out, (bi, g if M == 41 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
             dA_cs = ct.load(dA_cumsum, (bi, g if M == 24 else hi, cc, 0), shape=(1, 1, 1, Q)).reshape((Q,))
             if M == 60:
@@ -313,6 +319,8 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
                 w = (dA_last - dA_cs) * dt_c
             elif M == 52:
                 w = ct.exp2(dA_last - dA_cs) * 1.4426950408889634 * dt_c
+            elif M == 71:
+                w = ct.exp(dA_cs - ct.extract(dA_cs, (0,), shape=(1,))) * dt_c
             else:
                 w = ct.exp(dA_last - dA_cs) * dt_c
             if M == 61:  # the decay applied once more
@@ -501,6 +509,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
         y_c = y_c + past * ct.exp(dA_cs)[:, None] + own[:, None] * x_c.astype(ct.float32)
     else:
         y_c = y_c + past * ct.exp(dA_cs)[:, None]
+    if M == 72:
+        y_c = y_c * dt_c[:, None]
     if M == 61:  # a mask of the ragged end one short: the sequence's last position zeroed
         y_c = ct.where((c * Q + pos < x.shape[1] - 1)[:, None], y_c, 0.0)
     ct.store(y, (bi, c, g if M == 29 else hi, 0), y_c.astype(y.dtype).reshape((1, Q, 1, TP)))
@@ -544,7 +554,8 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
             ct.store(ddA_last, (bi, c, hi), val.reshape((1, 1, 1)))
         else:
             ct.store(ddA_last, (bi, hi, c), val.reshape((1, 1, 1)))
-        own = ct.load(dS_out, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+        own = ct.load(dS_out, (bi, c + 1 if M == 71 else c, hi, 0, 0), shape=(1, 1, 1, TP, TN),
+                      padding_mode=ZERO).reshape((TP, TN))
         if M == 44:
             ct.store(dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
         if M == 23:
@@ -559,6 +570,8 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
             dS = g * dS + own
         if M == 55:  # the carried gradient normalized after each update
             dS = dS / ct.sqrt(ct.sum(dS * dS))
+    if M == 72:
+        dS = ct.exp(ct.load(dA_cumsum, (bi, hi, 0, Q - 1), shape=())) * dS
     if M == 61:  # chunk 0's own gradient added once more after the loop
         first = ct.load(dS_out, (bi, 0, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
         dS = dS + first.reshape((TP, TN))
@@ -604,6 +617,8 @@ CUMSUM = {
          r"added more than once from position \d+ on"),
     61: ("wrong fill: the steps past the sequence's end set to 1", r"positions past its end .*a value other "
          r"than 0"),
+    70: ("wrong direction: a running sum from the chunk's end", r"the sum runs backwards"),
+    72: ("wrong output: dt_out stores dt * A", r"Your dt_out holds dt \* A\[hi\]"),
 }
 STATE = {
     1: ("wrong index: group h % g", r"reads B of the wrong group"),
@@ -647,6 +662,9 @@ STATE = {
     59: ("accumulator counted twice: acc + ct.mma(.., acc) over the chunk's two halves",
          r"twice the right weight at positions 0\.\.\d+ of the chunk: those positions are counted twice"),
     61: ("extra factor: the decay applied twice", r"your decay is squared"),
+    70: ("wrong chunk index: B of chunk c + 1", r"raised IndexError.*outside"),
+    71: ("wrong decay: from the chunk's start to k", r"your decay runs from the chunk's START \(position 0\) "
+         r"to k"),
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
@@ -746,6 +764,8 @@ SCAN = {
     60: ("extra factor: P's decay squared", r"your decay is squared"),
     61: ("mask off by one: y zeroed at the sequence's last position", r"right everywhere except at "
          r"position \d+ \(the last of"),
+    72: ("extra factor: y scaled by dt of its own row", r"every row s \(target position\) multiplied by "
+         r"dt_s, the state term and P @ x alike"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),
@@ -793,6 +813,9 @@ PASSING_BWD = {
          r"dS_out twice in the first chunk \(chunk 0\) only"),
     62: ("extra factor: the decay applied twice to the carried gradient", r"(your decay is squared|so the "
          r"decay is applied twice)"),
+    71: ("wrong chunk index: dS_out of chunk c + 1", r"raised IndexError.*outside"),
+    72: ("extra factor: dinitial_states decayed once more after the loop", r"your dinitial_states is the "
+         r"right one times g_0"),
 }
 
 #: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)

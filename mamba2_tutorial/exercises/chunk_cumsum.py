@@ -371,6 +371,19 @@ def _tame(base):
     return replace(base, dt=base["dt"] * (4.0 / top)) if top > 4 else None
 
 
+def _read_dt_out_product(lab, inputs, got):
+    """A dt_out that holds dt * A[hi] (the increments of the running sum) where the step sizes belong."""
+    want = lab.reference(inputs)
+    dt_out = got["dt_out"].double()
+    A = inputs["A"].double()[None, :, None, None]                  # (1, h, 1, 1) against (b, h, nchunks, Q)
+    if close(dt_out, want["dt_out"]) or not close(dt_out, want["dt_out"] * A):
+        return None
+    also = "" if close(got["dA_cumsum"], want["dA_cumsum"]) else " (and your dA_cumsum is wrong too)"
+    return (f"Your dt_out holds dt * A[hi], the running sum's increments, where the step sizes belong"
+            f"{also}.\n      dt_out[bi, hi, c, :] is the chunk's dt as loaded (0 past the end); only "
+            f"dA_cumsum uses A: ct.cumsum(dt * A[hi], axis=0).", None)
+
+
 def _read_fill_past_end(lab, inputs, got):
     """With dt = 0 everywhere: outputs nonzero only past the sequence's end (positions c*Q + q >= l of the
     last chunk), where the padding belongs: the kernel fills them with something other than 0."""
@@ -399,6 +412,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     steps = [
         misplaced({"dt_out": _AXES, "dA_cumsum": _AXES}),
         Reading(lambda b: b, _read_unreached),
+        Reading(lambda b: b, _read_dt_out_product),
         Reading(lambda b: b, _read_cut),
         Experiment("With A the same number for every head", lambda b: replace(b, A=torch.full((h,), -0.7)),
                    "so A is read at the wrong index",

@@ -391,6 +391,28 @@ def _read_row_scale(lab, inputs, got):
             "chunk-start decay multiplies the state term alone.", None)
 
 
+def _read_output_factor(lab, inputs, got):
+    """The whole output, both terms, scaled row by row (target position s) by an input of that position:
+    dt_s or a power of it, or exp(dA_cs[s]) (a factor applied to y after the two terms are added)."""
+    want = lab.reference(inputs)["y"].double()
+    y = got["y"].double()
+    if not bool(torch.isfinite(y).all()) or close(y, want, lab.rtol, lab.atol):
+        return None
+    b, l, h, _ = y.shape
+    per_position = {k: inputs[k].double().flatten(2)[:, :, :l].transpose(1, 2)[..., None]  # (b, l, h, 1)
+                    for k in ("dt_out", "dA_cumsum")}
+    dt, dA = per_position["dt_out"], per_position["dA_cumsum"]
+    factors = ((dt, "dt_s"), (dt * dt, "dt_s²"), (1 / dt, "1 / dt_s"), (torch.exp(dA), "exp(dA_cs[s])"))
+    for factor, said in factors:
+        if float((factor - 1).abs().max()) > 1e-3 and close(y, want * factor, lab.rtol, lab.atol):
+            return (f"Your output is the right one with every row s (target position) multiplied by {said}, "
+                    f"the state term and P @ x alike: a factor of position s applied to y after the two "
+                    f"terms are added (or to both).\n      y = P @ x + exp(dA_cs)[:, None] * (C @ stateᵀ), "
+                    f"nothing applied after: dt_k belongs to the SOURCE positions, inside P (P = CB * decay "
+                    f"* dt[None, :]), and exp(dA_cs[s]) to the state term alone.", None)
+    return None
+
+
 def _p_matrix(lab, base):
     """P as the kernel builds it, read column by column: with no entering state, no decay, dt = 1, float32
     inputs and x = e_j at position k = r*p + j of every chunk (zero elsewhere), y = P @ x holds P's columns
@@ -623,6 +645,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     ]
     steps = [
         misplaced({"y": ("batch entry", "position", "head", "")}),
+        Reading(lambda b: b, _read_output_factor),
         read_one_slice({"y": ("", "position", "", "")}, "every position s < l has an output, the sequence's "
                        "last one (l - 1) included: y needs no mask of its own at the ragged end (the loads' "
                        "zero padding and the store's bounds take care of it)."),

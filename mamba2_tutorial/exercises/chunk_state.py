@@ -497,6 +497,10 @@ def _read_weights(lab, inputs, got):
          "from position Q-2, one short of the last"),
         (torch.exp(v[0] - v) * d, "exp(dA_cs[0] - dA_cs[k]) * dt_k: your decay takes the chunk's end from "
          "position 0 instead of Q-1"),
+        (torch.exp(v - v[0]) * d, "exp(dA_cs[k] - dA_cs[0]) * dt_k: your decay runs from the chunk's START "
+         "(position 0) to k, where it runs from k to the chunk's END (Q-1)"),
+        (torch.exp(2 * (v[-1] - v)) * d, "exp(2 (dA_cs[Q-1] - dA_cs[k])) * dt_k: your decay is squared "
+         "(applied twice, or its exponent doubled)"),
         (torch.exp(v[-1] - v) * softplus(d), "exp(dA_cs[Q-1] - dA_cs[k]) * softplus(dt_k): dt is already "
          "through its softplus"),
         (torch.exp(v[-1] - v) * d * d, "exp(dA_cs[Q-1] - dA_cs[k]) * dt_k²: dt applied twice"),
