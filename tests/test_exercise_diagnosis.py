@@ -325,6 +325,8 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
                 w = ct.exp(dA_last - dA_cs) * dt_c
             if M == 61:  # the decay applied once more
                 w = w * ct.exp(dA_last - dA_cs)
+            if M == 80:
+                w = ct.exp(dA_last - dA_cs) * ct.extract(dt_c, (Q - 1,), shape=(1,))
             if M == 22:
                 pos = ct.arange(Q, dtype=ct.int32)
                 w = ct.where(pos < Q - 1, w, 0.0)
@@ -371,6 +373,8 @@ def passing_planted_more(states, dA_cumsum, initial_states, chunk_init_states, f
     init = state
     nc = states.shape[1]
     for c in range(nc):
+        if M == 81 and c == 0:
+            state = ct.exp(ct.load(dA_cumsum, (bi, hi, 0, Q - 1), shape=())) * state
         out = state
         if M == 27:
             out = state.astype(ct.bfloat16).astype(ct.float32)
@@ -491,6 +495,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
         y_c = y_c + past * ct.exp(dA_cs - d0)[:, None]
     elif M == 43:
         y_c = y_c + past * ct.exp(ct.extract(dA_cs, (Q - 1,), shape=(1,)))
+    elif M == 81:
+        y_c = y_c + past * ct.exp(dA_cs - ct.extract(dA_cs, (0,), shape=(1,)))[:, None]
     elif M == 44:
         y_c = y_c + past * (ct.exp(dA_cs) * dt_c)[:, None]
     elif M == 53:
@@ -665,12 +671,14 @@ STATE = {
     70: ("wrong chunk index: B of chunk c + 1", r"raised IndexError.*outside"),
     71: ("wrong decay: from the chunk's start to k", r"your decay runs from the chunk's START \(position 0\) "
          r"to k"),
+    80: ("scaling on the wrong axis: dt of the chunk's last position for every position", r"the step of "
+         r"position \d+ for every position"),
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
     2: ("the decay applied after adding the local state", r"term of the chunk's own state is wrong"),
     3: ("wrong decay index: the chunk's first position", r"another position than the chunk's last"),
-    4: ("term left out: initial_states", r"initial state's path is wrong"),
+    4: ("term left out: initial_states", r"your kernel leaves the initial state out"),
     5: ("reduction over the wrong set: the decay from a sum over the chunk", r"a sum over the chunk"),
     6: ("wrong chunk index: dA_cumsum indexed like states", r"decay of another chunk, head or batch entry"),
     7: ("extra nonlinearity: the decay squared", r"(With dA_cumsum = 0 \(every decay 1\).*so the decay is "
@@ -713,6 +721,8 @@ PASSING = {
          r"the carried state is transposed at every step of your walk"),
     61: ("term counted twice: the chunk's own state added twice", r"your kernel counts the chunk's own "
          r"local state twice"),
+    81: ("extra factor: the initial state decayed before chunk 0", r"your kernel decays the initial state "
+         r"once before chunk 0"),
 }
 SCAN = {
     1: ("operand transposed: B Cᵀ", r"your kernel computes B Cᵀ"),
@@ -766,6 +776,8 @@ SCAN = {
          r"position \d+ \(the last of"),
     72: ("extra factor: y scaled by dt of its own row", r"every row s \(target position\) multiplied by "
          r"dt_s, the state term and P @ x alike"),
+    81: ("wrong decay: the state term decayed from position 0", r"the decay from position 0, which leaves "
+         r"out position 0's own step"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),

@@ -23,6 +23,7 @@ import torch
 
 from ..kernels._host import next_power_of_two
 from ._experiments import (
+    AsIf,
     Diagnosis,
     Experiment,
     Lab,
@@ -397,6 +398,12 @@ def _square(base, symmetric: bool | str):
     return replace(base, states=states, initial_states=init)
 
 
+def _initial_decayed(base):
+    """initial_states times chunk 0's decay exp(dA_cumsum[b, h, 0, Q-1])."""
+    g0 = torch.exp(base["dA_cumsum"][:, :, 0, -1])[..., None, None]     # (b, h, 1, 1)
+    return replace(base, initial_states=base["initial_states"] * g0)
+
+
 def _square_initial_only(base):
     """p = n, every local state 0: the initial state is the only state carried from chunk to chunk."""
     square = _square(base, False)
@@ -425,6 +432,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "states[bi, c, hi].")
     zero = torch.zeros_like
     no_decay = lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"]))  # noqa: E731
+    init_hint = ("the carried state starts from initial_states[bi, hi] (a zero-padded (1, 1, TP, TN) load), "
+                 "and chunk 0's entry is that state, stored before chunk 0's update.")
     own_hint = ("add states[bi, c, hi] once, as it is, after decaying the OLD state: state = exp(dA_last) * "
                 "state + states[c] (states[c] already holds the decay inside chunk c).")
     index_hint = ("dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is dA_cumsum[bi, hi, c, "
@@ -485,9 +494,12 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "ct.load(states, (bi, c, hi, 0, 0), shape=(1, 1, 1, TP, TN)); initial_states only starts "
                    "the carried state."),
         Experiment("With initial_states = 0", lambda b: replace(b, initial_states=zero(b["initial_states"])),
-                   "so the initial state's path is wrong",
-                   "the carried state starts from initial_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
-                   "load), and chunk 0's entry is that state."),
+                   "so the initial state's path is wrong", init_hint,
+                   then=[*counted("initial_states", "the initial state", init_hint),
+                         AsIf("initial_states decayed by chunk 0's decay exp(dA_cumsum[bi, hi, 0, Q-1])",
+                              _initial_decayed, "your kernel decays the initial state once before chunk 0 "
+                              "(chunk 0's entry is the initial state itself; its decay comes with chunk 0's "
+                              "update)", init_hint)]),
         Experiment("With every chunk's local states = 0", lambda b: replace(b, states=zero(b["states"])),
                    "so the term of the chunk's own state is wrong", own_hint,
                    then=counted("states", "the chunk's own local state", own_hint, chunk_axis=1)),
