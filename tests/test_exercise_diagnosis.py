@@ -303,7 +303,8 @@ def state_planted_more(x, B, dt_out, dA_cumsum, states, Q: ct.Constant[int], TP:
         acc = ct.ones((TP, TN), dtype=ct.float32) if M == 51 else ct.zeros((TP, TN), dtype=ct.float32)
         first = 0 if M == 25 else c
         for cc in range(first, c + 1):
-            x_c = ct.load(x, (bi, cc, g if M == 42 else hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO)
+            x_c = ct.load(x, (bi, ct.maximum(cc - 1, 0) if M == 90 else cc, g if M == 42 else hi, 0),
+                          shape=(1, Q, 1, TP), padding_mode=ZERO)
             x_c = x_c.reshape((Q, TP))
             if M == 27:
                 xf = x_c.astype(ct.float32)
@@ -446,7 +447,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
     """Exercise 7, right for M = 0; each M >= 21 plants one more mistake (see SCAN)."""
     bi, c, hi = ct.bid(0), ct.bid(1), ct.bid(2)
     g = hi // HEADS_PER_GROUP
-    x_c = ct.load(x, (bi, c, g if M == 51 else hi, 0), shape=(1, Q, 1, TP), padding_mode=ZERO)
+    x_c = ct.load(x, (bi, ct.maximum(c - 1, 0) if M == 91 else c, g if M == 51 else hi, 0),
+                  shape=(1, Q, 1, TP), padding_mode=ZERO)
     x_c = x_c.reshape((Q, TP))
     if M == 57:  # silu on x as it is loaded
         xf = x_c.astype(ct.float32)
@@ -469,6 +471,8 @@ def scan_planted_more(x, dt_out, dA_cumsum, C, B, chunk_init_states, y, Q: ct.Co
         CB = ct.mma(C_c, ct.transpose(B_c), ct.zeros((Q, Q), dtype=ct.float32))
     pos = ct.arange(Q, dtype=ct.int32)
     causal = pos[:, None] + 1 >= pos[None, :] if M == 22 else pos[:, None] >= pos[None, :]
+    if M == 94:
+        causal = (c * Q + pos)[:, None] >= pos[None, :]
     decay = ct.exp(ct.minimum(dA_cs[:, None] - dA_cs[None, :], 0.0))
     if M == 60:  # the decay line repeated
         decay = decay * ct.exp(ct.minimum(dA_cs[:, None] - dA_cs[None, :], 0.0))
@@ -529,6 +533,9 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
     """Exercise 8, right for M = 0; each M >= 21 plants one more mistake (see PASSING_BWD)."""
     bi, hi = ct.bid(0), ct.bid(1)
     dS = ct.load(dfinal_states, (bi, hi, 0, 0), shape=(1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
+    dfin = dS
+    if M == 92:
+        dS = ct.zeros((TP, TN), dtype=ct.float32)
     nchunks = dS_out.shape[1]
     total = ct.zeros((), dtype=ct.float32)
     for i in range(nchunks + 1 if M == 52 else nchunks):
@@ -560,8 +567,8 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
             ct.store(ddA_last, (bi, c, hi), val.reshape((1, 1, 1)))
         else:
             ct.store(ddA_last, (bi, hi, c), val.reshape((1, 1, 1)))
-        own = ct.load(dS_out, (bi, c + 1 if M == 71 else c, hi, 0, 0), shape=(1, 1, 1, TP, TN),
-                      padding_mode=ZERO).reshape((TP, TN))
+        own = ct.load(dS_out, (bi, c + 1 if M == 71 else c, 0 if M == 91 else hi, 0, 0),
+                      shape=(1, 1, 1, TP, TN), padding_mode=ZERO).reshape((TP, TN))
         if M == 44:
             ct.store(dinitial_states, (bi, hi, 0, 0), dS.reshape((1, 1, TP, TN)))
         if M == 23:
@@ -578,6 +585,8 @@ def passing_bwd_planted_more(dS_out, dA_cumsum, chunk_init_states, dfinal_states
             dS = dS / ct.sqrt(ct.sum(dS * dS))
     if M == 72:
         dS = ct.exp(ct.load(dA_cumsum, (bi, hi, 0, Q - 1), shape=())) * dS
+    if M == 92:
+        dS = dS + dfin
     if M == 61:  # chunk 0's own gradient added once more after the loop
         first = ct.load(dS_out, (bi, 0, hi, 0, 0), shape=(1, 1, 1, TP, TN), padding_mode=ZERO)
         dS = dS + first.reshape((TP, TN))
@@ -673,6 +682,7 @@ STATE = {
          r"to k"),
     80: ("scaling on the wrong axis: dt of the chunk's last position for every position", r"the step of "
          r"position \d+ for every position"),
+    90: ("wrong chunk index: x of the previous chunk", r"takes in positions of other chunks"),
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
@@ -778,6 +788,9 @@ SCAN = {
          r"dt_s, the state term and P @ x alike"),
     81: ("wrong decay: the state term decayed from position 0", r"the decay from position 0, which leaves "
          r"out position 0's own step"),
+    91: ("wrong chunk index: x of the previous chunk", r"your kernel reads x of another chunk"),
+    94: ("mask off: the causal mask compares sequence positions with chunk positions", r"later positions "
+         r"leak into earlier outputs"),
 }
 PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),
@@ -785,7 +798,7 @@ PASSING_BWD = {
     3: ("wrong decay index: the chunk's first position", r"another position than the chunk's last"),
     4: ("term left out: g in ddA_last", r"factor g in ddA_last is wrong"),
     5: ("ddA_last from the updated dS", r"pairs S_c with dS after chunk c's update"),
-    6: ("term left out: dfinal_states", r"path of d final_states is wrong"),
+    6: ("term left out: dfinal_states", r"your kernel leaves d final_states out"),
     7: ("term left out: dS_out (a dropped gradient term)", r"with dS_out = 0: your kernel leaves chunk c's "
         r"own dS_out out"),
     8: ("dS_out decayed with the carried gradient", r"term of chunk c's own dS_out is wrong"),
@@ -828,6 +841,9 @@ PASSING_BWD = {
     71: ("wrong chunk index: dS_out of chunk c + 1", r"raised IndexError.*outside"),
     72: ("extra factor: dinitial_states decayed once more after the loop", r"your dinitial_states is the "
          r"right one times g_0"),
+    91: ("wrong head index: dS_out of head 0", r"reads dS_out of another head than its own"),
+    92: ("term in the wrong place: dfinal_states added after the loop, not carried", r"it is added after the "
+         r"loop instead of starting the carry"),
 }
 
 #: exercise -> (check, module, planted kernel for M < 20, planted kernel for M >= 21, table)

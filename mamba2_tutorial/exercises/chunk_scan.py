@@ -569,6 +569,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Linearity(["x"], ["y"], "x", "your kernel applies a nonlinearity to x (silu? the gate is not part of "
                   "this kernel)", "y is linear in x: P @ x with x as it is loaded, cast only for the mma.",
                   setting="the entering state = 0 and "),
+        Experiment("With the entering state = 0 and x the same in every chunk (each a copy of chunk 0's)",
+                   lambda b: _same_chunks(b, ("x",)), "so your kernel reads x of another chunk",
+                   "x is (b, l, h, p): chunk c of head hi is tile (bi, c, hi, 0) in tiles of (1, Q, 1, TP), "
+                   "the same chunk index c as C's and B's."),
         Experiment("With the entering state = 0 and x the same for every head (each a copy of head 0's)",
                    lambda b: same_for_every_head(b, "x", 2), "so your kernel reads x of another head",
                    "x is (b, l, h, p): chunk c of head hi is tile (bi, c, hi, 0) in tiles of (1, Q, 1, TP), "

@@ -45,6 +45,7 @@ from ._experiments import (
     read_one_slice,
     replace,
     same_batch,
+    same_for_every_head,
     small_integers,
     tame_decay,
 )
@@ -192,6 +193,24 @@ def _square(base, symmetric: bool):
         t = base[k][..., :m, :m].contiguous()
         out[k] = t + t.transpose(-1, -2) if symmetric else t
     return replace(base, **out)
+
+
+def _read_dfinal_not_carried(hint: str):
+    """With dS_out = 0 (only d final_states to carry): dstates all 0 where they are not, so d final_states
+    never enters the carried gradient; and when dinitial_states is dfinal_states as it is, it is added after
+    the loop instead."""
+
+    def read(lab, inputs, got):
+        want = lab.reference(inputs)
+        if not bool((got["dstates"].abs() < 1e-6).all()) or bool((want["dstates"].abs() < 1e-6).all()):
+            return None
+        after = close(got["dinitial_states"], inputs["dfinal_states"], lab.rtol, lab.atol)
+        return ("With dS_out = 0 (only d final_states to carry), your dstates are 0 in every chunk: "
+                "dfinal_states never enters the gradient your kernel carries through the chunks"
+                + (", and your dinitial_states is dfinal_states as it is: it is added after the loop instead "
+                   "of starting the carry" if after else "") + f".\n      {hint}", None)
+
+    return read
 
 
 def _square_dfinal_only(base):
@@ -395,6 +414,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     ]
     decay_hint = "the decay across chunk c is g_c = exp(dA_cumsum[bi, hi, c, Q-1]), a number in (0, 1]."
     carried_hint = decay_hint + " It multiplies the carried dS (dS = g * dS + dS_out[c]) and ddA_last."
+    dfinal_hint = ("the carried gradient starts from dfinal_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
+                   "load) before the loop: it is the gradient of the state leaving the last chunk.")
     own_hint = ("after storing, dS = g * dS + dS_out[bi, c, hi]: the chunk's own dS_out added once, "
                 "undecayed (it asks about the state ENTERING chunk c).")
     index_hint = ("dA_cumsum is (b, h, nchunks, Q): the decay of chunk c of head hi is dA_cumsum[bi, hi, c, "
@@ -455,11 +476,16 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "chunk c's own gradient is dS_out[bi, c, hi]: ct.load(dS_out, (bi, c, hi, 0, 0), "
                    "shape=(1, 1, 1, TP, TN)) inside the loop."),
         Experiment("With dfinal_states = 0", lambda b: replace(b, dfinal_states=zero(b["dfinal_states"])),
-                   "so the path of d final_states is wrong",
-                   "the carried gradient starts from dfinal_states[bi, hi] (a zero-padded (1, 1, TP, TN) "
-                   "load): it is the gradient of the state leaving the last chunk."),
+                   "so the path of d final_states is wrong", dfinal_hint,
+                   then=[*counted("dfinal_states", "d final_states", dfinal_hint),
+                         Reading(no_dS_out, _read_dfinal_not_carried(dfinal_hint))]),
         Experiment("With dS_out = 0", no_dS_out, "so the term of chunk c's own dS_out is wrong", own_hint,
-                   then=[own_gradient, *counted("dS_out", "chunk c's own dS_out", own_hint, chunk_axis=1)]),
+                   then=[own_gradient, *counted("dS_out", "chunk c's own dS_out", own_hint, chunk_axis=1),
+                         Experiment("With dS_out the same for every head (each a copy of head 0's)",
+                                    lambda b: same_for_every_head(b, "dS_out", 2),
+                                    "so your kernel reads dS_out of another head than its own",
+                                    "dS_out is (b, nchunks, h, p, n): this block's is dS_out[bi, c, hi], the "
+                                    "head on axis 2.")]),
         Reading(lambda b: decay_probe(b, {"zero": "dS_out chunk_init_states", "start": "dfinal_states"}),
                 _read_decay_probe(decay_hint)),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", carried_hint,
