@@ -392,10 +392,10 @@ def _mamba_chunk_scan_combined():
 
 
 def packed_agreement(shape, lengths, dtype, device, backend, combined) -> None:
-    """``ssd_forward`` on packed rows (the shipped config: the resets inside the kernels), forward and the
-    gradients of x, dt, B and C: against the float64 oracle (every sequence alone), and against ``combined``
-    (mamba_ssm's ``mamba_chunk_scan_combined``) given the same ``seq_idx``, as closely as it agrees with
-    float64 itself."""
+    """``ssd_forward`` on packed rows (the shipped config: the resets inside the forward's and the backward's
+    kernels), forward and the gradients of x, dt, A, B, C, D, z and dt_bias: against the float64 oracle
+    (every sequence alone), and against ``combined`` (mamba_ssm's ``mamba_chunk_scan_combined``) given the
+    same ``seq_idx``, as closely as it agrees with float64 itself."""
     Q = shape.chunk_size
     seq_idx = seq_idx_of(lengths, (0, 0)).to(device)
     kw = make_inputs(shape, seed=4, dtype=torch.float64, D=True, z=True, dt_bias=True, device=device)
@@ -406,7 +406,7 @@ def packed_agreement(shape, lengths, dtype, device, backend, combined) -> None:
     dout = torch.randn(shape.batch, shape.seqlen, shape.nheads, shape.headdim, device=device, generator=gen)
 
     def run(forward, inputs, **options):
-        leaves = {k: inputs[k].detach().clone().requires_grad_() for k in ("x", "dt", "B", "C")}
+        leaves = {k: inputs[k].detach().clone().requires_grad_() for k in names}
         y = forward(**{**inputs, **leaves}, chunk_size=Q, seq_idx=seq_idx, **options)
         y = y[0] if isinstance(y, tuple) else y
         grads = torch.autograd.grad(y, list(leaves.values()), dout.to(y.dtype))
@@ -453,7 +453,8 @@ def test_the_packed_agreement_check_on_the_cpu():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_packed_rows_on_the_gpu_agree_with_float64_and_with_mamba_ssm(dtype):
-    """:func:`packed_agreement` on a GPU, against mamba_ssm's own seq_idx path."""
+    """:func:`packed_agreement` on a GPU, against mamba_ssm's own seq_idx path: the packed forward and
+    backward in the kernels."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     combined = _mamba_chunk_scan_combined()
