@@ -26,7 +26,7 @@ from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
 from ..runtime.specs import KernelSpec
 from .bwd_dx_heads import heads_block, load_cb
-from .resets import entering_seq, same_seq, seq_tile
+from .resets import entering_seq, seq_tile
 
 __all__ = ["SPECS", "chunk_bwd_dc_heads_kernel", "launch_dc_heads"]
 
@@ -47,8 +47,9 @@ def chunk_bwd_dc_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CB, chunk_init_sta
 
     if m_tile * T < seqlen:
         m_pos = mt * T + ct.arange(T, dtype=ct.int32)
-        if HAS_SEQ_IDX:  # the rows that read the entering state: those of its sequence
-            entering_m = seq_tile(seq_idx, b, m_tile, T) == entering_seq(seq_idx, b, c, Q)
+        if HAS_SEQ_IDX:  # the rows' sequences; the rows that read the entering state: those of its sequence
+            seq_m = seq_tile(seq_idx, b, m_tile, T)
+            entering_m = seq_m == entering_seq(seq_idx, b, c, Q)
         n_k = min(mt + 1, ct.cdiv(seqlen - c * Q, T))
         acc_dC = ct.zeros((T, NS), dtype=ct.float32)            # dC of the group, summed over the heads
         for hh in range(HPB):
@@ -68,7 +69,7 @@ def chunk_bwd_dc_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CB, chunk_init_sta
                 dM = ct.mma(dy_m, ct.transpose(x_k), ct.zeros((T, T), dtype=ct.float32))
                 L = decay_tile(a_m, a_k, m_pos, k_pos)
                 if HAS_SEQ_IDX:  # the block-diagonal mask of a packed row
-                    L = ct.where(same_seq(seq_idx, b, m_tile, k_tile, T), L, 0.0)
+                    L = ct.where(seq_m[:, None] == seq_tile(seq_idx, b, k_tile, T)[None, :], L, 0.0)
                 dCB = dM * L * dt_k[None, :]
                 da_m = da_m + ct.sum(dCB * CB_mk, axis=1)
                 B_k = load_rows(B, b, k_tile, g, T, NS).astype(x.dtype)

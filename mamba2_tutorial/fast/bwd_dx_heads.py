@@ -33,7 +33,7 @@ from ..kernels.chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, d_mode
 from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
 from ..runtime.specs import KernelSpec
-from .resets import NO_CARRY, chunk_end_keys, same_seq, seq_tile
+from .resets import NO_CARRY, chunk_end_keys, seq_tile
 
 __all__ = ["SPECS", "chunk_bwd_dx_heads_kernel", "heads_block", "launch_dx_heads", "load_cb"]
 
@@ -71,8 +71,9 @@ def chunk_bwd_dx_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D,  
 
     if k_tile * T < seqlen:
         k_pos = kt * T + ct.arange(T, dtype=ct.int32)
-        if HAS_SEQ_IDX:  # the keys in the state the chunk passes on: those of its last sequence
-            passed_on = chunk_end_keys(seq_tile(seq_idx, b, k_tile, T), seq_idx, b, c, Q)
+        if HAS_SEQ_IDX:  # the keys' sequences; the keys in the state the chunk passes on: its last sequence's
+            seq_k = seq_tile(seq_idx, b, k_tile, T)
+            passed_on = chunk_end_keys(seq_k, seq_idx, b, c, Q)
         n_m = min(Q // T, ct.cdiv(seqlen - c * Q, T))
         acc_dB = ct.zeros((T, NS), dtype=ct.float32)            # dB of the group, summed over the heads
         for hh in range(HPB):
@@ -93,7 +94,7 @@ def chunk_bwd_dx_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D,  
                 dMt = ct.mma(x_k, ct.transpose(dy_m), ct.zeros((T, T), dtype=ct.float32))
                 Lt = decay_tile_transposed(a_k, a_m, k_pos, m_pos)
                 if HAS_SEQ_IDX:  # the block-diagonal mask of a packed row, keys as rows
-                    Lt = ct.where(same_seq(seq_idx, b, k_tile, m_tile, T), Lt, 0.0)
+                    Lt = ct.where(seq_k[:, None] == seq_tile(seq_idx, b, m_tile, T)[None, :], Lt, 0.0)
                 C_m = load_rows(C, b, m_tile, g, T, NS).astype(x.dtype)
                 acc_dx, acc_dB, ddt_k = key_tile_grads(CBt_km, dMt, Lt, dt_k, dy_m, C_m, acc_dx, acc_dB,
                                                        ddt_k)

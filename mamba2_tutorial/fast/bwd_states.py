@@ -61,15 +61,16 @@ def hand_out_packed_chunk(dS, dstates, ddA_last, dA_cumsum, chunk_init_states, s
 
 
 @ct.function
-def add_entering_output_grad(dy, C, dA_cumsum, seq_idx, b, c, h, g, i_p, i_n, kt, acc, Q, TK, TP, TN):
+def add_entering_output_grad(dy, C, dA_cumsum, seq_idx, entering, b, c, h, g, i_p, i_n, kt, acc, Q, TK, TP,
+                             TN):
     """``add_output_grad`` on a packed row: ``acc`` + (dy · exp(a))ᵀ C over the rows kt·TK.. of chunk c that
-    belong to the sequence of the state entering it, the only rows that read that state."""
+    belong to ``entering``, the sequence of the state entering it: the only rows that read that state."""
     k_tile = c * (Q // TK) + kt
     dy_k = ct.load(dy, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
     C_k = ct.load(C, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO).reshape((TK, TN))
     a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
     e_k = ct.exp2(a_k * LOG2E, flush_to_zero=True)
-    e_k = ct.where(seq_tile(seq_idx, b, k_tile, TK) == entering_seq(seq_idx, b, c, Q), e_k, 0.0)
+    e_k = ct.where(seq_tile(seq_idx, b, k_tile, TK) == entering, e_k, 0.0)
     dye = (dy_k.astype(ct.float32) * e_k[:, None]).astype(dy.dtype)
     return ct.mma(ct.transpose(dye), C_k.astype(dy.dtype), acc)
 
@@ -103,10 +104,12 @@ def state_grads_fused_kernel(dy, C, dA_cumsum, chunk_init_states, dfinal_states,
         # dS = g_c · dS + (dy · exp(a))ᵀ C over the chunk's rows, accumulated into the decayed tile
         dS = g_c * dS
         n_steps = min(Q // TK, ct.cdiv(seqlen - c * Q, TK))
+        if HAS_SEQ_IDX:
+            entering = entering_seq(seq_idx, b, c, Q)
         for kt in range(n_steps):
             if HAS_SEQ_IDX:
-                dS = add_entering_output_grad(dy, C, dA_cumsum, seq_idx, b, c, h, g, i_p, i_n, kt, dS, Q, TK,
-                                              TP, TN)
+                dS = add_entering_output_grad(dy, C, dA_cumsum, seq_idx, entering, b, c, h, g, i_p, i_n, kt,
+                                              dS, Q, TK, TP, TN)
             else:
                 dS = add_output_grad(dy, C, dA_cumsum, b, c, h, g, i_p, i_n, kt, dS, Q, TK, TP, TN)
     ct.store(dinitial_states, (b, h, i_p, i_n), dS.reshape((1, 1, TP, TN)))

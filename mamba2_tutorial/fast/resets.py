@@ -16,10 +16,10 @@ become zero. With ``last(c)`` the seq_idx at chunk c's last position inside the 
 The final state is then the last sequence's, as mamba_ssm returns it. The backward takes the same factors,
 transposed: the state gradient carried backwards over chunk c is decayed to zero where the carry reset
 (:func:`carry_kept`), only the rows of the entering sequence ask anything of the entering state, every
-in-chunk pair (m, k) of two sequences is masked (:func:`same_seq`), and only the keys of the chunk's last
-sequence get a share of the state the chunk adds (:func:`chunk_end_keys`). These are ``@ct.function`` helpers;
-every kernel takes them only under its compile-time ``HAS_SEQ_IDX``, so a kernel without it compiles to the
-code it had before (``seq_idx`` is then an unused placeholder).
+in-chunk pair (m, k) of two sequences is masked, and only the keys of the chunk's last sequence get a share
+of the state the chunk adds (:func:`chunk_end_keys`). These are ``@ct.function`` helpers; every kernel takes
+them only under its compile-time ``HAS_SEQ_IDX``, so a kernel without it compiles to the code it had before
+(``seq_idx`` is then an unused placeholder).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch
 from ..kernels._host import placeholder
 
 __all__ = ["NO_CARRY", "carry_kept", "carry_reset", "chunk_end_keys", "chunk_end_seq", "entering_rows",
-           "entering_seq", "same_seq", "seq_idx_arg", "seq_tile"]
+           "entering_seq", "seq_idx_arg", "seq_tile"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -80,13 +80,6 @@ def carry_kept(seq_idx, b, c, Q):
     """Whether the carry crosses chunk c (a scalar bool): the chunk ends in the sequence its entering state
     belongs to, last(c) = last(c-1). Where not, the carry's decay over the chunk is 0."""
     return chunk_end_seq(seq_idx, b, c, Q) == entering_seq(seq_idx, b, c, Q)
-
-
-@ct.function
-def same_seq(seq_idx, b, rows_tile, cols_tile, T):
-    """(T, T) bool: [seq_r = seq_k] for the T positions of tile ``rows_tile`` (rows) and of tile
-    ``cols_tile`` (columns), tiles of T positions along l: the block-diagonal mask of a packed row."""
-    return seq_tile(seq_idx, b, rows_tile, T)[:, None] == seq_tile(seq_idx, b, cols_tile, T)[None, :]
 
 
 @ct.function
