@@ -131,21 +131,28 @@ def test_the_way_to_every_launch_never_returns_to_a_module_left(name, training):
         assert returns(stack) == [], f"{name}: the way to a launch comes back: {' -> '.join(stack)}"
 
 
-@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
-def test_a_packed_batch_takes_the_same_way(training):
-    """With ``seq_idx`` inference takes the unpacked way, the kernels resetting the state themselves; training
-    runs every sequence alone through ``ssd_forward``: one room entered again from itself, never from
-    another."""
+@pytest.mark.parametrize("run", ["inference", "training", "varlen training"])
+def test_a_packed_batch_takes_the_same_way(run):
+    """With ``seq_idx`` inference and training take the unpacked way, the kernels resetting the state
+    themselves; ``return_varlen_states`` under autograd runs every sequence alone through ``ssd_forward``:
+    one room entered again from itself, never from another."""
+    training = run != "inference"
     inp = _inputs(training)
-    seq_idx = torch.repeat_interleave(torch.arange(3, dtype=torch.int32), torch.tensor([30, 7, 43]))[None]
+    lengths = torch.tensor([30, 7, 43])
+    seq_idx = torch.repeat_interleave(torch.arange(3, dtype=torch.int32), lengths)[None]
+    varlen = {}
+    if run == "varlen training":
+        cu_seqlens = torch.tensor([0, *lengths.cumsum(0).tolist()], dtype=torch.int32)
+        varlen = dict(cu_seqlens=cu_seqlens, return_varlen_states=True)
     with recording(lambda kernel, grid, args: None):
         stacks = stacks_at(launch_module.launch, ssd_forward,
                            lambda: ssd_forward(**inp, seq_idx=seq_idx, backend="cpu",
-                                               config=CONFIGS["fused+chunk"]))
-    if training:
+                                               config=CONFIGS["fused+chunk"], **varlen))
+    alone = bool(varlen)
+    if alone:
         assert len(stacks) >= 6, "three sequences, a state stage and a scan stage each"
     else:
         assert 2 <= len(stacks) <= 4, "one state stage and one scan stage for the whole batch"
     for stack in stacks:
-        assert (stack[:2] == ["mamba2_tutorial.fast.forward"] * 2) == training, stack
+        assert (stack[:2] == ["mamba2_tutorial.fast.forward"] * 2) == alone, stack
         assert returns(stack) == [], f"the way to a launch comes back: {' -> '.join(stack)}"

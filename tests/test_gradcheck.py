@@ -15,6 +15,7 @@ import torch
 from torch.autograd.gradcheck import GradcheckError
 
 from mamba2_tutorial.executor import wide_floats
+from mamba2_tutorial.fast import ChunkScan, FastConfig, Fused, Segmented, SharedScan
 from mamba2_tutorial.fast import backward as fast_backward
 from mamba2_tutorial.fast.forward import ssd_forward
 from mamba2_tutorial.kernels.forward import ssd_forward_taught
@@ -79,3 +80,28 @@ def test_gradcheck_catches_a_wrong_backward(monkeypatch):
         fn = _fn(ssd_forward, list(tensors), shape, options)
         with pytest.raises(GradcheckError, match="Jacobian mismatch"):
             torch.autograd.gradcheck(fn, tuple(tensors.values()), fast_mode=True)
+
+
+#: packed rows of TINY[0] (l = 11, Q = 4): row 0 from sequence 0, boundaries inside a chunk (3) and on a
+#: chunk's edge (8); row 1 from sequence 1 (no initial state), a one-token sequence inside a chunk
+PACKED_SEQ_IDX = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2], [1, 1, 1, 1, 1, 2, 3, 3, 3, 3, 3]],
+                              dtype=torch.int32)
+PACKED_CONFIGS = {"fused+shared": FastConfig(Fused(), SharedScan()),
+                  "segmented+chunk": FastConfig(Segmented(segments=2), ChunkScan())}
+
+
+@pytest.mark.parametrize("config", list(PACKED_CONFIGS))
+def test_gradcheck_packed(config, monkeypatch):
+    """Packed rows (``seq_idx``) in the fast forward's and backward's kernels: every input, both outputs,
+    with the sequence-by-sequence fallback made to fail."""
+    from mamba2_tutorial.fast import forward as fast_forward
+
+    def each_sequence(*args, **kwargs):
+        raise AssertionError("the packed batch ran sequence by sequence")
+    monkeypatch.setattr(fast_forward, "_each_sequence", each_sequence)
+    shape = TINY[0]
+    tensors, options = _inputs(shape, seed=3)
+    options = {**options, "seq_idx": PACKED_SEQ_IDX, "config": PACKED_CONFIGS[config]}
+    with wide_floats():
+        fn = _fn(ssd_forward, list(tensors), shape, options)
+        assert torch.autograd.gradcheck(fn, tuple(tensors.values()), fast_mode=True)

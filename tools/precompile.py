@@ -141,7 +141,7 @@ def packed_launches(device: str) -> list[Launch]:
     """What ``python -m mamba2_tutorial bench --packed`` launches at its default shapes: ``ssd_forward`` on
     rows packed from sequences of random lengths (the resets inside the kernels), the same rows unpacked,
     and the packed rows one sequence at a time; and forward plus backward of a packed row (under autograd,
-    one sequence at a time)."""
+    the resets inside the forward's and the backward's kernels)."""
     import torch
 
     from mamba2_tutorial.fast.forward import ssd_forward

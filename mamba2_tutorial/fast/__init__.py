@@ -17,6 +17,8 @@ add a variant.
 ``plan.py``         a call's inputs grouped whole (StateCall, ScanCall); the config resolved once (Plan)
 ``stages.py``       the plan's two stages routed to their launchers (run_state, run_scan, training_stages)
 ``forward.py``      ``ssd_forward``: validate, pick the config, run the two stages
+``resets.py``       packed rows (``seq_idx``): where the state resets, forward and backward
+``varlen.py``       each packed sequence's final state (``return_varlen_states``)
 ==================  ======================================================================
 """
 

@@ -13,6 +13,10 @@ per (state tile, batch, head), each walking every chunk in turn: with fewer such
 sequence, few heads) that walk leaves SMs idle, while the taught kernel 1 is parallel over the chunks. Below
 ``StateGrads.min_fused_blocks_per_sm`` blocks per SM the taught kernels 1 and 2 run instead (the forward's
 tuning makes the same call with its segmented stage).
+
+Packed rows (the forward's ``seq_idx``, in the call) run in these kernels too, with the forward's resets
+mirrored (``fast/resets.py``): the fused state stage then always runs, as the taught kernels 1 and 2 take no
+packed rows.
 """
 
 from __future__ import annotations
@@ -42,12 +46,13 @@ def uses_fused_state_grads(dims: tuple, dtype: torch.dtype, *, sms: int, setting
 
 def state_grads_stage(call: GradCall, settings: StateGrads):
     """The fast backward's kernels 1-2: the fused stage (dstates in dy's dtype), or the taught kernels
-    (float32 dstates) where :func:`uses_fused_state_grads` says no. The contract of the taught
-    ``launch_state_grads``."""
+    (float32 dstates) where :func:`uses_fused_state_grads` says no and the rows are not packed (the taught
+    kernels take no ``seq_idx``). The contract of the taught ``launch_state_grads``."""
     dy = call.dy
     b, l, h, p = dy.shape
     dims = (b, l, h, p, call.C.shape[3], call.dA_cumsum.shape[3])
-    if uses_fused_state_grads(dims, dy.dtype, sms=sm_count(dy.device), settings=settings):
+    if call.seq_idx is not None or uses_fused_state_grads(dims, dy.dtype, sms=sm_count(dy.device),
+                                                          settings=settings):
         return launch_state_grads_fused(call, settings)
     c = call
     return launch_state_grads(c.dy, c.C, c.dA_cumsum, c.chunk_init_states, c.dfinal_states, c.backend,
@@ -93,7 +98,7 @@ def _side_stream(device: torch.device) -> torch.cuda.Stream:
 
 def ssd_backward_fast(*args, config: BackwardConfig | None = None, **options) -> SSDGrads:
     """The gradients of ``ssd_forward``: the arguments (``dout, x, dt, A, B, C, dt_out, dA_cumsum,
-    chunk_init_states`` and the keywords) and results of
+    chunk_init_states`` and the keywords, ``seq_idx`` for packed rows among them) and results of
     :func:`~mamba2_tutorial.kernels.backward.ssd_backward_taught`, computed by the fast backward kernels with
     ``config`` (default: the shipped table's for this problem, :func:`backward_config`)."""
     stages = functools.partial(kernel_stages, config=config)

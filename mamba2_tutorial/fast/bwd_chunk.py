@@ -23,7 +23,8 @@ that it stores once:
 stage: the head split (:func:`heads_per_block`, from a :class:`~mamba2_tutorial.fast.config.ChunkGrads`),
 the buffers and the launches in two steps (:class:`ChunkBwdHeads`). The host adds the h/(g·HPB) partial sums
 of each group (none when HPB is the group's size). The math is the taught kernels' (their helpers);
-``tests/test_fast_backward.py`` keeps the two equal.
+``tests/test_fast_backward.py`` keeps the two equal. Both kernels also take packed rows (the call's
+``seq_idx``, ``fast/resets.py``), which the taught ones do not.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from .bwd_dc_heads import launch_dc_heads
 from .bwd_dx_heads import launch_dx_heads
 from .chunk_cb import chunk_cb_kernel, chunk_cb_plan, launch_chunk_cb_both
 from .config import ChunkGrads
+from .resets import seq_idx_arg
 
 __all__ = ["SPECS", "ChunkBwdHeads", "chunk_bwd_heads_plan", "heads_per_block", "launch_chunk_bwd_heads"]
 
@@ -90,6 +92,7 @@ class ChunkBwdHeads:
         self.inputs = (x, call.dy, call.dt_out, call.dA_cumsum, C, call.B)
         self.chunk_init_states, self.D, self.hpb = call.chunk_init_states, D, hpb
         self.backend, self.occupancy = call.backend, settings.occupancy
+        self.packed = seq_idx_arg(call)           # (seq_idx or a placeholder, HAS_SEQ_IDX)
         self.plan = chunk_bwd_heads_plan(b, l, h, p, n, Q, x.dtype, hpb)
         self.CB = allocate((b, nchunks, g, Q, Q), torch.float32, device, poison)
         self.CBt = allocate((b, nchunks, g, Q, Q), torch.float32, device, poison)
@@ -107,15 +110,12 @@ class ChunkBwdHeads:
         """C Bᵀ in both orientations, then kernel 4: dC's partial sums and da of the rows."""
         C, B = self.inputs[4], self.inputs[5]
         launch_chunk_cb_both(C, B, self.CB, self.CBt, self.plan.tiles["T"], self.backend)
-        launch_dc_heads(self.plan, self.inputs, self.CB, self.chunk_init_states, (self.dC, self.da_row),
-                        self.backend, self.occupancy)
+        launch_dc_heads(self)
 
     def launch_dx(self, dstates) -> None:
         """Kernel 3 (after :meth:`launch_dc`, whose C Bᵀ it reads): dx, dB's partial sums, ddt, da of the
         keys, da_last and dD's tile sums."""
-        launch_dx_heads(self.plan, self.inputs, self.CBt, dstates, self.D,
-                        (self.dx, self.dB, self.ddt, self.da_key, self.da_last, self.dD_tiles), self.backend,
-                        self.occupancy)
+        launch_dx_heads(self, dstates)
 
     def results(self):
         """``(dx, dB, dC, ddt, da, da_last, dD)`` once both launches ran: the partial sums of each group's

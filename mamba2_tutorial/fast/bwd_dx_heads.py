@@ -5,7 +5,9 @@ Here a block walks ``HPB`` heads of one group, reads the transposed C Bᵀ tiles
 computed once per (chunk, group), and adds the heads' dB into one float32 tile that it stores once: the
 host then sums h / (g · HPB) partial sums per group instead of h / g. Per head the body is kernel 3's:
 the same helpers (``key_tile_grads``, ``added_state_grads``, ``skip_terms``) in the same order. It also sums
-dy ∘ x per tile for dD, which the taught path leaves to the host.
+dy ∘ x per tile for dD, which the taught path leaves to the host. With packed rows (``HAS_SEQ_IDX``,
+``fast/resets.py``) it masks every pair (m, k) of two sequences, and only the keys of the chunk's last
+sequence, the only ones in the state the chunk passes on, get a gradient through it.
 
     grid = (Q / T,  b · nchunks,  h / HPB)
 """
@@ -31,6 +33,7 @@ from ..kernels.chunk_scan import D_NONE, D_PER_CHANNEL, D_PER_HEAD, d_mode
 from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
 from ..runtime.specs import KernelSpec
+from .resets import NO_CARRY, chunk_end_keys, seq_tile
 
 __all__ = ["SPECS", "chunk_bwd_dx_heads_kernel", "heads_block", "launch_dx_heads", "load_cb"]
 
@@ -55,17 +58,22 @@ def heads_block(x, dA_cumsum, heads_per_group, HPB, Q, T):
 
 @ct.kernel
 def chunk_bwd_dx_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D,   # inputs
+                              seq_idx,                                           # packed rows
                               dx, dB, ddt, da, da_last, dD,                      # outputs
                               heads_per_group: int, HPB: int,
                               Q: ct.Constant[int], T: ct.Constant[int], PP: ct.Constant[int],
-                              NS: ct.Constant[int], D_MODE: ct.Constant[int]):
+                              NS: ct.Constant[int], D_MODE: ct.Constant[int], HAS_SEQ_IDX: ct.Constant[bool]):
     """Kernel 3 for HPB heads of one group, one block per T keys: dx (b, l, h, p) in x's dtype; ddt, da,
     da_last (b, h, nchunks, Q) float32 per head; dB (b, l, h / HPB, n) float32, the sum over the block's
-    heads; with D, dD (b, l / T, h, p) float32: each tile's sum of dy ∘ x over its T positions."""
+    heads; with D, dD (b, l / T, h, p) float32: each tile's sum of dy ∘ x over its T positions.
+    HAS_SEQ_IDX: seq_idx (b, l) int32 packs sequences in a row; without it, an unused placeholder."""
     kt, b, c, split, g, seqlen, k_tile = heads_block(x, dA_cumsum, heads_per_group, HPB, Q, T)
 
     if k_tile * T < seqlen:
         k_pos = kt * T + ct.arange(T, dtype=ct.int32)
+        if HAS_SEQ_IDX:  # the keys' sequences; the keys in the state the chunk passes on: its last sequence's
+            seq_k = seq_tile(seq_idx, b, k_tile, T)
+            passed_on = chunk_end_keys(seq_k, seq_idx, b, c, Q)
         n_m = min(Q // T, ct.cdiv(seqlen - c * Q, T))
         acc_dB = ct.zeros((T, NS), dtype=ct.float32)            # dB of the group, summed over the heads
         for hh in range(HPB):
@@ -85,15 +93,23 @@ def chunk_bwd_dx_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D,  
                 CBt_km = load_cb(CBt, b, c, g, kt, mt, T)
                 dMt = ct.mma(x_k, ct.transpose(dy_m), ct.zeros((T, T), dtype=ct.float32))
                 Lt = decay_tile_transposed(a_k, a_m, k_pos, m_pos)
+                if HAS_SEQ_IDX:  # the block-diagonal mask of a packed row, keys as rows
+                    Lt = ct.where(seq_k[:, None] == seq_tile(seq_idx, b, m_tile, T)[None, :], Lt, 0.0)
                 C_m = load_rows(C, b, m_tile, g, T, NS).astype(x.dtype)
                 acc_dx, acc_dB, ddt_k = key_tile_grads(CBt_km, dMt, Lt, dt_k, dy_m, C_m, acc_dx, acc_dB,
                                                        ddt_k)
             da_k = -ddt_k * dt_k
 
-            # 2. through the state this chunk adds, with G = dL/ds
+            # 2. through the state this chunk adds, with G = dL/ds; on a packed row the keys of sequences
+            # that ended inside the chunk are not in it: their log2 decay to the chunk's end is -NO_CARRY
+            # (1e30) below a_last, so exp2 flushes their decay, and every term of theirs, to 0
             B_k = load_rows(B, b, k_tile, g, T, NS).astype(x.dtype)
+            a_k_end = a_k
+            if HAS_SEQ_IDX:
+                a_k_end = ct.where(passed_on, a_k, -NO_CARRY)
             acc_dx, acc_dB, ddt_k, da_k, wr_k = added_state_grads(
-                dstates, dA_cumsum, b, c, h, a_k, dt_k, x_k, B_k, acc_dx, acc_dB, ddt_k, da_k, Q, T, PP, NS)
+                dstates, dA_cumsum, b, c, h, a_k_end, dt_k, x_k, B_k, acc_dx, acc_dB, ddt_k, da_k, Q, T, PP,
+                NS)
 
             # 3. the skip connection, and this tile's part of the gradient of D: dD = sum dy ∘ x
             if D_MODE != D_NONE:
@@ -118,18 +134,22 @@ def chunk_bwd_dx_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CBt, dstates, D,  
                 ct.store(dD, (b, k_tile, h, 0), ct.zeros((1, 1, 1, PP), dtype=ct.float32))
 
 
-def launch_dx_heads(plan, inputs, CBt, dstates, D, outputs, backend, occupancy):
-    """Launch :data:`chunk_bwd_dx_heads_kernel` on ``plan`` (``chunk_bwd_heads_plan``'s): ``inputs`` =
-    (x, dy, dt_out, dA_cumsum, C, B), ``outputs`` = (dx, dB, ddt, da, da_last, dD tiles); D may be None."""
-    x, C = inputs[0], inputs[4]
-    t = plan.tiles
+def launch_dx_heads(work, dstates) -> None:
+    """Launch :data:`chunk_bwd_dx_heads_kernel` for ``work`` (a
+    :class:`~mamba2_tutorial.fast.bwd_chunk.ChunkBwdHeads`, its C Bᵀ computed) and ``dstates`` (the state
+    stage's): on its plan, from its inputs (x, dy, dt_out, dA_cumsum, C, B), transposed C Bᵀ, D (or None)
+    and packed rows, into its dx, dB partial sums, ddt, da of the keys, da_last and dD tiles."""
+    x, C, D = work.inputs[0], work.inputs[4], work.D
+    t = work.plan.tiles
     D_arg = D if D is not None else placeholder(x.device, torch.float32, 1)
-    launch(chunk_bwd_dx_heads_kernel, plan.grid,
-           (*inputs, CBt, dstates, D_arg, *outputs, x.shape[2] // C.shape[2], t["HPB"], t["Q"], t["T"],
-            t["PP"], t["NS"], d_mode(D)), backend, occupancy)
+    seq_idx, has_seq_idx = work.packed
+    launch(chunk_bwd_dx_heads_kernel, work.plan.grid,
+           (*work.inputs, work.CBt, dstates, D_arg, seq_idx, work.dx, work.dB, work.ddt, work.da_key,
+            work.da_last, work.dD_tiles, x.shape[2] // C.shape[2], t["HPB"], t["Q"], t["T"], t["PP"], t["NS"],
+            d_mode(D), has_seq_idx), work.backend, work.occupancy)
 
 
-def _example_args(dtype, Q, D_MODE=D_PER_HEAD, b=2, l=300, h=4, p=48, g=2, n=80, hpb=2):
+def _example_args(dtype, Q, D_MODE=D_PER_HEAD, b=2, l=300, h=4, p=48, g=2, n=80, hpb=2, packed=False):
     def make():
         e = example_chunk_inputs(dtype, Q, D_MODE, b, l, h, p, g, n)
         plan = chunk_bwd_plan(b, l, h, p, n, Q, dtype)            # the taught tiles, h / hpb blocks of heads
@@ -137,10 +157,12 @@ def _example_args(dtype, Q, D_MODE=D_PER_HEAD, b=2, l=300, h=4, p=48, g=2, n=80,
         t, per_pos = plan.tiles, e["per_pos"]
         inputs = tuple(e[k] for k in ("x", "dy", "dt_out", "dA_cumsum", "C", "B"))
         CBt = torch.randn(b, per_pos.shape[2], g, Q, Q)
-        return grid, (*inputs, CBt, e["dstates"], e["D"], torch.empty_like(e["x"]),
-                           torch.empty(b, l, h // hpb, n), per_pos, per_pos.clone(), per_pos.clone(),
-                           torch.empty(b, per_pos.shape[2] * (Q // t["T"]), h, t["PP"]),
-                           h // g, hpb, Q, t["T"], t["PP"], t["NS"], D_MODE)
+        seq_idx = (torch.arange(l, dtype=torch.int32) // 70).expand(b, l).contiguous() if packed else (
+            torch.zeros(1, 1, dtype=torch.int32))
+        return grid, (*inputs, CBt, e["dstates"], e["D"], seq_idx, torch.empty_like(e["x"]),
+                      torch.empty(b, l, h // hpb, n), per_pos, per_pos.clone(), per_pos.clone(),
+                      torch.empty(b, per_pos.shape[2] * (Q // t["T"]), h, t["PP"]),
+                      h // g, hpb, Q, t["T"], t["PP"], t["NS"], D_MODE, packed)
 
     return make
 
@@ -150,4 +172,6 @@ SPECS: list[KernelSpec] = [
                _example_args(torch.bfloat16, 256, D_NONE, p=64, n=128, g=1)),
     KernelSpec("fast.bwd_dx_heads_f32_q64_dchannel", chunk_bwd_dx_heads_kernel,
                _example_args(torch.float32, 64, D_PER_CHANNEL)),
+    KernelSpec("fast.bwd_dx_heads_bf16_q256_packed", chunk_bwd_dx_heads_kernel,
+               _example_args(torch.bfloat16, 256, D_PER_HEAD, p=64, n=128, g=1, packed=True)),
 ]

@@ -13,6 +13,8 @@ once for the call (:func:`~mamba2_tutorial.fast.plan.resolve`) and run from the 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..kernels._host import strided_ok
@@ -27,6 +29,7 @@ from .config import FUSED_WALKS, FastConfig
 from .plan import Plan, ScanCall, StateCall, resolve
 from .stages import packs_in_kernels, run_scan, run_state, training_stages
 from .tuning import ssd_config
+from .varlen import varlen_states
 
 __all__ = ["Plan", "ScanCall", "StateCall", "resolve", "run_scan", "run_state", "ssd_forward", "ssd_stages",
            "training_stages"]
@@ -45,10 +48,12 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     (b, h, p, n). Packed sequences as mamba_ssm: ``seq_idx`` (b, l) int32, non-decreasing (no state and no
     decay crosses a change of seq_idx; ``initial_states`` enters sequence 0), with ``cu_seqlens``
     (number of sequences + 1,) and ``return_varlen_states`` (b = 1) each sequence's final state as the last
-    result, (number of sequences, h, p, n). Inference with a config whose stages pack (a fused or segmented
-    state stage, a whole-chunk or shared scan: ``packs_in_kernels``) resets the state inside the kernels, the
-    launches of the unpacked batch (``fast/resets.py``); training, ``return_varlen_states`` and the taught
-    stages run every sequence alone (:func:`_each_sequence`).
+    result, (number of sequences, h, p, n). A config whose stages pack (a fused or segmented state stage, a
+    whole-chunk or shared scan: ``packs_in_kernels``) resets the state inside the kernels, with the launches
+    of the unpacked batch (``fast/resets.py``), forward and, under autograd, backward
+    (``fast/backward.py``); ``return_varlen_states`` reads each sequence's final state from the stored
+    entering states (``fast/varlen.py``). The taught stages, and ``return_varlen_states`` under autograd
+    (the varlen states would not be differentiable), run every sequence alone (:func:`_each_sequence`).
     out (b, l, h, p) in x's dtype; final_states (b, h, p, n) float32. x, B, C (and z) share one dtype:
     float32, float16 or bfloat16 (mma operands; every product accumulates in float32). ``chunk_size`` (Q)
     must be a power of two; the sequence length l is arbitrary. All arguments are checked before any kernel
@@ -64,8 +69,8 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
                                                dt_limit)
     packing = validate_packing(seq_idx, cu_seqlens, return_varlen_states, b, l, x.device)
     cfg = config if config is not None else ssd_config(b, l, h, p, n, chunk_size, x.dtype, x.device)
-    if packing is not None and (return_varlen_states or not packs_in_kernels(cfg)
-                                or needs_grad(x, dt, A, B, C, D, z, dt_bias, initial_states)):
+    training = needs_grad(x, dt, A, B, C, D, z, dt_bias, initial_states)
+    if packing is not None and (not packs_in_kernels(cfg) or (return_varlen_states and training)):
         tensors = dict(x=x, dt=dt, A=A, B=B, C=C, D=D, z=z, dt_bias=dt_bias, initial_states=initial_states)
         return _each_sequence(packing, tensors, return_final_states, chunk_size=chunk_size,
                               dt_softplus=dt_softplus, dt_limit=dt_limit, backend=backend, config=config,
@@ -74,16 +79,22 @@ def ssd_forward(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None, initia
     where = resolve_backend(backend, x)
     x, dt, A, B, C, D, z, dt_bias, initial_states = (
         strided_ok(t) for t in (x, dt, A, B, C, D, z, dt_bias, initial_states))
-    if needs_grad(x, dt, A, B, C, D, z, dt_bias, initial_states):   # training: the autograd Function
-        opts = SSDOptions(chunk_size, dt_softplus, tuple(dt_limit), where, training_stages(cfg), _poison,
-                          ssd_backward_fast)
+    if training:   # the autograd Function; packed rows reset inside the forward's and the backward's kernels
+        backward = ssd_backward_fast if seq_idx is None else functools.partial(ssd_backward_fast,
+                                                                               seq_idx=seq_idx)
+        opts = SSDOptions(chunk_size, dt_softplus, tuple(dt_limit), where, training_stages(cfg, seq_idx),
+                          _poison, backward)
         return ssd_autograd(x, dt, A, B, C, D, z, dt_bias, initial_states, opts, return_final_states)
-    plan = resolve(cfg, b, h, -(-l // chunk_size), x.dtype, x.device, dt_limit)
+    # the varlen states read the true dt and entering states, which the plan resolved for training keeps
+    plan = resolve(cfg, b, h, -(-l // chunk_size), x.dtype, x.device, dt_limit, training=return_varlen_states)
     dt_out, dA_cumsum, chunk_init_states, final_states, carry = run_state(plan, StateCall(
         x, dt, A, B, chunk_size, dt_bias, dt_softplus, dt_limit, initial_states, where, _poison, seq_idx))
     out = run_scan(plan, ScanCall(x, dt_out, dA_cumsum, C, B, chunk_init_states, D, z, where, _poison, carry,
                                   seq_idx))
-    return (out, final_states) if return_final_states else out
+    if packing is None or not packing.return_varlen_states:
+        return (out, final_states) if return_final_states else out
+    states = varlen_states(packing, x, B, dt_out, dA_cumsum, chunk_init_states)
+    return packed_results(out, final_states, states, return_final_states, True)
 
 
 #: the tensors of ``ssd_forward`` with a position axis, (b, l, ...): cut at every sequence's bounds

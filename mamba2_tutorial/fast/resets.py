@@ -13,9 +13,13 @@ become zero. With ``last(c)`` the seq_idx at chunk c's last position inside the 
 - **the scan**: P[m, k] gets the block-diagonal mask [seq_m = seq_k], and row m's share of the state
   entering the chunk the mask [seq_m = last(c-1)].
 
-The final state is then the last sequence's, as mamba_ssm returns it. These are ``@ct.function`` helpers;
-every kernel takes them only under its compile-time ``HAS_SEQ_IDX``, so a kernel without it compiles to the
-code it had before (``seq_idx`` is then an unused placeholder).
+The final state is then the last sequence's, as mamba_ssm returns it. The backward takes the same factors,
+transposed: the state gradient carried backwards over chunk c is decayed to zero where the carry reset
+(:func:`carry_kept`), only the rows of the entering sequence ask anything of the entering state, every
+in-chunk pair (m, k) of two sequences is masked, and only the keys of the chunk's last sequence get a share
+of the state the chunk adds (:func:`chunk_end_keys`). These are ``@ct.function`` helpers; every kernel takes
+them only under its compile-time ``HAS_SEQ_IDX``, so a kernel without it compiles to the code it had before
+(``seq_idx`` is then an unused placeholder).
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ import torch
 
 from ..kernels._host import placeholder
 
-__all__ = ["NO_CARRY", "carry_reset", "chunk_end_seq", "entering_rows", "entering_seq", "seq_idx_arg",
-           "seq_tile"]
+__all__ = ["NO_CARRY", "carry_kept", "carry_reset", "chunk_end_keys", "chunk_end_seq", "entering_rows",
+           "entering_seq", "seq_idx_arg", "seq_tile"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -71,10 +75,23 @@ def entering_rows(seq_m, seq_idx, b, c, Q):
     return (seq_m == entering_seq(seq_idx, b, c, Q))[:, None]
 
 
+@ct.function
+def carry_kept(seq_idx, b, c, Q):
+    """Whether the carry crosses chunk c (a scalar bool): the chunk ends in the sequence its entering state
+    belongs to, last(c) = last(c-1). Where not, the carry's decay over the chunk is 0."""
+    return chunk_end_seq(seq_idx, b, c, Q) == entering_seq(seq_idx, b, c, Q)
+
+
+@ct.function
+def chunk_end_keys(seq_k, seq_idx, b, c, Q):
+    """(T,) bool: the keys k (seq_k (T,), their seq_idx) of chunk c's last sequence, the only keys that add
+    to the state the chunk passes on."""
+    return seq_k == chunk_end_seq(seq_idx, b, c, Q)
+
 
 def seq_idx_arg(call) -> tuple:
-    """(seq_idx, HAS_SEQ_IDX) for a kernel that takes packed rows, from a StateCall or ScanCall: the call's
-    seq_idx and True, or an int32 placeholder and False."""
+    """(seq_idx, HAS_SEQ_IDX) for a kernel that takes packed rows, from a StateCall, ScanCall or GradCall:
+    the call's seq_idx and True, or an int32 placeholder and False."""
     if call.seq_idx is None:
         return placeholder(call.x.device, torch.int32, 2), False
     return call.seq_idx, True

@@ -3,7 +3,8 @@
 For every problem class of every shipped tuning table, a small problem of that class (its dtype and chunk
 size, the layout's p, n and length) runs ``ssd_forward`` with the class's config, the forward as training
 runs it (``training_stages``; specs named ``...train...``) and, where the config packs rows in its kernels,
-the forward on a packed batch (``seq_idx``; ``...packed...``), through the launch recorder
+the forward on a packed batch (``seq_idx``; ``...packed...``), for inference and for training, through the
+launch recorder
 (``runtime.launch.recording``): nothing executes, and each launch's kernel, compiler hint, grid and arguments
 are kept. Distinct (kernel, hint, argument signature) launches become :class:`KernelSpec` entries, so that
 ``python -m mamba2_tutorial compile`` compiles what a user can launch, and nothing no config runs.
@@ -62,13 +63,14 @@ def _variant(kernel, args) -> tuple:
         for name, a in zip(names, args))
 
 
-def _training_forward(inp: dict, cfg) -> None:
+def _training_forward(inp: dict, cfg, seq_idx=None) -> None:
     """The forward's kernels as training launches them (``training_stages``: the fused state stage keeps dt,
-    the segmented one's scan stores the true entering states)."""
+    the segmented one's scan stores the true entering states), on packed rows with ``seq_idx``. (The
+    backward's kernels are their modules' specs, packed rows among them.)"""
     from ..runtime.autograd import SSDInputs, SSDOptions
     from .forward import training_stages
 
-    stages = training_stages(cfg)
+    stages = training_stages(cfg, seq_idx)
     opts = SSDOptions(inp["chunk_size"], inp["dt_softplus"], (0.0, float("inf")), "cpu", stages)
     stages(SSDInputs(inp["x"], inp["dt"], inp["A"], inp["B"], inp["C"], inp["D"], inp["dt_bias"], None), opts)
 
@@ -89,7 +91,9 @@ def shipped_specs() -> tuple[KernelSpec, ...]:
                     (".train", lambda inp=inp, cfg=cfg: _training_forward(inp, cfg)))
             if packs_in_kernels(cfg):
                 runs += ((".packed", lambda inp=inp, cfg=cfg: ssd_forward(**inp, seq_idx=_packed(inp),
-                                                                          backend="cpu", config=cfg)),)
+                                                                          backend="cpu", config=cfg)),
+                         (".packed.train",
+                          lambda inp=inp, cfg=cfg: _training_forward(inp, cfg, _packed(inp))))
             for suffix, run in runs:
                 launches: list = []
                 with recording(lambda kernel, grid, args, seen=launches: seen.append((kernel, grid, args))):

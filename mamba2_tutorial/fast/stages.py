@@ -68,10 +68,11 @@ def run_scan(plan: Plan, call: ScanCall):
                              poison=c.poison)
 
 
-def training_stages(cfg: FastConfig):
+def training_stages(cfg: FastConfig, seq_idx=None):
     """The forward under autograd with ``cfg``'s stages: ``stages`` for
     :class:`~mamba2_tutorial.runtime.autograd.SSDOptions`, resolved for training (:func:`resolve`): what the
-    backward reads is stored, and y is the output before the gate."""
+    backward reads is stored, and y is the output before the gate. ``seq_idx`` (b, l) int32: packed rows,
+    reset inside the kernels (the config's stages must pack: :func:`packs_in_kernels`)."""
 
     def stages(inputs: SSDInputs, o: SSDOptions):
         x, dt, A, B, C, D, dt_bias, initial_states = inputs
@@ -79,8 +80,9 @@ def training_stages(cfg: FastConfig):
         plan = resolve(cfg, b, h, -(-l // o.chunk_size), x.dtype, x.device, o.dt_limit, training=True)
         dt_out, dA_cumsum, init, final, carry = run_state(plan, StateCall(
             x, dt, A, B, o.chunk_size, dt_bias, o.dt_softplus, o.dt_limit, initial_states, o.backend,
-            o.poison))
-        y = run_scan(plan, ScanCall(x, dt_out, dA_cumsum, C, B, init, D, None, o.backend, o.poison, carry))
+            o.poison, seq_idx))
+        y = run_scan(plan, ScanCall(x, dt_out, dA_cumsum, C, B, init, D, None, o.backend, o.poison, carry,
+                                    seq_idx))
         return dt_out, dA_cumsum, init, final, y
 
     return stages

@@ -68,6 +68,9 @@ class GradCall(NamedTuple):
     D: torch.Tensor | None                 #: (h,) or (h, p)
     backend: str                           #: "gpu" or "cpu", resolved
     poison: bool = False                   #: fill every intermediate with NaN first (tests)
+    #: (b, l) int32, non-decreasing: packed rows, for a ``kernel_stages`` whose kernels take them (the
+    #: taught kernels do not)
+    seq_idx: torch.Tensor | None = None
 
 
 class SSDGrads(dict):
@@ -79,7 +82,8 @@ class SSDGrads(dict):
 
 def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_states, *, D=None, z=None, y=None,
                         dt_bias=None, initial_states=None, dt_softplus=False, dt_limit=(0.0, float("inf")),
-                        dfinal_states=None, backend="auto", _poison=False, kernel_stages=None) -> SSDGrads:
+                        dfinal_states=None, backend="auto", _poison=False, kernel_stages=None,
+                        seq_idx=None) -> SSDGrads:
     """The gradients of ``ssd_forward`` with respect to all its inputs, given dL/d out (``dout``, b l h p) and
     optionally dL/d final_states (``dfinal_states``, b h p n).
 
@@ -92,8 +96,12 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
     ``kernel_stages`` replaces kernels 1-4 (``launch_state_grads``, then ``launch_chunk_bwd``) with a
     function ``(call: GradCall) -> (launch_state_grads' results, launch_chunk_bwd's results)``, the call
     holding what those two launches take: other backward kernels of the same contracts, launched in their
-    own order. The host steps around them are the same.
+    own order. The host steps around them are the same. ``seq_idx`` (b, l) int32: the forward ran packed
+    rows; it goes to the ``kernel_stages`` in the call (the taught kernels 1-4 take no packed rows).
     """
+    if seq_idx is not None and kernel_stages is None:
+        raise ValueError("seq_idx (packed rows) needs kernel_stages whose kernels take it: the taught "
+                         "backward kernels run one sequence per batch row")
     where = resolve_backend(backend, x)
     b, l, h, p = x.shape
     nchunks, Q = dA_cumsum.shape[2], dA_cumsum.shape[3]
@@ -118,7 +126,7 @@ def ssd_backward_taught(dout, x, dt, A, B, C, dt_out, dA_cumsum, chunk_init_stat
             x, dy, dt_out, dA_cumsum, C, B, chunk_init_states, dstates, D, where, _poison)
     else:
         (dstates, ddA_last, dinit), (dx, dB, dC, ddt_proc, da, da_last, dD) = kernel_stages(GradCall(
-            dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_states, D, where, _poison))
+            dy, x, dt_out, dA_cumsum, C, B, chunk_init_states, dfinal_states, D, where, _poison, seq_idx))
 
     # 5. dt·A from a = cumsum(dt·A): a reverse cumsum in each chunk, plus the chunk total's gradient
     d_dtA = da.flip(-1).cumsum(-1).flip(-1) + (ddA_last + da_last.sum(-1))[..., None]     # (b, h, nchunks, Q)
