@@ -283,3 +283,41 @@ def test_show_diff_is_computed_from_the_sources():
         show_diff(_before, _after, before_lines=("return total", "total = a + b"))
     with pytest.raises(ValueError, match="the same: there is no change"):
         show_diff(_before, _before)
+
+
+def _packed_results(device="FAKE GPU (test fixture)"):
+    """A ``bench --packed`` results object with FAKE timings: two shapes, one run that failed."""
+    def record(name, scale):
+        ms = {"cutile unpacked": 1.0 * scale, "cutile packed": 1.05 * scale, "mamba_ssm packed": 2.9 * scale,
+              "cutile unpacked fwd+bwd": 3.1 * scale, "cutile packed fwd+bwd": 3.3 * scale}
+        return {"name": name, "ms": ms, "errors": {"mamba_ssm packed fwd+bwd": "RuntimeError: fake"}}
+    return {"device": device, "date": "2026-12-07 12:00 UTC", "packed": [record("b1-l32768-h80", 1.0),
+                                                                          record("b8-l4096-h80", 0.8)]}
+
+
+def test_the_packed_figure_draws_every_timed_run_and_leaves_out_the_failed_one():
+    fig = plots.plot_packed(_packed_results())
+    ax = fig.axes[0]
+    assert "FAKE GPU" in ax.get_title()
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    want = sorted(round(v, 6) for s in (1.0, 0.8) for v in (1.0 * s, 1.05 * s, 2.9 * s, 3.1 * s, 3.3 * s))
+    assert heights == want   # 5 bars per shape: the failed mamba_ssm fwd+bwd has none
+    assert [t.get_text() for t in ax.get_xticklabels()][1] == "b1-l32768-h80\nfwd + bwd"
+    with pytest.raises(ValueError, match="no 'packed' records"):
+        plots.plot_packed({"device": "x", "packed": []})
+
+
+def test_the_shipped_packed_run_is_the_newest_and_checked(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setattr(res, "shipped_dir", lambda: tmp_path)
+    assert res.load_shipped_packed() is None             # nothing shipped: notebook 13 says so
+    old, new = _packed_results("OLD GPU"), _packed_results("NEW GPU")
+    old["date"] = "2026-01-01 00:00 UTC"
+    (tmp_path / "h200_packed.json").write_text(json.dumps(old))
+    (tmp_path / "h100_packed.json").write_text(json.dumps(new))
+    assert res.load_shipped_packed()["device"] == "NEW GPU"
+    new["packed"] = [{"name": "b1", "ms": None}]
+    (tmp_path / "h100_packed.json").write_text(json.dumps(new))
+    with pytest.raises(res.ResultsError, match=r"h100_packed.json: results.packed\[0\]"):
+        res.load_shipped_packed()

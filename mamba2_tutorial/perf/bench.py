@@ -1164,7 +1164,9 @@ def _main_packed(args, shapes: Sequence[ShapeSpec]) -> int:
     print(format_packed(records))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "versions": versions(),
+        date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        args.out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "date": date,
+                                        "kernels_sha256": kernels_sha256(), "versions": versions(),
                                         "packed": records}, indent=1) + "\n")
         print(f"wrote {args.out}")
     return 0

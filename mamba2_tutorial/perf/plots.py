@@ -38,6 +38,7 @@ __all__ = [
     "plot_time_vs_seqlen",
     "plot_speedup_vs_seqlen",
     "plot_kernel_breakdown",
+    "plot_packed",
     "plot_roofline",
     "plot_steps_roofline",
     "plot_steps_waterfall",
@@ -374,4 +375,37 @@ def summary_figure(results: Mapping) -> Figure:
         except ValueError as exc:  # a panel whose data the run did not collect
             ax.text(0.5, 0.5, str(exc), ha="center", va="center", wrap=True, transform=ax.transAxes)
             ax.set_axis_off()
+    return fig
+
+
+#: the runs of a ``bench --packed`` record that :func:`plot_packed` draws, in order, with their colors
+PACKED_RUNS = (("cutile unpacked", "ours, unpacked", "tab:olive"),
+               ("cutile packed", "ours, packed", "tab:green"),
+               ("mamba_ssm packed", "mamba_ssm, packed (seq_idx)", "tab:blue"))
+
+
+def plot_packed(results: Mapping, *, ax=None) -> Figure:
+    """A ``bench --packed`` run (notebook 13): per shape, the forward and the forward plus backward of our
+    packed rows, of the same rows unpacked, and of mamba_ssm's packed path, grouped bars of median device
+    time. A run without a time (failed, or not run) is left out of its group."""
+    records = results.get("packed") or []
+    if not records:
+        raise ValueError("results have no 'packed' records (run the benchmark with --packed)")
+    fig, ax = _new_axes(ax, figsize=(7.2, 4.2))
+    groups = [(rec["name"], suffix, rec["ms"]) for rec in records for suffix in ("", " fwd+bwd")]
+    width = 0.8 / len(PACKED_RUNS)
+    for i, (run, label, color) in enumerate(PACKED_RUNS):
+        xs, ys = [], []
+        for g, (_, suffix, ms) in enumerate(groups):
+            if ms.get(run + suffix) is not None:
+                xs.append(g + (i - (len(PACKED_RUNS) - 1) / 2) * width)
+                ys.append(ms[run + suffix])
+        if xs:
+            ax.bar(xs, ys, width, color=color, label=label)
+    ax.set_xticks(range(len(groups)), [f"{name}\n{'forward' if not suffix else 'fwd + bwd'}"
+                                       for name, suffix, _ in groups], fontsize=8)
+    ax.set_ylabel("time (ms, median)")
+    ax.set_title(f"Packed rows against the same rows unpacked\n{_device(results)}", fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
     return fig

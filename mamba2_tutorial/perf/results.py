@@ -384,6 +384,27 @@ def load_shipped_results(*, allow_partial: bool = False) -> dict:
     return load_results(path, allow_partial=allow_partial)
 
 
+def load_shipped_packed() -> dict | None:
+    """The newest ``bench --packed`` run shipped with the package (``<gpu>_packed.json`` for the GPUs of
+    :data:`SHIPPED_FORWARD`, the latest ``date`` first), or None where the package has none. Checked for what
+    notebook 13 reads: ``device``, ``date`` and a non-empty list ``packed`` of records, each with ``name`` and
+    ``ms`` (run name -> milliseconds); ResultsError otherwise."""
+    paths = [p for p in (shipped_dir() / f"{name}_packed.json" for name in SHIPPED_FORWARD) if p.is_file()]
+    if not paths:
+        return None
+    path = max(enumerate(paths), key=lambda ip: (_date_of(ip[1]), ip[0]))[1]
+    results = json.loads(path.read_text())
+    _require(isinstance(results.get("device"), str), f"{path.name}: results.device", "must be a string")
+    records = results.get("packed")
+    _require(isinstance(records, list) and len(records) > 0, f"{path.name}: results.packed",
+             "must be a non-empty list of `bench --packed` records")
+    for i, rec in enumerate(records):
+        _require(isinstance(rec, Mapping) and isinstance(rec.get("name"), str)
+                 and isinstance(rec.get("ms"), Mapping), f"{path.name}: results.packed[{i}]",
+                 "must be an object with 'name' and 'ms'")
+    return results
+
+
 def require_section(results: Mapping, key: str, what: str) -> list:
     """``results[key]``, non-empty, or ResultsError saying what is missing and how to measure it: a notebook
     that teaches a section of the results fails without it rather than drawing an empty figure."""
