@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mamba2_tutorial import SHAPES, SSDShape, make_inputs, ssd_chunked, validate_ssd_inputs
-from mamba2_tutorial.lessons.inputs import BENCHMARK_SHAPES, get_shape
+from mamba2_tutorial.lessons.inputs import BENCHMARK_SHAPES, MODEL_SHAPES, get_shape
 
 TINY = [name for name, s in SHAPES.items() if s.batch * s.seqlen * s.nheads * s.headdim <= 100_000]
 
@@ -97,7 +97,7 @@ def test_make_inputs_validates_and_runs_for_small_presets(name):
 
 
 def test_make_inputs_for_real_shapes_scaled_down():
-    for name in ("mamba2-130m", *BENCHMARK_SHAPES):
+    for name in ("mamba2-130m", *MODEL_SHAPES, *BENCHMARK_SHAPES):
         s = SHAPES[name].scaled(seqlen=5, batch=1)
         inp = make_inputs(s, D=False)
         assert inp["x"].shape == (1, 5, s.nheads, s.headdim)
@@ -179,3 +179,10 @@ def test_nchunks_matches_chunk_cumsum():
         inp = make_inputs(s)
         dt_out, _ = chunk_cumsum(inp["dt"], inp["A"], s.chunk_size)
         assert dt_out.shape[2] == s.nchunks == math.ceil(s.seqlen / s.chunk_size), name
+
+
+def test_the_model_shapes_follow_the_released_models():
+    """d_inner = 2 d_model, headdim 64: 370m (d_model 1024), 1.3b (2048), 2.7b (2560); d_state 128, g 1."""
+    for name, d_model in zip(MODEL_SHAPES, (1024, 2048, 2560)):
+        s = get_shape(name)
+        assert (s.nheads * s.headdim, s.dstate, s.ngroups, s.chunk_size) == (2 * d_model, 128, 1, 256), name

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-__all__ = ["SSDShape", "SHAPES", "make_inputs", "get_shape"]
+__all__ = ["BENCHMARK_SHAPES", "MODEL_SHAPES", "SSDShape", "SHAPES", "make_inputs", "get_shape"]
 
 
 @dataclass(frozen=True)
@@ -98,8 +98,11 @@ SHAPES: dict[str, SSDShape] = dict(
         # dims of tile kernels on CPU: powers of two inside, still ragged and distinct
         _preset("small-pow2", 2, 100, 4, 16, 2, 32, 32),
         # the real models (Mamba2 module defaults: expand 2, headdim 64, d_state 128, ngroups 1, chunk 256)
-        # mamba2-130m: d_model 768 → d_inner 1536 → 24 heads; mamba2-2.7b: d_model 2560 → 5120 → 80 heads
+        # mamba2-130m: d_model 768 → d_inner 1536 → 24 heads; 370m: 1024 → 2048 → 32; 1.3b: 2048 → 4096 → 64;
+        # 2.7b: 2560 → 5120 → 80 (one sequence of 2048 tokens, the context they were trained at)
         _preset("mamba2-130m", 1, 2048, 24, 64, 1, 128, 256),
+        _preset("mamba2-370m", 1, 2048, 32, 64, 1, 128, 256),
+        _preset("mamba2-1.3b", 1, 2048, 64, 64, 1, 128, 256),
         _preset("mamba2-2.7b", 1, 2048, 80, 64, 1, 128, 256),
         # the four benchmark shapes (see docs: H200 baselines)
         _preset("b8-l4096-h80", 8, 4096, 80, 64, 1, 128, 256),
@@ -111,6 +114,8 @@ SHAPES: dict[str, SSDShape] = dict(
 
 #: the benchmark shapes, in order
 BENCHMARK_SHAPES = ("b8-l4096-h80", "b1-l32768-h80", "b4-l2048-h24", "b2-l8192-h128-g8")
+#: the released Mamba-2 models' SSD widths (``bench --shapes mamba2-370m mamba2-1.3b mamba2-2.7b``)
+MODEL_SHAPES = ("mamba2-370m", "mamba2-1.3b", "mamba2-2.7b")
 
 
 _STREAMS = ("x", "dt", "A", "B", "C", "D", "z", "dt_bias", "initial_states")
