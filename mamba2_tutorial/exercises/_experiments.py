@@ -212,7 +212,30 @@ def decay_power(hint: str, key: str = "dA_cumsum", outputs: Sequence[str] | None
             AsIf(f"{key} doubled", scaled(2.0), "your decay is squared: it is applied twice (a decay line "
                  "repeated, or the decayed tile decayed again), or its exponent is doubled", hint, outputs),
             AsIf(f"{key} halved", scaled(0.5), "your decay is the square root of the right one: its exponent "
-                 "is halved", hint, outputs)]
+                 "is halved", hint, outputs),
+            AsIf(f"{key} times ln 2 = 0.693", scaled(0.6931471805599453), "your kernel computes 2**v where "
+                 "the decay is exp(v): ct.exp2(v) needs v * LOG2E (LOG2E = 1.4426950408889634), or write "
+                 "ct.exp(v)", hint, outputs)]
+
+
+def chunk_decay_one(hint: str, key: str = "dA_cumsum") -> list[AsIf]:
+    """The first or the last chunk's decay taken as 1 (a chunk treated apart: "nothing to decay into"), as
+    if that chunk's ``key`` (b, h, nchunks, Q) were 0."""
+
+    def zeroed(index):
+        def make(b):
+            t = b[key]
+            if t.shape[2] < 2:
+                return None
+            t = t.clone()
+            t[:, :, index] = 0.0
+            return replace(b, **{key: t})
+        return make
+
+    return [AsIf(f"the last chunk's {key} = 0 (its decay 1)", zeroed(-1), "your kernel takes the LAST "
+                 "chunk's decay as 1 (the last chunk treated apart, or its decay skipped)", hint),
+            AsIf(f"chunk 0's {key} = 0 (its decay 1)", zeroed(0), "your kernel takes chunk 0's decay as 1 "
+                 "(the first chunk treated apart, or its decay skipped)", hint)]
 
 
 def decay_index(hint: str, key: str = "dA_cumsum") -> list:
@@ -238,13 +261,37 @@ def decay_index(hint: str, key: str = "dA_cumsum") -> list:
             return replace(b, **{key: t.narrow(2, index % t.shape[2], 1).expand_as(t).clone()})
         return make
 
-    return [AsIf(f"every chunk's {key} equal to the last chunk's", every_chunk_from(-1),
+    return [*chunk_decay_one(hint, key),
+            AsIf(f"every chunk's {key} equal to the last chunk's", every_chunk_from(-1),
                  "your kernel reads the LAST chunk's decay in every chunk (a fixed index, or the loop's "
                  "bound where its counter belongs)", hint),
             AsIf(f"every chunk's {key} equal to chunk 0's", every_chunk_from(0),
                  "your kernel reads chunk 0's decay in every chunk (a fixed index 0 where the chunk c "
                  "belongs)", hint),
             same_along(2, "chunk"), same_along(1, "head"), same_along(0, "batch entry")]
+
+
+def read_transposed_store(make: Callable[[Inputs], Inputs | None], outputs: Sequence[str]) -> Reading:
+    """With p = n (``make``): one output that is exactly the right one transposed (its last two axes
+    exchanged) while every other output is right: the tile is transposed where that output is stored."""
+
+    def read(lab, inputs, got):
+        want = lab.reference(inputs)
+        for name in outputs:
+            g, w = got[name].double(), want[name].double()
+            if g.shape[-1] != g.shape[-2] or close(g, w, lab.rtol, lab.atol):
+                continue
+            others = [k for k in outputs if k != name]
+            if close(g, w.transpose(-1, -2), lab.rtol, lab.atol) and all(
+                    close(got[k], want[k], lab.rtol, lab.atol) for k in others):
+                return (f"With p = n, your {name} is exactly the right one transposed, and your "
+                        f"{', '.join(others)} right: the tile is transposed where {name} is stored (a "
+                        f"ct.transpose at its store).\n      Store {name} as the (TP, TN) tile it is, no "
+                        f"ct.transpose: (p, n) in the array, (p, n) in the tile. (The transposed store "
+                        f"compiles only when TP == TN, as here.)", None)
+        return None
+
+    return Reading(make, read)
 
 
 def read_alternating_transpose(output: str, chunk_axis: int, make: Callable[[Inputs], Inputs | None],
@@ -304,6 +351,10 @@ class Linearity:
                     f"(every output is linear in {self.what}): your kernel divides by something that is 0 "
                     f"there (a norm? a sum? a normalization), or applies a function undefined at 0 (a "
                     f"log?).\n      {self.hint}", self.recipe)
+        from ._harness import UNWRITTEN
+
+        if any(bool((t[k] == UNWRITTEN).any()) for t in (z, a, b) for k in self.outputs):
+            return None  # an output element never stored: not a term of the inputs (misplaced() says so)
         if not all(close(z[k], torch.zeros_like(z[k]), lab.rtol, lab.atol) for k in self.outputs):
             return (f"With {self.setting}{self.what} = 0 your outputs are not 0 (every output is linear in "
                     f"{self.what}): part of your output does not come through {self.what}, a term without "
@@ -529,6 +580,23 @@ def misplaced(outputs: dict[str, Sequence[str]]) -> Reading:
         from ._harness import UNWRITTEN
 
         want = lab.reference(inputs)
+        for name in outputs:
+            if not bool((got[name] == UNWRITTEN).all()) or bool((want[name] == 0).all()):
+                continue
+            for other in outputs:
+                for dim in range(got[other].dim()):
+                    for i in range(got[other].shape[dim]):
+                        piece = got[other].select(dim, i)
+                        if other != name and close(piece, want[name], lab.rtol, lab.atol):
+                            return (f"Your {name} is never stored (every element still holds the value "
+                                    f"the check filled it with), and your {other} at index {i} of axis {dim} "
+                                    f"holds the right {name}: the store meant for {name} goes into {other}."
+                                    f"\n      Store each result into its own array, at its own indices: "
+                                    f"{name} has shape {tuple(want[name].shape)}.", None)
+            return (f"Your {name} still holds, in every element, the value the check filled it with: your "
+                    f"kernel stores nothing there, or stores what it loaded from that same output (an output "
+                    f"read where an input belongs).\n      Every output needs its ct.store(...) of a result "
+                    f"computed from the inputs, outside any branch that skips it.", None)
         for name, axes in outputs.items():
             g, w = got[name], want[name]
             if close(g, w, lab.rtol, lab.atol):

@@ -362,9 +362,13 @@ def _unwritten_slices(never: torch.Tensor):
     return None
 
 
-def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your kernel"):
+def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your kernel",
+              grid_axes: tuple | None = None):
     """For kernel outputs pre-filled with :data:`UNWRITTEN`: (what, hint) when nothing or only part of the
-    output was stored, or when only zeros were stored where the answer is not zero; else None."""
+    output was stored, or when only zeros were stored where the answer is not zero; else None.
+    ``grid_axes``: the output's axes whose index comes from the launch grid (the others are walked by a loop
+    inside the block), which tells the two ways an index can go unwritten apart when every written value is
+    right."""
     if actual.numel() and bool((actual == 0).all()) and bool((expected != 0).any()):
         return (
             f"{what} stored only zeros.",
@@ -408,6 +412,33 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
         slices = _unwritten_slices(never)
         if slices is not None:
             dim, which = slices
+            written_right = actual.shape == expected.shape and bool(torch.isclose(
+                actual.double().cpu()[~never.cpu()], expected.double().cpu()[~never.cpu()], rtol=1e-3,
+                atol=1e-4 * max(1.0, float(expected.abs().max()))).all())
+            if written_right and grid_axes is not None and dim not in grid_axes:
+                return (
+                    f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
+                    f"{UNWRITTEN:.4g}): exactly the elements at index {which} of axis {dim} (of size "
+                    f"{never.shape[dim]}; the output's shape is {tuple(never.shape)}), and every element it "
+                    f"did write is right.",
+                    f"axis {dim} is walked by the loop inside each block, and index {which} is never stored: "
+                    f"the loop's range stops short of it or starts after it (a bound from another axis, "
+                    f"a // that drops a remainder, a range(1, n)), or an if skips its store.",
+                )
+            if written_right and grid_axes is not None and never.shape[dim] > 1:
+                return (
+                    f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
+                    f"{UNWRITTEN:.4g}): exactly the elements at index {which} of axis {dim} (of size "
+                    f"{never.shape[dim]}; the output's shape is {tuple(never.shape)}), and every element it "
+                    f"did write is right.",
+                    f"no block stores at index {which} of axis {dim}, a grid axis, and every value your "
+                    f"kernel did write is right. Either the blocks of that index wrote another index's tile "
+                    f"(their index taken from the wrong place: a ct.bid of another grid axis, or a block "
+                    f"index decoded as another kernel's grid would need it, so that two blocks compute and "
+                    f"store the same tile), or an `if` skips their store (e.g. one that leaves out the first "
+                    f"or the last chunk). Each index comes from ct.bid of its own grid axis, in the order of "
+                    f"the launch's grid.",
+                )
             return (
                 f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
                 f"{UNWRITTEN:.4g}): exactly the elements at index {which} of axis {dim} (of size "

@@ -224,6 +224,15 @@ def _read_impulse(lab, inputs, got):
                         f"position {Q // 2 - 1}.)")
                 return early + note, None
     if bool(step.all()) and q0 > 0:
+        first = replace(inputs, dt=torch.roll(inputs["dt"], -Q, dims=1))   # the same step in chunk 0
+        again = lab.run(first)
+        if again is not None and lab.agrees(again, lab.reference(first)):
+            return (f"{said}: it is nonzero before position {q0} too, so every position holds the whole "
+                    f"chunk's sum; with the same step in chunk 0 your running sum is right. So a mask that "
+                    f"picks positions 0..s works in chunk 0 only: it compares a position of the sequence "
+                    f"(c*Q + s) with a position of the chunk (k), which agree in chunk 0 alone.\n      "
+                    f"Compare positions of the chunk with each other (pos[:, None] >= pos[None, :]), or use "
+                    f"ct.cumsum(v, axis=0), which needs no mask.", None)
         return (f"{said}: it is nonzero before position {q0} too, so every position holds the same sum, the "
                 f"whole chunk's (a sum, not a running sum).\n      dA_cumsum[s] sums positions 0..s only: "
                 f"ct.cumsum(v, axis=0), not ct.sum.", None)
@@ -384,6 +393,38 @@ def _read_dt_out_product(lab, inputs, got):
             f"dA_cumsum uses A: ct.cumsum(dt * A[hi], axis=0).", None)
 
 
+def _read_step_clamp(lab, inputs, got):
+    """dA_cumsum the running sum of the steps dt * A[hi] with each step clamped at one value c: the steps
+    below c (or above it) replaced by c, the others right (a floor put on each step "so that exp never
+    underflows")."""
+    dt, A, Q = inputs["dt"].double(), inputs["A"].double(), inputs["Q"]
+    b, l, h = dt.shape
+    nc = -(-l // Q)
+    v = torch.zeros(b, h, nc * Q, dtype=torch.float64)
+    v[:, :, :l] = (dt * A).transpose(1, 2)
+    v = v.reshape(b, h, nc, Q)
+    got_cs = got["dA_cumsum"].double()
+    if not bool(torch.isfinite(got_cs).all()):
+        return None
+    steps = torch.diff(got_cs, dim=-1, prepend=torch.zeros_like(got_cs[..., :1]))   # the kernel's steps
+    off = ~torch.isclose(steps, v, rtol=1e-4, atol=1e-4)
+    if not bool(off.any()):
+        return None
+    c = float(steps[off].median())
+    if not bool(torch.isclose(steps[off], torch.full_like(steps[off], c), rtol=1e-4, atol=1e-4).all()):
+        return None
+    if bool((v[off] < c).all()) and bool((v[~off] >= c - 1e-4).all()):
+        side, fn = "below", f"ct.maximum(dt * A, {c:.4g})"
+    elif bool((v[off] > c).all()) and bool((v[~off] <= c + 1e-4).all()):
+        side, fn = "above", f"ct.minimum(dt * A, {c:.4g})"
+    else:
+        return None
+    return (f"Your dA_cumsum is the running sum of the steps dt * A[hi] with every step {side} {c:.4g} "
+            f"replaced by {c:.4g} ({int(off.sum())} steps): your kernel clamps each step ({fn}, or a where) "
+            f"before the cumsum.\n      Sum the steps as they are: exp of a very negative running sum is 0, "
+            f"which is the right decay, so nothing needs a floor.", None)
+
+
 def _read_fill_past_end(lab, inputs, got):
     """With dt = 0 everywhere: outputs nonzero only past the sequence's end (positions c*Q + q >= l of the
     last chunk), where the padding belongs: the kernel fills them with something other than 0."""
@@ -466,10 +507,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     ]
     prelude = [(_tame, "With the same case at milder decay (every dt*A scaled into [-4, 0]) your output is "
                 "right: your kernel breaks only where dt*A is large",
-                "look for a step that overflows or loses precision for large |dt*A| (an exp, a division): "
-                "the cumsum itself needs neither.")]
+                "look for a step that overflows, loses precision or is clamped for large |dt*A| (an exp, a "
+                "division, a ct.maximum or ct.minimum): the cumsum itself needs none of them.")]
     first = [read_clamp(["dA_cumsum", "dt_out"], "dA_cumsum is the running sum as it is: exp of a large "
-                        "negative number is 0, which is right, so nothing needs a floor or a ceiling.")]
+                        "negative number is 0, which is right, so nothing needs a floor or a ceiling."),
+             Reading(lambda b: b, _read_step_clamp)]
     return Diagnosis(lab, steps, prelude, first)
 
 
@@ -530,7 +572,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
                 probes=[_padding_probe(kernel, case, backend, device, (dt_exp, dA_exp)[which], which, tol)],
                 diagnose=diagnose,
                 axes=_AXES,
-                extra=partial(unwritten, what=f"your kernel, into {name},"),
+                extra=partial(unwritten, what=f"your kernel, into {name},", grid_axes=(0, 1, 2)),
             )
     return cases
 

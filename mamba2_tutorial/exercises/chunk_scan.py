@@ -24,6 +24,7 @@ import torch
 
 from ..kernels._host import next_power_of_two
 from ._experiments import (
+    AsIf,
     Confusion,
     Diagnosis,
     Experiment,
@@ -153,6 +154,45 @@ def _reference(inputs):
     from mamba2_tutorial.reference import chunk_scan
 
     return {"y": chunk_scan(*(inputs[k].double().cpu() for k in _KEYS))}
+
+
+def _read_state_rows(hint: str):
+    """With x = 0 (the state term alone): y right at some positions of every chunk and 0 at the others, so
+    the state term reaches only those rows (a mask, or a single row, where every position reads the state)."""
+
+    def read(lab, inputs, got):
+        y, want = got["y"].double(), lab.reference(inputs)["y"].double()
+        if not bool(torch.isfinite(y).all()):
+            return None
+        l, Q = y.shape[1], inputs["dt_out"].shape[-1]
+        q = torch.arange(l) % Q                               # each position's place in its chunk
+        scale = 1e-5 * max(1.0, float(want.abs().max()))
+        right = torch.isclose(y, want, rtol=1e-4, atol=scale).movedim(1, 0).flatten(1).all(1)   # (l,)
+        zero = (y.abs() <= scale).movedim(1, 0).flatten(1).all(1) & ~right
+        if not bool(right.any()) or not bool(zero.any()) or not bool((right | zero).all()):
+            return None
+        kept = sorted({int(v) for v in q[right]} - {int(v) for v in q[zero]})
+        gone = sorted({int(v) for v in q[zero]})
+        if not kept or set(kept) & set(gone):
+            return None                      # not the same rows in every chunk
+        said = ", ".join(map(str, kept[:6])) + (", ..." if len(kept) > 6 else "")
+        return (f"With x = 0 (the state term alone), your y is right at position(s) {said} of every "
+                f"chunk and 0 at the others: the state term reaches only those rows. Every position s of "
+                f"the chunk reads the entering state, decayed by exp(dA_cs[s]); P @ x carries only the "
+                f"chunk's own inputs, not the state.\n      {hint}", None)
+
+    return read
+
+
+def _dt_into_C(b):
+    """C scaled row by row by its position's dt, and dt = 1: the answer of a kernel that folds dt into C."""
+    x, dt = b["x"], b["dt_out"]
+    l, h = x.shape[1], x.shape[2]
+    group = torch.arange(h) // (h // b["C"].shape[2])                # head -> its group
+    C, B = b["C"][:, :, group], b["B"][:, :, group]                   # one group per head: (b, l, h, n)
+    per_pos = dt.flatten(2)[:, :, :l].transpose(1, 2)                # (b, l, h)
+    C = (C.double() * per_pos[..., None].double()).to(C.dtype)
+    return replace(b, C=C, B=B.clone(), dt_out=torch.ones_like(dt))
 
 
 def _no_state(b):
@@ -542,6 +582,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "HEAD hi (not the group hi // HEADS_PER_GROUP that C and B use).")
     state_steps = [  # run on the case with x = 0: the state term alone
         *counted("chunk_init_states", "the state term", state_hint),
+        Reading(lambda b: b, _read_state_rows(state_hint)),
         Reading(_state_decay_probe, _read_state_decay),
         Confusion("C", "B", "the state term reads the state out with C: exp(dA_cs)[:, None] * (C @ stateᵀ); "
                   "B writes into the state, in the chunk state kernel."),
@@ -650,6 +691,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     steps = [
         misplaced({"y": ("batch entry", "position", "head", "")}),
         Reading(lambda b: b, _read_output_factor),
+        AsIf("C's rows scaled by dt (C_s * dt_s) and dt = 1", _dt_into_C, "your kernel scales C's rows, the "
+             "TARGET positions s, by dt: dt_s reaches P and the state term, where dt_k belongs to the source "
+             "positions k alone", "fold dt into B's rows (B * dt[:, None]: CB[s, k] then carries dt_k) or "
+             "scale P's columns, P = CB * decay * dt[None, :]; the state term has no dt."),
         read_one_slice({"y": ("", "position", "", "")}, "every position s < l has an output, the sequence's "
                        "last one (l - 1) included: y needs no mask of its own at the ragged end (the loads' "
                        "zero padding and the store's bounds take care of it)."),

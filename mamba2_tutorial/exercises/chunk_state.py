@@ -536,7 +536,20 @@ def _read_weights(lab, inputs, got):
     for want, meaning in forms:
         if torch.allclose(w, want, rtol=1e-3, atol=1e-5):
             return f"{said} {meaning}.\n      " + _DECAY_HINT, None
+    twice = torch.cumsum(v, 0)                       # dA_cumsum taken for the steps and summed again
+    forms += [(torch.exp(twice[-1] - twice) * d, "exp(S[Q-1] - S[k]) * dt_k with S = cumsum(dA_cs): your "
+               "kernel takes a running sum of dA_cumsum, which already is the running sum of dt * A")]
+    for want, meaning in forms[-1:]:
+        if torch.allclose(w, want, rtol=1e-3, atol=1e-5):
+            return f"{said} {meaning}.\n      " + _DECAY_HINT, None
     scale = float(w[0] / right[0])
+    if abs(scale - round(scale)) < 1e-3 and round(scale) >= 2 and torch.allclose(w, right * scale, rtol=1e-3,
+                                                                                    atol=1e-6):
+        k = round(scale)
+        return (f"{said} exactly {k} times the right weights, at every position: the state is summed {k} "
+                f"times (an mma line repeated, ct.mma(a, b, acc) added to acc again, or the state added to "
+                f"itself).\n      Accumulate the chunk's sum once: state = ct.mma(xwᵀ, B, ct.zeros(...)), "
+                f"stored as it is.", None)
     if abs(scale - 1) > 1e-3 and torch.allclose(w, right * scale, rtol=1e-3, atol=1e-6):
         end = float(v[-1]) + math.log(scale) if scale > 0 else None  # the end value the decay used
         if end is not None:

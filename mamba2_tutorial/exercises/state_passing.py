@@ -29,6 +29,7 @@ from ._experiments import (
     Lab,
     Linearity,
     Reading,
+    chunk_decay_one,
     close,
     counted,
     decay_index,
@@ -38,6 +39,7 @@ from ._experiments import (
     once,
     positions,
     read_alternating_transpose,
+    read_transposed_store,
     replace,
     rounded_decays,
     same_batch,
@@ -441,6 +443,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     steps = [
         misplaced({"chunk_init_states": ("batch entry", "chunk", "head", "", ""),
                    "final_states": ("batch entry", "head", "", "")}),
+        *chunk_decay_one(decay_hint),
         read_last_store("chunk_init_states", "final_states", "it is stored before the last chunk's update "
                         "(inside the loop, or before the update)", "final_states is the state LEAVING the "
                         "last chunk: store it once, after the loop, when every chunk has been added."),
@@ -458,7 +461,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "the states are (p, n) tiles, (TP, TN): add states[bi, c, hi] as it is loaded, no "
                    "ct.transpose (it only compiles when TP == TN, as in this case).",
                    controls=[lambda b: _square(b, False)],
-                   then=[read_alternating_transpose(
+                   then=[read_transposed_store(lambda b: _square(b, False),
+                                               ["chunk_init_states", "final_states"]),
+                         read_alternating_transpose(
                              "chunk_init_states", 1, _square_initial_only,
                              "With p = n and every local state 0 (only the initial state carried)",
                              "the carried state", "the carried state stays a (TP, TN) tile from chunk to "
@@ -551,7 +556,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             axes = ("batch entry", "chunk", "head", "", "") if which == 0 else ("batch entry", "head", "", "")
             compare(CHECK, act, exp, case, name=name, rtol=tol[0], atol=tol[1], hint=_NUDGE,
                     diagnose=diagnose, axes=axes,
-                    extra=partial(unwritten, what=f"your kernel, into {name},"))  # fmt: skip
+                    extra=partial(unwritten, what=f"your kernel, into {name},",
+                                  grid_axes=(0, 2) if which == 0 else (0, 1)))  # fmt: skip
     return cases
 
 

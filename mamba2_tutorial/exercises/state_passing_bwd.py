@@ -32,6 +32,7 @@ from ._experiments import (
     Lab,
     Linearity,
     Reading,
+    chunk_decay_one,
     close,
     counted,
     decay_index,
@@ -43,6 +44,7 @@ from ._experiments import (
     positions,
     read_alternating_transpose,
     read_one_slice,
+    read_transposed_store,
     replace,
     same_batch,
     same_for_every_head,
@@ -284,6 +286,18 @@ def _read_dinitial_factor(lab, inputs, got):
             return (f"Your dstates and ddA_last are right, but your dinitial_states is the right one {said}: "
                     f"the carried dS already holds chunk 0's decay when the loop ends.\n      Store "
                     f"dinitial_states = dS as the loop leaves it, nothing applied after.", None)
+    extra = got["dinitial_states"].double() - want["dinitial_states"]
+    tiles = ((inputs["dfinal_states"], "dfinal_states"), (inputs["dS_out"][:, 0], "chunk 0's dS_out"),
+             (inputs["dS_out"][:, -1], "the last chunk's dS_out"))
+    for tile, said in tiles:
+        t = tile.double()
+        for sign, how in ((1, "plus"), (-1, "minus")):
+            if bool(t.abs().max() > 0) and close(extra, sign * t, lab.rtol, lab.atol):
+                verb = "added" if sign > 0 else "subtracted"
+                return (f"Your dstates and ddA_last are right, but your dinitial_states is the right one "
+                        f"{how} {said}, undecayed: it is {verb} once more after the loop (the carried dS "
+                        f"already holds it, decayed, where it belongs).\n      Store dinitial_states = dS "
+                        f"as the loop leaves it, nothing added after.", None)
     return None
 
 
@@ -424,6 +438,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         misplaced({"dstates": ("batch entry", "chunk", "head", "", ""),
                    "ddA_last": ("batch entry", "head", "chunk"),
                    "dinitial_states": ("batch entry", "head", "", "")}),
+        *chunk_decay_one(carried_hint),
         same_batch(list(_KEYS)),
         read_one_slice({"ddA_last": ("", "", "chunk")}, ddA_rule + " for every chunk, the last one "
                        "included: no chunk is special."),
@@ -451,7 +466,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "dS_out, dfinal_states, chunk_init_states and the carried dS are all (p, n) tiles, "
                    "(TP, TN), used as they are loaded: no ct.transpose (it compiles only when TP == TN, as "
                    "here).", controls=[lambda b: _square(b, False)],
-                   then=[read_alternating_transpose(
+                   then=[read_transposed_store(lambda b: _square(b, False),
+                                               ["dstates", "ddA_last", "dinitial_states"]),
+                         read_alternating_transpose(
                        "dstates", 1, _square_dfinal_only, "With p = n and every dS_out 0 (only dfinal_states "
                        "carried)", "the carried gradient dS", "dS stays a (TP, TN) tile from chunk to chunk: "
                        "dS = g * dS + dS_out[c], no ct.transpose of it.")]),
@@ -567,7 +584,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             atol = 1e-5 * max(1.0, float(exp.abs().max()))
             compare(CHECK, act.cpu(), exp, case, name=name, rtol=1e-4, atol=atol, hint=_NUDGE,
                     probes=probes, diagnose=diagnose, axes=axes,
-                    extra=partial(unwritten, what=f"your kernel, into {name},"))
+                    extra=partial(unwritten, what=f"your kernel, into {name},",
+                                  grid_axes=((0, 2), (0, 1), (0, 1))[which]))
     return cases
 
 
