@@ -835,8 +835,8 @@ PASSING_BWD = {
     60: ("operand transposed: the carried gradient transposed at every step (square tiles)",
          r"the carried gradient dS is transposed at every step of your walk"),
     61: ("term counted twice: chunk 0's dS_out added again after the loop", r"(counts chunk c's own "
-         r"dS_out twice in the first chunk \(chunk 0\) only|the right one plus chunk 0's dS_out, undecayed: it "
-         r"is added once more after the loop)"),
+         r"dS_out twice in the first chunk \(chunk 0\) only|the right one plus chunk 0's dS_out, undecayed: "
+         r"it is added once more after the loop)"),
     62: ("extra factor: the decay applied twice to the carried gradient", r"(your decay is squared|so the "
          r"decay is applied twice)"),
     71: ("wrong chunk index: dS_out of chunk c + 1", r"raised IndexError.*outside"),
