@@ -237,9 +237,11 @@ def _read_impulse(lab, inputs, got):
                 f"whole chunk's (a sum, not a running sum).\n      dA_cumsum[s] sums positions 0..s only: "
                 f"ct.cumsum(v, axis=0), not ct.sum.", None)
     if bool((step == (pos == q0)).all()) and abs(float(dA[hh, 1, q0]) + (q0 + 1)) < 1e-4 and q0 > 0:
-        return (f"{said}: only position {q0} is nonzero, and it holds -{q0 + 1} = (s + 1) * A: your kernel "
-                f"takes the running sum of A alone and multiplies dt in afterwards (cumsum(A) * dt).\n      "
-                f"The running sum is of the product: ct.cumsum(dt * A[hi], axis=0).", None)
+        return (f"{said}: only position {q0} is nonzero, and it holds -{q0 + 1} = (s + 1) * dt_s * A: each "
+                f"position's own step is counted s + 1 times and no earlier step reaches it (the running sum "
+                f"of A alone times dt, cumsum(A) * dt; or a hand loop that adds the whole tile v where its "
+                f"element v_k belongs).\n      The running sum is of the product, each step once: "
+                f"ct.cumsum(dt * A[hi], axis=0).", None)
     if bool((step == (pos == q0)).all()):
         return (f"{said}: the value stays at its own position, so no running sum is taken along the "
                 f"chunk's positions (the sum runs over another axis, of size 1).\n      Reshape the "
