@@ -97,6 +97,9 @@ class Experiment:
     then_base: Callable[[Inputs], Inputs] | None = None
     unmake: Callable[[Outputs], Outputs] | None = None  # undo's change on the outputs (e.g. reorder chunks)
     recipe: str | None = None
+    #: further changes on which the kernel must be right too (e.g. the same change with the inputs scaled
+    #: up, so that a clamp the change kept clear of shows): the finding holds only if it is
+    also: Sequence[Callable[[Inputs], Inputs | None]] = ()
 
     def __call__(self, lab: Lab, base: Inputs) -> Finding | None:
         changed = self.make(base)
@@ -108,6 +111,10 @@ class Experiment:
             got = self.unmake(got)
         if not lab.agrees(got, want, self.outputs):
             return None
+        for other in self.also:
+            changed_too = other(base)
+            if changed_too is None or not lab.right(changed_too, self.outputs):
+                return None
         for control in self.controls:
             other = control(base)
             if other is None or lab.right(other, self.outputs):
@@ -215,7 +222,10 @@ def decay_power(hint: str, key: str = "dA_cumsum", outputs: Sequence[str] | None
                  "is halved", hint, outputs),
             AsIf(f"{key} times ln 2 = 0.693", scaled(0.6931471805599453), "your kernel computes 2**v where "
                  "the decay is exp(v): ct.exp2(v) needs v * LOG2E (LOG2E = 1.4426950408889634), or write "
-                 "ct.exp(v)", hint, outputs)]
+                 "ct.exp(v)", hint, outputs),
+            AsIf(f"{key} times (ln 2)² = 0.480", scaled(0.6931471805599453 ** 2), "your kernel computes "
+                 "2**(v / LOG2E) where the decay is exp(v) = 2**(v * LOG2E): LOG2E divides the exponent "
+                 "where it multiplies it", hint, outputs)]
 
 
 def chunk_decay_one(hint: str, key: str = "dA_cumsum") -> list[AsIf]:
@@ -481,6 +491,18 @@ def once(fn: Callable, *args) -> Callable[[], Finding | None]:
     return call
 
 
+def scaled_up(make: Callable[[Inputs], Inputs | None], keys: Sequence[str], factor: float = 8.0):
+    """``make``'s change with the inputs ``keys`` (every output is linear in them) multiplied by ``factor``:
+    a kernel right on both is right for the reason the change tests, not because the change kept its values
+    inside a clamp."""
+
+    def changed(b):
+        base = make(b)
+        return None if base is None else replace(base, **{k: base[k] * factor for k in keys})
+
+    return changed
+
+
 def same_batch(keys: Sequence[str], batch_axis: int = 0) -> Experiment:
     """Every batch entry of the inputs ``keys`` a copy of the first: right there means the kernel reads or
     writes another batch entry than its own."""
@@ -692,15 +714,30 @@ def read_clamp(outputs: Sequence[str], hint: str) -> Reading:
 
     def read(lab, inputs, got):
         want = lab.reference(inputs)
+        from ._harness import UNWRITTEN
+
         for name in outputs:
             g, w = got[name].double().flatten(), want[name].flatten()
             if not bool(torch.isfinite(g).all()):
                 return None
+            if bool((g == UNWRITTEN).any()):
+                continue  # never stored there (misplaced() says so), not clamped
             wrong = ~torch.isclose(g, w, rtol=lab.rtol, atol=lab.atol)
             if not bool(wrong.any()) or (bool(wrong.all()) and len(g) < 2):
                 continue
             c = float(g[wrong][0])
             if not bool(torch.isclose(g[wrong], torch.full_like(g[wrong], c), rtol=1e-6, atol=1e-6).all()):
+                lo, hi = float(g[wrong].min()), float(g[wrong].max())
+                at_lo = torch.isclose(g, torch.full_like(g, lo), rtol=1e-6, atol=1e-6) & wrong
+                at_hi = torch.isclose(g, torch.full_like(g, hi), rtol=1e-6, atol=1e-6) & wrong
+                if (lo < hi and bool((at_lo | at_hi)[wrong].all()) and bool((w[at_lo] < lo).all())
+                        and bool((w[at_hi] > hi).all()) and bool((w[~wrong] >= lo - 1e-6).all())
+                        and bool((w[~wrong] <= hi + 1e-6).all())):
+                    return (f"Your {name} is right wherever the answer lies in [{lo:.4g}, {hi:.4g}], and "
+                            f"{lo:.4g} or {hi:.4g} exactly wherever it lies below or above "
+                            f"({int(wrong.sum())} elements): your kernel clips it to [{lo:.4g}, {hi:.4g}] "
+                            f"(ct.minimum(ct.maximum(..., {lo:.4g}), {hi:.4g}), or a where).\n      {hint}",
+                            None)
                 continue
             if bool((w[wrong] < c).all()) and bool((w[~wrong] >= c - 1e-6).all()):
                 side, fn = "below", f"ct.maximum(..., {c:.4g})"

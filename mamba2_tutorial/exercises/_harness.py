@@ -363,12 +363,12 @@ def _unwritten_slices(never: torch.Tensor):
 
 
 def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your kernel",
-              grid_axes: tuple | None = None):
+              grid_axes: tuple | None = None, loop_axes: tuple = ()):
     """For kernel outputs pre-filled with :data:`UNWRITTEN`: (what, hint) when nothing or only part of the
     output was stored, or when only zeros were stored where the answer is not zero; else None.
-    ``grid_axes``: the output's axes whose index comes from the launch grid (the others are walked by a loop
-    inside the block), which tells the two ways an index can go unwritten apart when every written value is
-    right."""
+    ``grid_axes``: the output's axes whose index comes from the launch grid, ``loop_axes`` those a loop inside
+    the block walks (the rest lie inside one stored tile): they tell apart the ways an index can go unwritten
+    when every written value is right."""
     if actual.numel() and bool((actual == 0).all()) and bool((expected != 0).any()):
         return (
             f"{what} stored only zeros.",
@@ -415,7 +415,17 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
             written_right = actual.shape == expected.shape and bool(torch.isclose(
                 actual.double().cpu()[~never.cpu()], expected.double().cpu()[~never.cpu()], rtol=1e-3,
                 atol=1e-4 * max(1.0, float(expected.abs().max()))).all())
-            if written_right and grid_axes is not None and dim not in grid_axes:
+            if grid_axes is not None and dim not in grid_axes and dim not in loop_axes:
+                return (
+                    f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
+                    f"{UNWRITTEN:.4g}): exactly the elements at index {which} of axis {dim} (of size "
+                    f"{never.shape[dim]}; the output's shape is {tuple(never.shape)}).",
+                    f"axis {dim} lies inside the tile each store writes, and the stored tiles do not cover "
+                    f"index {which} of it: the stored tile's shape does not match the array's axes (a "
+                    f"reshape to another shape, or TP and TN exchanged: the shape lists one size per axis of "
+                    f"the array, in its order), or a mask keeps those elements out.",
+                )
+            if written_right and dim in loop_axes:
                 return (
                     f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
                     f"{UNWRITTEN:.4g}): exactly the elements at index {which} of axis {dim} (of size "
@@ -425,6 +435,25 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
                     f"the loop's range stops short of it or starts after it (a bound from another axis, "
                     f"a // that drops a remainder, a range(1, n)), or an if skips its store.",
                 )
+            if grid_axes is not None and dim in grid_axes and actual.shape == expected.shape:
+                a, e = actual.double().cpu(), expected.double().cpu()
+                tol = 1e-4 * max(1.0, float(e.abs().max()))
+                single = int(which) if str(which).isdigit() else None
+                moved = e.select(dim, single) if single is not None else None
+                for j in range(never.shape[dim]):
+                    if moved is None or j == single or bool(never.select(dim, j).any()):
+                        continue
+                    here, own = a.select(dim, j), e.select(dim, j)
+                    theirs = (here - moved).abs() <= tol
+                    if bool(theirs.any()) and not bool(((here - own).abs() <= tol).all()) and bool(
+                            (theirs | ((here - own).abs() <= tol)).all()):
+                        return (
+                            f"{what} left index {which} of axis {dim} unwritten (still {UNWRITTEN:.4g}), "
+                            f"and index {j} holds values that belong at index {which} (mixed with its own).",
+                            f"the blocks meant for index {which} of axis {dim} store at index {j}: the "
+                            f"store's index on that axis is a fixed number or taken from the wrong place. "
+                            f"Each block stores at its own index, from ct.bid of that grid axis.",
+                        )
             if written_right and grid_axes is not None and never.shape[dim] > 1:
                 return (
                     f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
@@ -551,7 +580,9 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
                     "block index it uses (ct.bid(0), ct.bid(1), ct.bid(2) follow the grid's axes in order). "
                     "Loads and stores take the index in TILE units: along an axis tiled by Q, tile c starts "
                     "at element c*Q, so the index is c, not c*Q. The message gives the element offsets your "
-                    "index reached.")
+                    "index reached, and the tile's shape: the shape lists one size per axis of the array, in "
+                    "its order, so a tile of (1, 1, Q, TP) stored at (bi, c, hi, 0) of a (b, l, h, p) array "
+                    "puts the Q positions on the head axis (reshape to (1, Q, 1, TP)).")
             hint += (" A loop that runs past an axis's end may take its bound from another axis of a shape "
                      "(check which axis of which array the range reads: dA_cumsum is (b, h, nchunks, Q), the "
                      "states (b, nchunks, h, p, n)).")
@@ -598,6 +629,14 @@ def tile_error_hint(message: str) -> str:
                      "accumulator is a float32 tile")
     elif ("dtype" in low or "cast" in low) and not broadcast:
         rules.append("two tiles of different dtypes meet: cast one of them with .astype(...)")
+    if "rank" in low and ("stored" in low or "index size" in low or "array" in low):
+        rules.append("a load's or a store's index tuple and tile shape have one entry per axis of the array, "
+                     "in the order its shape lists them (a 4-d array takes a 4-entry index and a 4-d tile: "
+                     "reshape the tile to (1, 1, 1, Q), say, before storing it); an index or a shape copied "
+                     "from another array's line keeps that array's rank")
+    if "not supported in device code" in low:
+        rules.append("only cuTile's own functions run on tiles inside a kernel: Python's math module "
+                     "(math.exp, math.log) and torch do not; use ct.exp, ct.log, ct.maximum, ...")
     if "shape" in low and not rules:
         rules.append("the shapes of the operands do not fit: check each tile's shape (the message names "
                      "them), the inner sizes of an mma and the reshapes before each store")

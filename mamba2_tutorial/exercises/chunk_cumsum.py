@@ -306,10 +306,17 @@ def _read_unreached(lab, inputs, got):
     at = wrong.flatten(0, 2).any(0)  # (Q,): positions wrong in some full chunk
     if not bool(at.any()) or bool(at.all()) or not bool((cs[:, :, :full][..., at] == 0).all()):
         return None
+    idx = at.nonzero().flatten()
+    if int(idx[0]) == 0 and not bool(at[-1]):
+        how = ("the earlier positions lose what was written there: in a hand-written loop over the "
+               "positions, a tile rebuilt at every step (ct.where(pos == k, run, 0.0) keeps only position k: "
+               "ct.where(pos == k, run, cs) keeps the rest), or a loop or a mask that leaves them out")
+    else:
+        how = ("nothing is summed into (or stored at) those positions, so a loop, a range or a mask stops "
+               "short")
     return (f"Your dA_cumsum is right except at position(s) {positions(at)} of the chunks, where it is 0: "
-            f"nothing is summed into (or stored at) those positions, so a loop, a range or a mask stops "
-            f"short.\n      ct.cumsum(v, axis=0) on the chunk's (Q,) tile gives every position 0..Q-1; a "
-            f"hand-written loop must run over all Q positions.", None)
+            f"{how}.\n      ct.cumsum(v, axis=0) on the chunk's (Q,) tile gives every position 0..Q-1; a "
+            f"hand-written loop must run over all Q positions and keep every position it has filled.", None)
 
 
 def _read_cut(lab, inputs, got):
@@ -574,7 +581,7 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
                 probes=[_padding_probe(kernel, case, backend, device, (dt_exp, dA_exp)[which], which, tol)],
                 diagnose=diagnose,
                 axes=_AXES,
-                extra=partial(unwritten, what=f"your kernel, into {name},", grid_axes=(0, 1, 2)),
+                extra=partial(unwritten, what=f"your kernel, into {name},", grid_axes=(0, 1, 2)),  # fmt: skip
             )
     return cases
 

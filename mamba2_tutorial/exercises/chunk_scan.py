@@ -42,11 +42,13 @@ from ._experiments import (
     nan_on_cpu,
     once,
     positions,
+    read_clamp,
     read_one_slice,
     replace,
     rounded_decays,
     same_batch,
     same_for_every_head,
+    scaled_up,
     small_integers,
     tame_decay,
 )
@@ -228,6 +230,40 @@ def _last_position_only(b):
     if l % Q:
         x[:, l - 1] = b["x"][:, l - 1]
     return replace(b, x=x)
+
+
+def _read_last_sources(lab, inputs, got):
+    """With the entering state 0 and x only at each chunk's last position (``_last_position_only``): the
+    right output is 0 everywhere but at those positions. A kernel whose output is 0 there too, and right
+    elsewhere, never lets the chunk's last source positions reach y: they are left out, not leaking."""
+    y, want = got["y"].double(), lab.reference(inputs)["y"].double()
+    if not bool(torch.isfinite(y).all()):
+        return None
+    scale = 1e-5 * max(1.0, float(want.abs().max()))
+    hit = want.abs().movedim(1, 0).flatten(1).amax(1) > scale              # (l,): positions the answer holds
+    if not bool(hit.any()):
+        return None
+    silent = (y.abs() <= scale).movedim(1, 0).flatten(1).all(1)
+    rest_right = torch.isclose(y, want, rtol=1e-4, atol=scale).movedim(1, 0).flatten(1).all(1)
+    # the same values at each chunk's FIRST position instead: a kernel missing only the later sources is right
+    # there (a missing diagonal is not)
+    Q, x = inputs["dt_out"].shape[-1], inputs["x"]
+    moved = torch.zeros_like(x)
+    firsts, lasts = x[:, ::Q], x[:, Q - 1::Q]
+    moved[:, ::Q][:, :lasts.shape[1]] = lasts
+    if lasts.shape[1] < firsts.shape[1]:                     # a ragged last chunk: its last position is l - 1
+        moved[:, (firsts.shape[1] - 1) * Q] = x[:, -1]
+    if not lab.right(replace(inputs, x=moved)):
+        return None
+    if bool((silent[hit]).all()) and bool(rest_right[~hit].all()):
+        return ("With the entering state = 0 and x only at each chunk's last position, your output is 0 "
+                "everywhere, where the answer holds that position's own term: your kernel leaves out the "
+                "chunk's last source positions k (a loop over blocks of sources whose last block is never "
+                "added: it stops early, or y is stored inside the loop before the last block's P @ x is "
+                "added; or a mask that removes the diagonal's last rows).\n      y = P @ x sums over every "
+                "source k <= s of the chunk: the whole (Q, Q) P at once, or every block of sources added "
+                "before the one store.", None)
+    return None
 
 
 def _parity(b, same: bool):
@@ -634,6 +670,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With the entering state = 0 and dA_cumsum's sign flipped",
                    lambda b: replace(b, dA_cumsum=-b["dA_cumsum"]),
                    "the decay's exponent has its sign flipped", _DECAY_HINT, undo=True),
+        Reading(_last_position_only, _read_last_sources),
         Experiment("With the entering state = 0 and x zero except at each chunk's first position",
                    _first_position_only,
                    "so later positions leak into earlier outputs: P is not zero above the diagonal (k > s) "
@@ -718,7 +755,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "same chunk index c as x's."),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
-                   index_hint, then=decay_index(index_hint)),
+                   index_hint, then=decay_index(index_hint),
+                   also=[scaled_up(one_decay, ["x", "chunk_init_states"])]),
         Experiment("With dA_cumsum = 0 (every decay 1)", lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
                    "so the decays are wrong", _DECAY_HINT,
                    then=[rounded_decays(), *decay_power(_DECAY_HINT)]),
@@ -742,7 +780,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
          "is positive and exp overflows to inf (and inf * 0 = NaN): clamp it, ct.exp(ct.minimum(v, 0.0)), "
          "and mask P with ct.where."),
     ]
-    return Diagnosis(lab, steps, prelude)
+    first = [read_clamp(["y"],
+                        "y = P @ x plus the state term, nothing clipped: the gate and any activation "
+                        "belong to the layer around the SSD.")]
+    return Diagnosis(lab, steps, prelude, first)
 
 
 def _diagnose(kernel, backend: str, device: str, case: Case):

@@ -34,11 +34,13 @@ from ._experiments import (
     nan_on_cpu,
     once,
     positions,
+    read_clamp,
     read_offset,
     replace,
     rounded_decays,
     same_batch,
     same_for_every_head,
+    scaled_up,
     small_integers,
     tame_decay,
 )
@@ -536,10 +538,14 @@ def _read_weights(lab, inputs, got):
     for want, meaning in forms:
         if torch.allclose(w, want, rtol=1e-3, atol=1e-5):
             return f"{said} {meaning}.\n      " + _DECAY_HINT, None
+    before = torch.cat([v.new_zeros(1), v[:-1]])     # dA_cs[k-1] (0 for k = 0): the decay taken exclusive
+    forms += [(torch.exp(v[-1] - before) * d, "exp(dA_cs[Q-1] - dA_cs[k-1]) * dt_k: your decay starts one "
+               "position early, so it includes position k's own step (dA_cs[k] already ends at k: the decay "
+               "from k to the end is exp(dA_cs[Q-1] - dA_cs[k]))")]
     twice = torch.cumsum(v, 0)                       # dA_cumsum taken for the steps and summed again
     forms += [(torch.exp(twice[-1] - twice) * d, "exp(S[Q-1] - S[k]) * dt_k with S = cumsum(dA_cs): your "
                "kernel takes a running sum of dA_cumsum, which already is the running sum of dt * A")]
-    for want, meaning in forms[-1:]:
+    for want, meaning in forms[-2:]:
         if torch.allclose(w, want, rtol=1e-3, atol=1e-5):
             return f"{said} {meaning}.\n      " + _DECAY_HINT, None
     scale = float(w[0] / right[0])
@@ -566,9 +572,19 @@ def _read_weights(lab, inputs, got):
                 f"end value, or a factor outside it).\n      " + _DECAY_HINT, None)
     kept = torch.isclose(w, right, rtol=1e-3, atol=1e-6)
     if bool(kept.any()) and bool((w[~kept].abs() < 1e-6).all()):
+        idx = (~kept).nonzero().flatten()
+        if int(idx[-1]) == len(w) - 1 and bool(kept[0]):       # the chunk's first part kept, the rest lost
+            how = ("only the first part of the chunk reaches the state: a loop over parts of the chunk that "
+                   "stops early, a store inside the loop before its last part is added, or a mask or a bound "
+                   "that removes the later positions")
+        elif bool(kept[-1]) and not bool(kept[0]):             # the last part kept
+            how = ("only the last part of the chunk reaches the state: an accumulator restarted part way "
+                   "(set to zeros inside a loop over parts), or a mask or a bound that removes the earlier "
+                   "positions")
+        else:
+            how = "a mask or a bound removes positions that belong to the state"
         return (f"{said} right at positions {positions(kept)} and 0 at positions {positions(~kept)} of the "
-                f"chunk: a mask or a bound removes positions that belong to the state, or an accumulator "
-                f"restarted part way keeps only the last part of the chunk.\n      Every "
+                f"chunk: {how}.\n      Every "
                 f"position k = 0..Q-1 of a chunk inside the sequence enters its state; dt_out is already 0 "
                 f"past the sequence's end, so no mask is needed.", None)
     doubled = torch.isclose(w, 2 * right, rtol=1e-3, atol=1e-6)
@@ -632,7 +648,8 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "at the HEAD hi; only B is per group (hi // HEADS_PER_GROUP)."),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    _one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
-                   index_hint, then=decay_index(index_hint)),
+                   index_hint, then=decay_index(index_hint),
+                   also=[scaled_up(_one_decay, ["x"])]),
         Reading(no_decay, _read_vanishing),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", _DECAY_HINT,
                    then=[rounded_decays(), *decay_power(_DECAY_HINT)]),
@@ -693,7 +710,9 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
         (tame_decay, "With the same case at milder decay (dA_cumsum scaled into [-4, 0]) your output is "
          "right: your kernel breaks only where the decay is strong", _DECAY_HINT),
     ]
-    return Diagnosis(lab, steps, prelude)
+    first = [read_clamp(["states"],
+                        "the state is a weighted sum, nothing clipped.")]
+    return Diagnosis(lab, steps, prelude, first)
 
 
 def _kernel_diagnose(kernel, backend: str, device: str, case: Case):

@@ -39,10 +39,12 @@ from ._experiments import (
     once,
     positions,
     read_alternating_transpose,
+    read_clamp,
     read_transposed_store,
     replace,
     rounded_decays,
     same_batch,
+    scaled_up,
     small_integers,
     tame_decay,
 )
@@ -486,6 +488,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "your kernel applies a nonlinearity to the carried state (an activation? a clamp?)",
                   "the recurrence is linear: state = exp(dA_last) * state + states[c], nothing applied to "
                   "the state."),
+        Experiment("With every chunk's local state a copy of chunk 0's",
+                   lambda b: None if b["states"].shape[1] < 2 else replace(
+                       b, states=b["states"][:, :1].expand_as(b["states"]).clone()),
+                   "so your kernel adds chunk 0's local state in every chunk (loaded once, before the loop, "
+                   "or at a fixed index 0)", own_hint),
         Experiment("With initial_states equal to chunk 0's local state",
                    lambda b: replace(b, initial_states=b["states"][:, 0].clone()),
                    "so your kernel reads the initial state from states (chunk 0's local state) where "
@@ -510,7 +517,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    then=counted("states", "the chunk's own local state", own_hint, chunk_axis=1)),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
-                   index_hint, then=decay_index(index_hint)),
+                   index_hint, then=decay_index(index_hint),
+                   also=[scaled_up(one_decay, ["states", "initial_states"])]),
         Reading(lambda b: decay_probe(b, {"zero": "states", "start": "initial_states"}),
                 _read_decay_probe(decay_hint)),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", decay_hint,
@@ -525,7 +533,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                 "is right: your kernel breaks only where the decay is strong",
                 "exp of a large negative number is 0, which is right; look for an exponent that is positive, "
                 "a division or a clamp.")]
-    return Diagnosis(lab, steps, prelude)
+    first = [read_clamp(["chunk_init_states", "final_states"],
+                        "the recurrence is linear: the carried state is never clipped.")]
+    return Diagnosis(lab, steps, prelude, first)
 
 
 def _diagnose(kernel, backend: str, device: str, case: Case):
@@ -557,7 +567,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             compare(CHECK, act, exp, case, name=name, rtol=tol[0], atol=tol[1], hint=_NUDGE,
                     diagnose=diagnose, axes=axes,
                     extra=partial(unwritten, what=f"your kernel, into {name},",
-                                  grid_axes=(0, 2) if which == 0 else (0, 1)))  # fmt: skip
+                                  grid_axes=(0, 2) if which == 0 else (0, 1),
+                                  loop_axes=(1,) if which == 0 else ()))  # fmt: skip
     return cases
 
 

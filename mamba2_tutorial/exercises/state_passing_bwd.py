@@ -43,11 +43,13 @@ from ._experiments import (
     once,
     positions,
     read_alternating_transpose,
+    read_clamp,
     read_one_slice,
     read_transposed_store,
     replace,
     same_batch,
     same_for_every_head,
+    scaled_up,
     small_integers,
     tame_decay,
 )
@@ -455,7 +457,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         *decay_experiments(decay_hint),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
-                   index_hint, then=decay_index(index_hint)),
+                   index_hint, then=decay_index(index_hint),
+                   also=[scaled_up(one_decay, ["dS_out", "dfinal_states"])]),
         Experiment("With chunk_init_states = 0 (so ddA_last must be 0)",
                    lambda b: replace(b, chunk_init_states=zero(b["chunk_init_states"])),
                    "so ddA_last is what goes wrong (dstates and dinitial_states do not depend on it)",
@@ -521,7 +524,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                 "is right: your kernel breaks only where the decay is strong",
                 "exp of a large negative number is 0, which is right; look for an exponent that is "
                 "positive, a division or a clamp.")]
-    return Diagnosis(lab, steps, prelude)
+    first = [read_clamp(["dstates", "ddA_last", "dinitial_states"],
+                        "the backward recurrence is linear: nothing in it is clipped.")]
+    return Diagnosis(lab, steps, prelude, first)
 
 
 def _diagnose(kernel, backend: str, device: str, case: Case):
@@ -585,7 +590,8 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             compare(CHECK, act.cpu(), exp, case, name=name, rtol=1e-4, atol=atol, hint=_NUDGE,
                     probes=probes, diagnose=diagnose, axes=axes,
                     extra=partial(unwritten, what=f"your kernel, into {name},",
-                                  grid_axes=((0, 2), (0, 1), (0, 1))[which]))
+                                  grid_axes=((0, 2), (0, 1), (0, 1))[which],
+                                  loop_axes=((1,), (2,), ())[which]))
     return cases
 
 

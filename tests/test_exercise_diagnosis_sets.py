@@ -1,0 +1,150 @@
+"""The fifth and sixth sets of planted mistakes (``planted_fifth_set.py``, ``planted_sixth_set.py``): 80
+slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
+before any fix (docs/instructors.md). Every slip fails its exercise's check; each one whose hint names its
+cause keeps that hint, and no other hint of its exercise appears; the sanity variants pass. ``OPEN`` lists
+the slips whose hint still says only where the wrong elements are (or names no cause): they are tested to
+fail the check and nothing more, until an experiment finds their cause."""
+
+from __future__ import annotations
+
+import re
+
+import planted_fifth_set
+import planted_sixth_set
+import pytest
+
+import mamba2_tutorial.exercises as exercises
+import mamba2_tutorial.exercises._harness as harness
+from mamba2_tutorial.exercises import ExerciseFailed
+
+CHECKS = {"ex04": ("check_chunk_cumsum_kernel", "chunk_cumsum"),
+          "ex05": ("check_chunk_state_kernel", "chunk_state"),
+          "ex06": ("check_state_passing_kernel", "state_passing"),
+          "ex07": ("check_chunk_scan_kernel", "chunk_scan"),
+          "ex08": ("check_state_passing_bwd_kernel", "state_passing_bwd")}
+SETS = {"fifth": planted_fifth_set, "sixth": planted_sixth_set}
+INDEX = r"raised IndexError"
+
+#: (set, exercise, M) -> what the hint must say
+HINTS = {
+    ("fifth", "ex04", 1): INDEX,
+    ("fifth", "ex04", 2): r"your kernel adds to the output array's old contents",
+    ("fifth", "ex04", 3): r"the running sum stops at position",
+    ("fifth", "ex04", 4): r"every position holds the same sum",
+    ("fifth", "ex04", 5): r"loads without padding_mode=ZERO",
+    ("fifth", "ex04", 6): r"the running sum stops at position",
+    ("fifth", "ex04", 7): r"rounds to a low-precision dtype",
+    ("fifth", "ex04", 8): r"the blocks meant for index 1 of axis 0 store at index 0",
+    ("fifth", "ex05", 1): INDEX,
+    ("fifth", "ex05", 2): r"your decay starts one position early",
+    ("fifth", "ex05", 3): INDEX,
+    ("fifth", "ex05", 5): r"only the first part of the chunk reaches the state",
+    ("fifth", "ex05", 6): r"LOG2E divides the exponent where it multiplies it",
+    ("fifth", "ex05", 7): r"only the last part of the chunk reaches the state",
+    ("fifth", "ex05", 8): r"your kernel reads x of another head",
+    ("fifth", "ex06", 1): INDEX,
+    ("fifth", "ex06", 2): INDEX,
+    ("fifth", "ex06", 3): INDEX,
+    ("fifth", "ex06", 5): r"two of the store's block indices are the same number",
+    ("fifth", "ex06", 6): r"the term of the chunk's own state is wrong",
+    ("fifth", "ex06", 7): INDEX,
+    ("fifth", "ex06", 8): r"axis 4 lies inside the tile each store writes",
+    ("fifth", "ex07", 1): r"ct\.mma's two operands must share one dtype",
+    ("fifth", "ex07", 2): r"loads without padding_mode=ZERO",
+    ("fifth", "ex07", 3): r"reads or writes another batch entry than its own",
+    ("fifth", "ex07", 4): r"a function of dt that is not 0 at 0",
+    ("fifth", "ex07", 5): r"exp\(dA_cs\[s-1\]\)",
+    ("fifth", "ex07", 6): INDEX + r".*puts the Q positions on the head axis",
+    ("fifth", "ex07", 7): r"the state term reads the entering state of another chunk",
+    ("fifth", "ex07", 8): r"no block stores at index 4, 5, 6, 7",
+    ("fifth", "ex08", 1): r"your ddA_last pairs S_c with",
+    ("fifth", "ex08", 2): r"the chunks come in reverse order",
+    ("fifth", "ex08", 3): INDEX,
+    ("fifth", "ex08", 4): r"so the decay is wrong",
+    ("fifth", "ex08", 5): r"reads or writes another batch entry than its own",
+    ("fifth", "ex08", 6): INDEX,
+    ("fifth", "ex08", 7): r"rounds to a low-precision dtype",
+    ("fifth", "ex08", 8): r"your kernel clamps at -1",
+    ("sixth", "ex04", 1): INDEX,
+    ("sixth", "ex04", 2): r"the running sum stops at position",
+    ("sixth", "ex04", 3): INDEX,
+    ("sixth", "ex04", 4): r"your dt_out holds it at head 2, chunk 2",
+    ("sixth", "ex04", 5): r"a tile rebuilt at every step",
+    ("sixth", "ex04", 6): INDEX,
+    ("sixth", "ex04", 7): INDEX,
+    ("sixth", "ex04", 8): r"one entry per axis of the array",
+    ("sixth", "ex05", 1): INDEX,
+    ("sixth", "ex05", 2): r"so the decay is wrong",
+    ("sixth", "ex05", 3): r"rounds to a low-precision dtype",
+    ("sixth", "ex05", 4): INDEX,
+    ("sixth", "ex05", 5): r"only the first part of the chunk reaches the state",
+    ("sixth", "ex05", 6): r"only the last part of the chunk reaches the state",
+    ("sixth", "ex05", 7): INDEX,
+    ("sixth", "ex06", 1): r"one entry per axis of the array",
+    ("sixth", "ex06", 2): r"reads the decay of another chunk, head or batch entry",
+    ("sixth", "ex06", 3): r"or the starting tile loaded again inside the loop",
+    ("sixth", "ex06", 5): r"Only cuTile's own functions run on tiles inside a kernel",
+    ("sixth", "ex06", 6): r"your kernel adds chunk 0's local state in every chunk",
+    ("sixth", "ex06", 7): r"the term of the chunk's own state is wrong",
+    ("sixth", "ex06", 8): r"reads the decay from another position than the chunk's last",
+    ("sixth", "ex07", 1): r"your kernel leaves out the chunk's last source positions",
+    ("sixth", "ex07", 2): INDEX + r".*the tile's shape",
+    ("sixth", "ex07", 5): INDEX + r".*the tile's shape",
+    ("sixth", "ex07", 6): r"so the factor dt is wrong",
+    ("sixth", "ex07", 7): r"ct\.mma's two operands must share one dtype",
+    ("sixth", "ex07", 8): r"the diagonal k = s is what goes wrong",
+    ("sixth", "ex08", 1): r"the path of d final_states is wrong",
+    ("sixth", "ex08", 2): r"your ddA_last pairs S_c with",
+    ("sixth", "ex08", 3): r"the path of d final_states is wrong",
+    ("sixth", "ex08", 4): r"the reduction in ddA_last mixes elements",
+    ("sixth", "ex08", 6): r"the path of d final_states is wrong",
+    ("sixth", "ex08", 7): r"axis 2 is walked by the loop inside each block",
+    ("sixth", "ex08", 8): INDEX,
+}
+#: slips whose hint does not name their cause yet
+OPEN = {("fifth", "ex05", 4), ("fifth", "ex06", 4), ("sixth", "ex05", 8), ("sixth", "ex06", 4),
+        ("sixth", "ex07", 3), ("sixth", "ex07", 4), ("sixth", "ex08", 5)}
+
+
+def run_planted(monkeypatch, which: str, exercise: str, mistake: int) -> None:
+    """Run the exercise's check on the set's kernel with ``mistake`` appended to every launch."""
+    check_name, module = CHECKS[exercise]
+
+    def launch_with(check, kern, grid, args, case, hint, backend):
+        return harness.run_kernel(check, kern, grid, (*args, mistake), case, hint, backend)
+
+    monkeypatch.setattr(f"mamba2_tutorial.exercises.{module}.run_kernel", launch_with)
+    getattr(exercises, check_name)(SETS[which].KERNELS[exercise])
+
+
+def test_every_slip_is_either_named_or_open():
+    slips = {(w, ex, m) for w, mod in SETS.items() for ex, table in mod.SLIPS.items() for m in table}
+    assert set(HINTS) | OPEN == slips and not set(HINTS) & OPEN
+
+
+@pytest.mark.parametrize("key", sorted(HINTS), ids=["-".join(map(str, k)) for k in sorted(HINTS)])
+def test_each_named_slip_gets_the_hint_of_its_own_cause(monkeypatch, key):
+    which, exercise, mistake = key
+    with pytest.raises(ExerciseFailed) as info:
+        run_planted(monkeypatch, which, exercise, mistake)
+    text = str(info.value)
+    assert re.search(HINTS[key], text, re.S), (SETS[which].SLIPS[exercise][mistake], text)
+    hint = text[text.index("Hint:"):]
+    others = [p for (w, e, m), p in HINTS.items()
+              if (w, e) == (which, exercise) and m != mistake and p != HINTS[key] and not p.startswith(INDEX)
+              and re.search(p, hint, re.S)]
+    assert not others, (others, text)
+
+
+@pytest.mark.parametrize("key", sorted(OPEN), ids=["-".join(map(str, k)) for k in sorted(OPEN)])
+def test_each_open_slip_fails_its_check(monkeypatch, key):
+    with pytest.raises(ExerciseFailed, match="Hint:"):
+        run_planted(monkeypatch, *key)
+
+
+@pytest.mark.parametrize("which", sorted(SETS))
+def test_the_kernels_are_right_without_a_mistake(monkeypatch, capsys, which):
+    for exercise in sorted(CHECKS):
+        for m in (0, *SETS[which].SANITY.get(exercise, [])):
+            run_planted(monkeypatch, which, exercise, m)
+            assert "passed on the cpu backend" in capsys.readouterr().out, (which, exercise, m)
