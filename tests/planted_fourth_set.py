@@ -1,6 +1,6 @@
 """The fourth set of planted mistakes for the cuTile exercises 4-8 (docs/instructors.md): 40 slips written
 from the exercises' contracts without reading the diagnosis code, measured on the checks before any fix, and
-kept here as tested mistakes (``tests/test_exercise_diagnosis_fourth_set.py`` says what each hint must name).
+kept here as tested mistakes (``tests/test_exercise_diagnosis_sets.py`` says what each hint must name).
 
 Each kernel is right for M = 0 and plants mistake M for M = 1..8; M above 10 (``SANITY``) runs a mistake's
 alternative code path with the slip corrected, and must pass.

@@ -1,4 +1,4 @@
-"""The fifth and sixth sets of planted mistakes (``planted_fifth_set.py``, ``planted_sixth_set.py``): 80
+"""The fourth, fifth and sixth sets of planted mistakes (``planted_{fourth,fifth,sixth}_set.py``): 120
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check; each one whose hint names its
 cause keeps that hint, and no other hint of its exercise appears; the sanity variants pass. ``OPEN`` lists
@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import planted_fifth_set
+import planted_fourth_set
 import planted_sixth_set
 import pytest
 
@@ -22,11 +23,54 @@ CHECKS = {"ex04": ("check_chunk_cumsum_kernel", "chunk_cumsum"),
           "ex06": ("check_state_passing_kernel", "state_passing"),
           "ex07": ("check_chunk_scan_kernel", "chunk_scan"),
           "ex08": ("check_state_passing_bwd_kernel", "state_passing_bwd")}
-SETS = {"fifth": planted_fifth_set, "sixth": planted_sixth_set}
+SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": planted_sixth_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
 HINTS = {
+    ("fourth", "ex04", 1): r"a mask or a bound cuts it at 16",
+    ("fourth", "ex04", 2): r"each position's own step is counted s \+ 1 times",
+    ("fourth", "ex04", 3): r"your kernel reads dt of another head",
+    ("fourth", "ex04", 4): r"Your dt_out holds dt \* A\[hi\]",
+    ("fourth", "ex04", 5): r"your kernel clamps each step \(ct\.maximum\(dt \* A, -20\)",
+    ("fourth", "ex04", 6): r"no block stores at index 1 of axis 0, a grid axis, and every value your kernel "
+                           r"did write is right.*a block index decoded as another kernel's grid",
+    ("fourth", "ex04", 7): r"a mask that picks positions 0\.\.s works in chunk 0 only",
+    ("fourth", "ex04", 8): r"the skeleton's placeholder \(ct\.zeros\(\.\.\.\)\) is still stored",
+    ("fourth", "ex05", 1): r"leaves out \(or gets wrong\) the sequence's last step",
+    ("fourth", "ex05", 2): r"your kernel reads B of the wrong group",
+    ("fourth", "ex05", 3): r"exactly 2 times the right weights, at every position: the state is summed 2 "
+                           r"times",
+    ("fourth", "ex05", 4): r"your kernel applies a nonlinearity to x",
+    ("fourth", "ex05", 5): r"TypeCheckingError.*ct\.mma's two operands must share one dtype",
+    ("fourth", "ex05", 6): r"the weights w_k go wrong only when they differ from position to position",
+    ("fourth", "ex05", 7): r"your state's rows follow the chunk's positions k, not x's elements",
+    ("fourth", "ex05", 8): r"your kernel takes a running sum of dA_cumsum, which already is the running sum",
+    ("fourth", "ex06", 1): r"the chunk and the head are exchanged",
+    ("fourth", "ex06", 2): r"the carried tile is added once more, undecayed",
+    ("fourth", "ex06", 3): r"your kernel clips it to \[-3, 3\]",
+    ("fourth", "ex06", 4): r"your kernel never adds states\[:, 2\]",
+    ("fourth", "ex06", 5): r"axis 1 is walked by the loop inside each block, and index 2 is never stored",
+    ("fourth", "ex06", 6): r"reads or writes another batch entry than its own",
+    ("fourth", "ex06", 7): r"it is not carried from one chunk to the next",
+    ("fourth", "ex06", 8): r"your final_states is exactly the right one transposed",
+    ("fourth", "ex07", 1): r"your kernel scales C's rows, the TARGET positions s, by dt",
+    ("fourth", "ex07", 2): r"your kernel computes 2\*\*v where the decay is exp\(v\)",
+    ("fourth", "ex07", 3): r"your kernel adds to the output array's old contents",
+    ("fourth", "ex07", 4): r"your P is \(Cᵀ B\)\[s, k\]",
+    ("fourth", "ex07", 5): r"exp\(dA_cs\[s\] - dA_cs\[0\]\): the decay from position 0",
+    ("fourth", "ex07", 6): r"your kernel applies a nonlinearity to C or to C Bᵀ",
+    ("fourth", "ex07", 7): r"rounds to a low-precision dtype",
+    ("fourth", "ex07", 8): r"your y is right at position\(s\) 0 of every chunk and 0 at the others",
+    ("fourth", "ex08", 1): r"your dstates is exactly the right one transposed",
+    ("fourth", "ex08", 2): r"your dinitial_states is the right one plus dfinal_states, undecayed",
+    ("fourth", "ex08", 3): r"your kernel takes the LAST chunk's decay as 1",
+    ("fourth", "ex08", 4): r"rounds to a low-precision dtype",
+    ("fourth", "ex08", 5): r"Your dinitial_states is never stored.*your dstates at index 0 of axis 1 holds "
+                           r"the right dinitial_states",
+    ("fourth", "ex08", 6): r"a sigmoid takes the place of the exp",
+    ("fourth", "ex08", 7): r"loads without padding_mode=ZERO",
+    ("fourth", "ex08", 8): r"the carried tile is not decayed at all",
     ("fifth", "ex04", 1): INDEX,
     ("fifth", "ex04", 2): r"your kernel adds to the output array's old contents",
     ("fifth", "ex04", 3): r"the running sum stops at position",
