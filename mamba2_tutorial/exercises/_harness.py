@@ -415,6 +415,19 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
             written_right = actual.shape == expected.shape and bool(torch.isclose(
                 actual.double().cpu()[~never.cpu()], expected.double().cpu()[~never.cpu()], rtol=1e-3,
                 atol=1e-4 * max(1.0, float(expected.abs().max()))).all())
+            shifted = _stored_shifted(actual, expected, never, dim)
+            if shifted is not None:
+                step, written = shifted
+                early = "early" if step > 0 else "late"
+                return (
+                    f"{what} left index {which} of axis {dim} unwritten (still {UNWRITTEN:.4g}), and at "
+                    f"every index it did write on that axis ({written}) it holds the right values of index "
+                    f"i {'+' if step > 0 else '-'} 1: each result is stored one index {early}.",
+                    f"the store's index on axis {dim} is off by one: i {'-' if step > 0 else '+'} 1 where "
+                    f"i belongs (a loop that starts at 1 after a first step taken apart, with the store's "
+                    f"index shifted to match, or a counter moved before the store). Store each result at the "
+                    f"index it belongs to, and check which index the first and the last store reach.",
+                )
             if grid_axes is not None and dim not in grid_axes and dim not in loop_axes:
                 return (
                     f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
@@ -485,6 +498,27 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
             "those elements were computed from an output array your kernel reads before writing it, which "
             "holds the fill value: read inputs only.)",
         )
+    return None
+
+
+def _stored_shifted(actual: torch.Tensor, expected: torch.Tensor, never: torch.Tensor, dim: int):
+    """(step, written indices) when every index written on axis ``dim`` (two at least) holds the right values
+    of the index ``step`` = +1 or -1 away (and not its own): the store's index is off by one; else None."""
+    n = never.shape[dim]
+    if actual.shape != expected.shape or n < 2:
+        return None
+    a, e = actual.double().cpu(), expected.double().cpu()
+    tol = 1e-4 * max(1.0, float(e.abs().max()))
+    written = [j for j in range(n) if not bool(never.select(dim, j).any())]
+    if len(written) < 2:
+        return None  # one written index: a shift and a fixed index look the same
+    for step in (1, -1):
+        if any(not 0 <= j + step < n for j in written):
+            continue
+        if all(bool(((a.select(dim, j) - e.select(dim, j + step)).abs() <= 1e-3 * tol + tol).all())
+               for j in written) and not all(
+                bool(((a.select(dim, j) - e.select(dim, j)).abs() <= tol).all()) for j in written):
+            return step, ", ".join(str(j) for j in written)
     return None
 
 

@@ -19,6 +19,7 @@ dtype, filled with a sentinel (-2**13) before the launch.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 
@@ -37,6 +38,7 @@ from ._experiments import (
     counted,
     decay_index,
     decay_power,
+    exchanged_axes,
     low_precision,
     misplaced,
     nan_on_cpu,
@@ -45,6 +47,7 @@ from ._experiments import (
     read_clamp,
     read_one_slice,
     replace,
+    reshaped_for_transpose,
     rounded_decays,
     same_batch,
     same_for_every_head,
@@ -53,6 +56,7 @@ from ._experiments import (
     tame_decay,
 )
 from ._harness import (
+    UNWRITTEN,
     Case,
     Probe,
     check_kernel_on_backends,
@@ -264,6 +268,40 @@ def _read_last_sources(lab, inputs, got):
                 "source k <= s of the chunk: the whole (Q, Q) P at once, or every block of sources added "
                 "before the one store.", None)
     return None
+
+
+def _read_cut(lab, inputs, got):
+    """y right at the positions before some t < l and exactly 0 from t on (t not a chunk boundary a chunk
+    index explains): a mask or a bound cuts the sequence at t, and t is named when it is one of the case's
+    other sizes (a length read from the wrong axis)."""
+    g, w = got["y"].double(), lab.reference(inputs)["y"]
+    l = g.shape[1]
+    wrong = ~torch.isclose(g, w, rtol=lab.rtol, atol=lab.atol * max(1.0, float(w.abs().max())))
+    rows = wrong.transpose(0, 1).reshape(l, -1).any(1)
+    if not bool(rows.any()):
+        return None
+    t = int(rows.nonzero()[0])
+    if t == 0 or t == l - 1 or not bool((g[:, t:] == 0).all()) or not bool((w[:, t:] != 0).any()):
+        return None  # (only the last position: read_one_slice says so)
+    x, B, dt_out = inputs["x"], inputs["B"], inputs["dt_out"]
+    sizes = {"b (x.shape[0])": x.shape[0], "h (x.shape[2])": x.shape[2], "p (x.shape[3])": x.shape[3],
+             "g (B.shape[2])": B.shape[2], "n (B.shape[3])": B.shape[3], "Q": dt_out.shape[3],
+             "nchunks (dt_out.shape[2])": dt_out.shape[2]}
+    same = [k for k, v in sizes.items() if v == t]
+    also = f" ({t} is {' and '.join(same)}: a length read from another axis?)" if same else ""
+    return (f"Your y is right at positions 0..{t - 1} of the sequence and 0 from position {t} on, where the "
+            f"sequence has l = {l} positions: a mask or a bound cuts it at {t}{also}.\n      The positions "
+            f"inside the sequence are c*Q + s < l with l = x.shape[1]; y needs no mask of its own (the "
+            f"loads' zero padding and the store's bounds take care of the ragged end).", None)
+
+
+_LAYOUT_HINT = ("x is (b, l, h, p), C and B are (b, l, g, n), chunk_init_states is (b, nchunks, h, p, n): "
+                "a chunk is tile (bi, c, hi, 0) of x, (bi, c, hi // HEADS_PER_GROUP, 0) of C and B, and "
+                "(bi, c, hi, 0, 0) of the states; the index and the tile shape list one entry per axis, in "
+                "the array's order.")
+_TRANSPOSE_HINT = ("to turn a (Q, TN) tile into (TN, Q) use ct.transpose(t); t.reshape((TN, Q)) keeps the "
+                   "elements in memory order and mixes positions with columns. C Bᵀ is ct.mma(C, "
+                   "ct.transpose(B), acc).")
 
 
 def _parity(b, same: bool):
@@ -728,6 +766,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     steps = [
         misplaced({"y": ("batch entry", "position", "head", "")}),
         Reading(lambda b: b, _read_output_factor),
+        Reading(lambda b: b, _read_cut),
         AsIf("C's rows scaled by dt (C_s * dt_s) and dt = 1", _dt_into_C, "your kernel scales C's rows, the "
              "TARGET positions s, by dt: dt_s reaches P and the state term, where dt_k belongs to the source "
              "positions k alone", "fold dt into B's rows (B * dt[:, None]: CB[s, k] then carries dt_k) or "
@@ -736,6 +775,13 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                        "last one (l - 1) included: y needs no mask of its own at the ragged end (the loads' "
                        "zero padding and the store's bounds take care of it)."),
         same_batch(list(_KEYS)),
+        *exchanged_axes("C", {2: "group", 3: "state (n)"}, _LAYOUT_HINT),
+        *exchanged_axes("B", {2: "group", 3: "state (n)"}, _LAYOUT_HINT),
+        *exchanged_axes("x", {2: "head", 3: "head dim (p)"}, _LAYOUT_HINT),
+        *exchanged_axes("chunk_init_states", {1: "chunk", 2: "head"}, _LAYOUT_HINT),
+        reshaped_for_transpose("B", lambda b: b["dt_out"].shape[3], _TRANSPOSE_HINT),
+        reshaped_for_transpose("C", lambda b: b["dt_out"].shape[3], _TRANSPOSE_HINT),
+        reshaped_for_transpose("x", lambda b: b["dt_out"].shape[3], _TRANSPOSE_HINT),
         Confusion("dt_out", "dA_cumsum", "dt_out holds the step sizes dt_k, dA_cumsum the running sums of "
                   "dt * A: both are (b, h, nchunks, Q), loaded the same way from their own arrays."),
         Confusion("C", "B", "C reads (the query: row s of C Bᵀ, and the state term), B writes (the key: "
@@ -856,9 +902,33 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             probes=[_padding_probe(kernel, case, backend, device, expected, tol)],
             diagnose=once(_diagnose, kernel, backend, device, case),
             axes=("batch entry", "position", "head", ""),
-            extra=unwritten,
+            extra=partial(_stored_without_offset, Q=Q),
         )
     return cases
+
+
+def _stored_without_offset(actual: torch.Tensor, expected: torch.Tensor, Q: int):
+    """(what, hint) when y is stored only at positions 0..Q-1, holding the right values of a later chunk
+    (the last block to store there wins): every chunk stores at chunk-local positions, the store's index
+    lacks the chunk offset. Else :func:`unwritten`'s reading."""
+    never = actual == UNWRITTEN
+    l = actual.shape[1]
+    nc = -(-l // Q)
+    if (actual.shape == expected.shape and nc >= 2 and bool(never[:, Q:].all())
+            and not bool(never[:, :Q].any())):
+        a, e = actual.double().cpu(), expected.double().cpu()
+        tol = 1e-3 * max(1.0, float(e.abs().max()))
+        for c in range(nc - 1, 0, -1):
+            m = min(Q, l - c * Q)  # the chunk's positions inside the sequence
+            if bool(((a[:, :m] - e[:, c * Q:c * Q + m]).abs() <= tol).all()):
+                return (f"your kernel stored y only at positions 0..{Q - 1} (chunk 0's), and what is there "
+                        f"is the right output of chunk {c} (positions {c * Q}..{c * Q + m - 1}); every later "
+                        f"position is unwritten (still {UNWRITTEN:.4g}).",
+                        f"every chunk stores at the chunk-local positions 0..{Q - 1}, so each overwrites the "
+                        f"one before: the store's index lacks the chunk offset. In TILE units the index on "
+                        f"the position axis is c (tiles of Q positions); a store row by row, in elements, "
+                        f"needs c * Q + s.")
+    return unwritten(actual, expected)
 
 
 def check_chunk_scan_kernel(kernel) -> None:

@@ -29,6 +29,7 @@ from ._experiments import (
     close,
     decay_index,
     decay_power,
+    exchanged_axes,
     low_precision,
     misplaced,
     nan_on_cpu,
@@ -37,6 +38,7 @@ from ._experiments import (
     read_clamp,
     read_offset,
     replace,
+    reshaped_for_transpose,
     rounded_decays,
     same_batch,
     same_for_every_head,
@@ -596,6 +598,14 @@ def _read_weights(lab, inputs, got):
     return None
 
 
+_LAYOUT_HINT = ("x is (b, l, h, p) and B is (b, l, g, n): a chunk is tile (bi, c, hi, 0) of x in tiles of "
+                "(1, Q, 1, TP) and tile (bi, c, hi // HEADS_PER_GROUP, 0) of B in tiles of (1, Q, 1, TN): "
+                "the index and the shape list one entry per axis, in the array's order.")
+_TRANSPOSE_HINT = ("to turn a (Q, TP) tile into (TP, Q) use ct.transpose(t); t.reshape((TP, Q)) keeps the "
+                   "elements in memory order and mixes positions with columns. The state is "
+                   "ct.mma(ct.transpose(xw), B, acc): (TP, Q) @ (Q, TN).")
+
+
 def _exact(base):
     """x and B small integers, dt in {0.5, 1}, no decay: every product and sum exact in bfloat16."""
     return replace(base, x=small_integers(base["x"], 51), B=small_integers(base["B"], 52),
@@ -622,6 +632,10 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
         read_offset(["states"], "the state is a sum of products only: start the mma's accumulator from "
                     "ct.zeros((TP, TN), dtype=ct.float32) and add nothing else."),
         same_batch(["x", "B", "dt_out", "dA_cumsum"]),
+        *exchanged_axes("B", {2: "group", 3: "state (n)"}, _LAYOUT_HINT),
+        *exchanged_axes("x", {2: "head", 3: "head dim (p)"}, _LAYOUT_HINT),
+        reshaped_for_transpose("B", lambda b: b["dt_out"].shape[3], _TRANSPOSE_HINT),
+        reshaped_for_transpose("x", lambda b: b["dt_out"].shape[3], _TRANSPOSE_HINT),
         Confusion("dA_cumsum", "dt_out", "dt_out holds the step sizes dt_k, dA_cumsum the running sums of "
                   "dt * A: both are (b, h, nchunks, Q), loaded the same way from their own arrays."),
         Reading(_weights_probe, _read_weights),

@@ -34,6 +34,7 @@ from ._experiments import (
     counted,
     decay_index,
     decay_power,
+    exchanged_axes,
     low_precision,
     misplaced,
     once,
@@ -402,6 +403,14 @@ def _square(base, symmetric: bool | str):
     return replace(base, states=states, initial_states=init)
 
 
+def _last_chunk_twice(b):
+    """The inputs with one more chunk, a copy of the last one (its local state and its decays): the final
+    state of a walk that applies the last chunk's update twice."""
+    states, dA = b["states"], b["dA_cumsum"]
+    return replace(b, states=torch.cat([states, states[:, -1:]], dim=1),
+                   dA_cumsum=torch.cat([dA, dA[:, :, -1:]], dim=2))
+
+
 def _initial_decayed(base):
     """initial_states times chunk 0's decay exp(dA_cumsum[b, h, 0, Q-1])."""
     g0 = torch.exp(base["dA_cumsum"][:, :, 0, -1])[..., None, None]     # (b, h, 1, 1)
@@ -446,6 +455,13 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         misplaced({"chunk_init_states": ("batch entry", "chunk", "head", "", ""),
                    "final_states": ("batch entry", "head", "", "")}),
         *chunk_decay_one(decay_hint),
+        AsIf("the last chunk walked twice (a copy of its local state and its decay appended as one more "
+             "chunk)", _last_chunk_twice, "your final_states has the last chunk's update applied once more: "
+             "an update (decay, then add the local state) written out again after the loop, or a loop that "
+             "runs one step too far", "the loop's update, state = exp(dA_last) * state + states[c], runs "
+             "once per chunk; after the loop the state already LEAVES the last chunk: store it as it is.",
+             outputs=["final_states"]),
+        *exchanged_axes("states", {1: "chunk", 2: "head"}, own_hint),
         read_last_store("chunk_init_states", "final_states", "it is stored before the last chunk's update "
                         "(inside the loop, or before the update)", "final_states is the state LEAVING the "
                         "last chunk: store it once, after the loop, when every chunk has been added."),

@@ -37,6 +37,7 @@ from ._experiments import (
     counted,
     decay_index,
     decay_power,
+    exchanged_axes,
     low_precision,
     misplaced,
     nan_on_cpu,
@@ -442,6 +443,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "dinitial_states": ("batch entry", "head", "", "")}),
         *chunk_decay_one(carried_hint),
         same_batch(list(_KEYS)),
+        *exchanged_axes("chunk_init_states", {1: "chunk", 2: "head"}, ddA_rule + ": S_c is "
+                        "chunk_init_states[bi, c, hi], tile (bi, c, hi, 0, 0): dS_out's axis order, not "
+                        "dA_cumsum's."),
+        *exchanged_axes("dS_out", {1: "chunk", 2: "head"}, "dS_out is (b, nchunks, h, p, n): chunk c of head "
+                        "hi is tile (bi, c, hi, 0, 0), not dA_cumsum's (bi, hi, c) order."),
         read_one_slice({"ddA_last": ("", "", "chunk")}, ddA_rule + " for every chunk, the last one "
                        "included: no chunk is special."),
         Experiment("With dS_out negated", lambda b: replace(b, dS_out=-b["dS_out"]),
