@@ -278,6 +278,7 @@ def decay_index(hint: str, key: str = "dA_cumsum") -> list:
         return make
 
     return [*chunk_decay_one(hint, key),
+            *exchanged_axes(key, {1: "head", 2: "chunk"}, hint),
             AsIf(f"every chunk's {key} equal to the last chunk's", every_chunk_from(-1),
                  "your kernel reads the LAST chunk's decay in every chunk (a fixed index, or the loop's "
                  "bound where its counter belongs)", hint),

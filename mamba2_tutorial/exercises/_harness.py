@@ -571,6 +571,57 @@ def _parameter_names(kernel) -> list[str]:
         return []
 
 
+#: the axes of every array the kernel exercises pass, by parameter name (one notation for all of them)
+AXES = {
+    "x": ("batch", "position", "head", "head dim p"), "y": ("batch", "position", "head", "head dim p"),
+    "dt": ("batch", "position", "head"), "B": ("batch", "position", "group", "state dim n"),
+    "C": ("batch", "position", "group", "state dim n"), "A": ("head",),
+    "dt_out": ("batch", "head", "chunk", "position in the chunk"),
+    "dA_cumsum": ("batch", "head", "chunk", "position in the chunk"),
+    "states": ("batch", "chunk", "head", "p", "n"), "chunk_init_states": ("batch", "chunk", "head", "p", "n"),
+    "dS_out": ("batch", "chunk", "head", "p", "n"), "dstates": ("batch", "chunk", "head", "p", "n"),
+    "initial_states": ("batch", "head", "p", "n"), "final_states": ("batch", "head", "p", "n"),
+    "dinitial_states": ("batch", "head", "p", "n"), "dfinal_states": ("batch", "head", "p", "n"),
+    "ddA_last": ("batch", "head", "chunk"),
+}
+
+
+def _outside(message: str, kernel, args: tuple) -> str:
+    """From the executor's IndexError (a tile at element offsets (...) with shape (...) outside an array of
+    shape (...)): which array, which axis, and the index the kernel gave there; '' when it cannot tell."""
+    import re
+
+    m = re.search(r"(load|store)\b.*?offsets \(([-\d, ]*)\).*?shape \(([\d, ]*)\).*?array of shape "
+                  r"\(([\d, ]*)\)", message)
+    if not m:
+        return ""
+    op = m.group(1)
+    nums = [[int(v) for v in g.replace(" ", "").split(",") if v] for g in m.groups()[1:]]
+    offsets, tile, shape = nums
+    if not (len(offsets) == len(tile) == len(shape)):
+        return ""
+    names = [n for n, a in zip(_parameter_names(kernel), args)
+             if isinstance(a, torch.Tensor) and tuple(a.shape) == tuple(shape)]
+    name = names[0] if len(names) == 1 else None
+    axes = AXES.get(name or "", ())
+    said = []
+    for d, (o, t, n) in enumerate(zip(offsets, tile, shape)):
+        if 0 <= o < n:
+            continue
+        index = o // t if t else o
+        axis = f"axis {d}" + (f" ({axes[d]})" if d < len(axes) else "")
+        part = (f"{op} of {name or 'an array'} (shape {tuple(shape)}) has index {index} on {axis}, in "
+                f"tiles of {t}: elements {o}..{o + t - 1}, where the axis has {n} (0..{n - 1})")
+        if d < len(axes) and axes[d] == "group":
+            part += ("; a head's group is hi // HEADS_PER_GROUP, always below g (hi itself, or hi % "
+                     "HEADS_PER_GROUP, is not the group)")
+        elif t > 1 and index % t == 0 and index // t < -(-n // t):
+            part += (f"; {index} = {index // t} * {t}: an index in elements (c * {t}) where the index in "
+                     f"tiles (c) belongs")
+        said.append(part)
+    return ("Your kernel's " + "; and its ".join(said) + ".\n      In general, ") if said else ""
+
+
 def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: str, backend: str) -> None:
     """Launch the learner's kernel with :func:`mamba2_tutorial.launch` on ``backend`` ('cpu' or 'gpu').
 
@@ -620,6 +671,9 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
             hint += (" A loop that runs past an axis's end may take its bound from another axis of a shape "
                      "(check which axis of which array the range reads: dA_cumsum is (b, h, nchunks, Q), the "
                      "states (b, nchunks, h, p, n)).")
+            where = _outside(str(exc), kernel, args)
+            if where:
+                hint = where + hint
             if "negative" in str(exc).lower() and "-1" in str(exc):
                 hint += (" Index -1 is where a loop runs one step too many: a backward walk c = n - 1 - i "
                          "with i in range(n + 1) reaches c = -1, as does an index c - 1 at c = 0: check the "

@@ -26,6 +26,7 @@ import torch
 
 from ..kernels._host import next_power_of_two
 from ._experiments import (
+    AsIf,
     Confusion,
     Diagnosis,
     Experiment,
@@ -250,6 +251,19 @@ def _read_one_chunk_of_S(lab, inputs, got):
             None)
 
 
+def _own_decayed(key: str, chunk_axis: int):
+    """``key`` (chunks on ``chunk_axis``, heads on the next) multiplied chunk by chunk by its decay g_c =
+    exp(dA_cumsum[bi, hi, c, Q-1]): a chunk's own term decayed together with the carried one."""
+
+    def make(b):
+        t = b[key]
+        nc = t.shape[chunk_axis]
+        g = torch.exp(b["dA_cumsum"][:, :, :nc, -1].to(t.dtype))  # (b, h, nc)
+        g = g.transpose(1, 2) if chunk_axis == 1 else g  # (b, nc, h)
+        return replace(b, **{key: t * g.reshape(*g.shape, *([1] * (t.dim() - 3)))})
+    return make
+
+
 def _read_ddA_factor(lab, inputs, got):
     """Whether ddA_last is the right one times a function of the chunk's decay (an extra factor)."""
     want = lab.reference(inputs)["ddA_last"]
@@ -294,13 +308,57 @@ def _read_dinitial_factor(lab, inputs, got):
              (inputs["dS_out"][:, -1], "the last chunk's dS_out"))
     for tile, said in tiles:
         t = tile.double()
-        for sign, how in ((1, "plus"), (-1, "minus")):
-            if bool(t.abs().max() > 0) and close(extra, sign * t, lab.rtol, lab.atol):
-                verb = "added" if sign > 0 else "subtracted"
-                return (f"Your dstates and ddA_last are right, but your dinitial_states is the right one "
-                        f"{how} {said}, undecayed: it is {verb} once more after the loop (the carried dS "
-                        f"already holds it, decayed, where it belongs).\n      Store dinitial_states = dS "
-                        f"as the loop leaves it, nothing added after.", None)
+        if not bool(t.abs().max() > 0):
+            continue
+        if close(extra, t, lab.rtol, lab.atol):
+            return (f"Your dstates and ddA_last are right, but your dinitial_states is the right one plus "
+                    f"{said}, undecayed: it is added once more after the loop (the carried dS already holds "
+                    f"it, decayed, where it belongs).\n      Store dinitial_states = dS as the loop leaves "
+                    f"it, nothing added after.", None)
+        if close(extra, -t, lab.rtol, lab.atol):
+            return (f"Your dstates and ddA_last are right, but your dinitial_states is the right one minus "
+                    f"{said}: that term is missing from it (left out, or taken away once more).\n      "
+                    f"dinitial_states is dS after chunk 0's whole update, dS = g_0 * dS + dS_out[bi, 0, hi]: "
+                    f"a chunk 0 taken apart from the loop needs both terms, and nothing follows the update.",
+                    None)
+    return None
+
+
+def _own_decayed(key: str, chunk_axis: int):
+    """``key`` (chunks on ``chunk_axis``, heads on the next) multiplied chunk by chunk by its decay g_c =
+    exp(dA_cumsum[bi, hi, c, Q-1]): a chunk's own term decayed together with the carried one."""
+
+    def make(b):
+        t = b[key]
+        nc = t.shape[chunk_axis]
+        g = torch.exp(b["dA_cumsum"][:, :, :nc, -1].to(t.dtype))  # (b, h, nc)
+        g = g.transpose(1, 2) if chunk_axis == 1 else g  # (b, nc, h)
+        return replace(b, **{key: t * g.reshape(*g.shape, *([1] * (t.dim() - 3)))})
+    return make
+
+
+def _read_ddA_factor(lab, inputs, got):
+    """A reading of the base case itself: dstates and dinitial_states right, ddA_last the right one times
+    g_c or divided by it, chunk by chunk: the factor g_c of the chain rule left out, or applied twice."""
+    want = lab.reference(inputs)
+    if not all(close(got[k], want[k], lab.rtol, lab.atol) for k in ("dstates", "dinitial_states")):
+        return None
+    nc = got["ddA_last"].shape[-1]
+    g = torch.exp(inputs["dA_cumsum"][:, :, :nc, -1].double())  # (b, h, nc)
+    w = want["ddA_last"].double()
+    if close(g, torch.ones_like(g)):
+        return None
+    rule = ("ddA_last[bi, hi, c] = g_c · sum(dS ∘ S_c): S_c+1 = g_c · S_c + s_c, so the derivative by the "
+            "exponent a = dA_cumsum[bi, hi, c, Q-1] carries g_c = exp(a) once.")
+    if close(got["ddA_last"].double(), w / g, lab.rtol, lab.atol):
+        return (f"Your dstates and dinitial_states are right, but your ddA_last is the right one divided by "
+                f"g_c = exp(dA_cumsum[bi, hi, c, Q-1]) in every chunk: the factor g_c is left out of it (the "
+                f"chain rule through exp: d exp(a) / da = exp(a)).\n      {rule}", None)
+    if close(got["ddA_last"].double(), w * g, lab.rtol, lab.atol):
+        return (f"Your dstates and dinitial_states are right, but your ddA_last is the right one times g_c "
+                f"= exp(dA_cumsum[bi, hi, c, Q-1]) once more in every chunk: g_c is applied twice (once "
+                f"inside the sum, once outside, or a decayed dS where the undecayed one belongs).\n      "
+                f"{rule}", None)
     return None
 
 
@@ -454,6 +512,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "your kernel subtracts chunk c's own dS_out", "dS = g * dS + dS_out[bi, c, hi]: the "
                    "chunk's own gradient is added.", undo=True),
         Reading(lambda b: b, _read_dinitial_factor),
+        Reading(lambda b: b, _read_ddA_factor),
         read_last_store("dstates", "dinitial_states", "it is stored before chunk 0's update (inside the "
                         "loop, or before the update)", "dinitial_states is the gradient that reaches the "
                         "state ENTERING chunk 0, through chunk 0's decay: store it once, after the loop, "
@@ -507,6 +566,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                          Reading(no_dS_out, _read_dfinal_not_carried(dfinal_hint))]),
         Experiment("With dS_out = 0", no_dS_out, "so the term of chunk c's own dS_out is wrong", own_hint,
                    then=[own_gradient, *counted("dS_out", "chunk c's own dS_out", own_hint, chunk_axis=1),
+                         AsIf("each chunk's dS_out multiplied by its decay g_c", _own_decayed("dS_out", 1),
+                              "your kernel decays chunk c's own dS_out too: g * (dS + dS_out[c]), where only "
+                              "the carried dS is decayed", own_hint),
                          Experiment("With dS_out the same for every head (each a copy of head 0's)",
                                     lambda b: same_for_every_head(b, "dS_out", 2),
                                     "so your kernel reads dS_out of another head than its own",
