@@ -686,11 +686,12 @@ STATE = {
 }
 PASSING = {
     1: ("off by one: the state stored after the update", r"you store the state after the update"),
-    2: ("the decay applied after adding the local state", r"term of the chunk's own state is wrong"),
+    2: ("the decay applied after adding the local state", r"your kernel decays the chunk's own state too"),
     3: ("wrong decay index: the chunk's first position", r"another position than the chunk's last"),
     4: ("term left out: initial_states", r"your kernel leaves the initial state out"),
     5: ("reduction over the wrong set: the decay from a sum over the chunk", r"a sum over the chunk"),
-    6: ("wrong chunk index: dA_cumsum indexed like states", r"decay of another chunk, head or batch entry"),
+    6: ("wrong chunk index: dA_cumsum indexed like states", r"reads dA_cumsum with its head \(axis 1\) and "
+        r"chunk \(axis 2\) axes exchanged"),
     7: ("extra nonlinearity: the decay squared", r"(With dA_cumsum = 0 \(every decay 1\).*so the decay is "
         r"wrong|exp\(v\)\*\*2 for v = -0.5, so the decay is applied twice)"),
     8: ("term left out: the local state", r"with states = 0: your kernel leaves the chunk's own local state "
@@ -796,12 +797,12 @@ PASSING_BWD = {
     1: ("the chunks walked first to last", r"walks the chunks from the first to the last"),
     2: ("off by one: dstates stored after the update", r"you store dS after the update"),
     3: ("wrong decay index: the chunk's first position", r"another position than the chunk's last"),
-    4: ("term left out: g in ddA_last", r"factor g in ddA_last is wrong"),
+    4: ("term left out: g in ddA_last", r"ddA_last is the right value times 1 / g_c \(no g_c in all\)"),
     5: ("ddA_last from the updated dS", r"pairs S_c with dS after chunk c's update"),
     6: ("term left out: dfinal_states", r"your kernel leaves d final_states out"),
     7: ("term left out: dS_out (a dropped gradient term)", r"with dS_out = 0: your kernel leaves chunk c's "
         r"own dS_out out"),
-    8: ("dS_out decayed with the carried gradient", r"term of chunk c's own dS_out is wrong"),
+    8: ("dS_out decayed with the carried gradient", r"your kernel decays chunk c's own dS_out too"),
     9: ("reduction over the wrong set: sum(dS) * sum(S)", r"reduction in ddA_last mixes elements"),
     10: ("no padding on the state's load", r"loads without padding_mode=ZERO"),
     21: ("operand transposed: sum(dS * Sᵀ) (square tiles)", r"pairs dS with a transposed state"),

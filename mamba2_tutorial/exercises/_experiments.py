@@ -339,6 +339,34 @@ def reshaped_for_transpose(key: str, chunk: Callable[[Inputs], int], hint: str) 
                 f"somewhere else", hint)
 
 
+def chunk0_everywhere(keys: Sequence[str], chunk: Callable[[Inputs], int], hint: str) -> list[AsIf]:
+    """The inputs ``keys`` (b, l, ...) read in every chunk at chunk 0's positions (a load's position index
+    without the chunk offset c*Q, or a fixed chunk index 0): the kernel's output is the answer to the
+    inputs whose every chunk of ``keys`` is a copy of chunk 0's. Tried for all of ``keys`` together, then
+    each alone."""
+
+    def make(which):
+        def changed(b):
+            Q, l = chunk(b), b[which[0]].shape[1]
+            if l <= Q:
+                return None
+            out = {}
+            for k in which:
+                t = b[k].clone()
+                for start in range(Q, l, Q):
+                    n = min(Q, l - start)
+                    t[:, start:start + n] = b[k][:, :n]
+                out[k] = t
+            return replace(b, **out)
+        return changed
+
+    groups = [tuple(keys)] + ([(k,) for k in keys] if len(keys) > 1 else [])
+    return [AsIf(f"every chunk's {' and '.join(g)} a copy of chunk 0's", make(g),
+                 f"your kernel reads {' and '.join(g)} of chunk 0 in every chunk: the position index lacks "
+                 f"the chunk offset (c*Q + k in elements, or the chunk index c in tiles)", hint)
+            for g in groups]
+
+
 def read_transposed_store(make: Callable[[Inputs], Inputs | None], outputs: Sequence[str]) -> Reading:
     """With p = n (``make``): one output that is exactly the right one transposed (its last two axes
     exchanged) while every other output is right: the tile is transposed where that output is stored."""

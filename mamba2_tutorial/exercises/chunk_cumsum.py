@@ -61,7 +61,8 @@ _HINT = (  # the recipe (hint(2))
 _PAD_HINT = (
     "the last chunk runs past the end of the sequence: load dt with padding_mode=ct.PaddingMode.ZERO. "
     "The default padding is UNDETERMINED (NaN on the CPU executor, garbage on a GPU), and the "
-    "positions past the end must hold dt = 0 so that they add nothing to the cumsum."
+    "positions past the end must hold dt = 0 so that they add nothing to the cumsum. (A mask of your own "
+    "in place of the padding must keep exactly the positions c*Q + pos < l, l = dt.shape[1].)"
 )
 
 register(CHECK, "ex04", _HINT)
@@ -168,7 +169,12 @@ def _read_impulse(lab, inputs, got):
                     f"positions it has summed (a running mean, not a running sum).\n      dA_cumsum[s] = "
                     f"dt_0*A + ... + dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing divided.", None)
         if bool(torch.isclose(values, values[:1].expand_as(values), rtol=1e-5).all()):
-            return (f"{said}: your running sum is scaled by {-float(values[0]):.4g}.\n      dA_cumsum[s] = "
+            k = -float(values[0])
+            known = {1.4426950408889634: " = LOG2E: the exp2 convention's factor (dA_cumsum stays in natural "
+                                         "units; whoever takes the exp decides exp or exp2)",
+                     0.6931471805599453: " = ln 2: a conversion to base 2 applied here"}
+            why = next((text for v, text in known.items() if abs(k - v) < 1e-4 * v), "")
+            return (f"{said}: your running sum is scaled by {k:.4g}{why}.\n      dA_cumsum[s] = "
                     f"dt_0*A + ... + dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing added or scaled.", None)
         right = torch.isclose(values, torch.full_like(values, -1.0), atol=1e-5)
         if bool(right[0]) and not bool(right.all()):

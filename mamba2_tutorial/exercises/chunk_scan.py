@@ -34,6 +34,7 @@ from ._experiments import (
     Reading,
     as_float32,
     by_head,
+    chunk0_everywhere,
     close,
     counted,
     decay_index,
@@ -681,6 +682,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    group_hint),
     ]
     input_steps = [  # run on the case with a zero entering state: the chunk's own inputs alone
+        *chunk0_everywhere(("x", "B"), lambda b: b["dt_out"].shape[3],
+                           "chunk c's sources k are the positions c*Q + k: x and B at tile (bi, c, ., 0) in "
+                           "tiles of Q positions, or c*Q + k in a loop over single positions."),
         Linearity(["x"], ["y"], "x", "your kernel applies a nonlinearity to x (silu? the gate is not part of "
                   "this kernel)", "y is linear in x: P @ x with x as it is loaded, cast only for the mma.",
                   setting="the entering state = 0 and "),

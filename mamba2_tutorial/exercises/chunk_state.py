@@ -26,6 +26,7 @@ from ._experiments import (
     Reading,
     as_float32,
     by_head,
+    chunk0_everywhere,
     close,
     decay_index,
     decay_power,
@@ -699,6 +700,9 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    "state[i, j] = sum_k w_k x_k[i] B_k[j]: its rows come from x and its columns from B, "
                    "ct.mma(ct.transpose(xw), B, acc) is (TP, Q) @ (Q, TN). (The transposed product "
                    "compiles only when TP == TN, as in this case.)", controls=[_one_group_per_head]),
+        *chunk0_everywhere(("x", "B"), lambda b: b["dt_out"].shape[3],
+                           "chunk c's positions are c*Q + k: x and B at tile (bi, c, ., 0) in tiles of Q "
+                           "positions, or c*Q + k in a loop over single positions."),
         Reading(_x_impulse, _read_x_impulse),
         Reading(_chunk0_only, _read_chunk0_only),
         Experiment("With dt = 0 at the sequence's last step", _sequence_end_zero,

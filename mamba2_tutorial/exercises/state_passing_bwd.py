@@ -337,31 +337,6 @@ def _own_decayed(key: str, chunk_axis: int):
     return make
 
 
-def _read_ddA_factor(lab, inputs, got):
-    """A reading of the base case itself: dstates and dinitial_states right, ddA_last the right one times
-    g_c or divided by it, chunk by chunk: the factor g_c of the chain rule left out, or applied twice."""
-    want = lab.reference(inputs)
-    if not all(close(got[k], want[k], lab.rtol, lab.atol) for k in ("dstates", "dinitial_states")):
-        return None
-    nc = got["ddA_last"].shape[-1]
-    g = torch.exp(inputs["dA_cumsum"][:, :, :nc, -1].double())  # (b, h, nc)
-    w = want["ddA_last"].double()
-    if close(g, torch.ones_like(g)):
-        return None
-    rule = ("ddA_last[bi, hi, c] = g_c · sum(dS ∘ S_c): S_c+1 = g_c · S_c + s_c, so the derivative by the "
-            "exponent a = dA_cumsum[bi, hi, c, Q-1] carries g_c = exp(a) once.")
-    if close(got["ddA_last"].double(), w / g, lab.rtol, lab.atol):
-        return (f"Your dstates and dinitial_states are right, but your ddA_last is the right one divided by "
-                f"g_c = exp(dA_cumsum[bi, hi, c, Q-1]) in every chunk: the factor g_c is left out of it (the "
-                f"chain rule through exp: d exp(a) / da = exp(a)).\n      {rule}", None)
-    if close(got["ddA_last"].double(), w * g, lab.rtol, lab.atol):
-        return (f"Your dstates and dinitial_states are right, but your ddA_last is the right one times g_c "
-                f"= exp(dA_cumsum[bi, hi, c, Q-1]) once more in every chunk: g_c is applied twice (once "
-                f"inside the sum, once outside, or a decayed dS where the undecayed one belongs).\n      "
-                f"{rule}", None)
-    return None
-
-
 def _read_ddA_pairs_dfinal(lab, inputs, got):
     """A reading of the base case: dstates and dinitial_states right, ddA_last[c] = g_c · sum(dF * S_c) with
     dF = dfinal_states in every chunk, where the gradient arriving at chunk c belongs."""
