@@ -1,16 +1,17 @@
-"""The fourth, fifth and sixth sets of planted mistakes (``planted_{fourth,fifth,sixth}_set.py``): 120
+"""The fourth to eighth sets of planted mistakes (``planted_{fourth,...,eighth}_set.py``): 200
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
-before any fix (docs/instructors.md). Every slip fails its exercise's check; each one whose hint names its
-cause keeps that hint, and no other hint of its exercise appears; the sanity variants pass. Every slip of the
-three sets now gets a hint that names its cause (the seven that first got only where the wrong elements are
-found theirs by later experiments)."""
+before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
+(no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
+slip's cause and which only say where the wrong elements are or which term is wrong."""
 
 from __future__ import annotations
 
 import re
 
+import planted_eighth_set
 import planted_fifth_set
 import planted_fourth_set
+import planted_seventh_set
 import planted_sixth_set
 import pytest
 
@@ -23,7 +24,8 @@ CHECKS = {"ex04": ("check_chunk_cumsum_kernel", "chunk_cumsum"),
           "ex06": ("check_state_passing_kernel", "state_passing"),
           "ex07": ("check_chunk_scan_kernel", "chunk_scan"),
           "ex08": ("check_state_passing_bwd_kernel", "state_passing_bwd")}
-SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": planted_sixth_set}
+SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": planted_sixth_set,
+        "seventh": planted_seventh_set, "eighth": planted_eighth_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -152,6 +154,88 @@ HINTS = {
     ("sixth", "ex08", 6): r"the path of d final_states is wrong",
     ("sixth", "ex08", 7): r"axis 2 is walked by the loop inside each block",
     ("sixth", "ex08", 8): INDEX,
+    ("seventh", "ex04", 1): r"loads without padding_mode=ZERO",
+    ("seventh", "ex04", 2): r"a function of dt that is not 0 at 0 \(softplus",
+    ("seventh", "ex04", 3): r"so position s is left out of its own sum",
+    ("seventh", "ex04", 4): r"no running sum is taken along the chunk's positions",
+    ("seventh", "ex04", 5): r"your kernel flips A's sign",
+    ("seventh", "ex04", 6): r"your running sum is scaled by 1\.443 = LOG2E",
+    ("seventh", "ex04", 7): r"an index in elements \(c \* 8\) where the index in tiles \(c\) belongs",
+    ("seventh", "ex04", 8): r"Your dt_out holds dt \* A\[hi\]",
+    ("seventh", "ex05", 1): r"your state's rows follow the chunk's positions k, not x's elements",
+    ("seventh", "ex05", 2): r"the decay's exponent has its sign flipped",
+    ("seventh", "ex05", 3): r"axis 2 \(group\).*a head's group is hi // HEADS_PER_GROUP",
+    ("seventh", "ex05", 4): r"without dt_k: the factor dt is missing",
+    ("seventh", "ex05", 5): r"ct\.mma's two operands must share one dtype",
+    ("seventh", "ex05", 6): r"loads without padding_mode=ZERO",
+    ("seventh", "ex05", 7): r"dt_k²: dt applied twice",
+    ("seventh", "ex05", 8): r"your kernel computes 2\*\*v where the decay is exp\(v\)",
+    ("seventh", "ex06", 1): r"so you store the state after the update",
+    ("seventh", "ex06", 2): r"the carried tile is not decayed at all",
+    ("seventh", "ex06", 3): r"reads the decay from another position than the chunk's last",
+    ("seventh", "ex06", 4): r"axis 1 is walked by the loop inside each block, and index 2 is never stored",
+    ("seventh", "ex06", 5): r"your kernel decays the chunk's own state too",
+    ("seventh", "ex06", 6): r"reads dA_cumsum with its head \(axis 1\) and chunk \(axis 2\) axes exchanged",
+    ("seventh", "ex06", 7): r"A tile carried through a loop keeps one shape and dtype",
+    ("seventh", "ex06", 8): r"the decay's exponent has its sign flipped",
+    ("seventh", "ex07", 1): r"the diagonal k = s is what goes wrong",
+    ("seventh", "ex07", 2): r"your kernel computes B Cᵀ",
+    ("seventh", "ex07", 3): r"dt reaches the wrong elements",
+    ("seventh", "ex07", 4): r"the state term is not decayed",
+    ("seventh", "ex07", 5): r"the decay's exponent has its sign flipped",
+    ("seventh", "ex07", 6): r"your kernel multiplies C by the state untransposed",
+    ("seventh", "ex07", 7): r"your y is exp\(dA_cs\[Q-1\]\) at every position",
+    ("seventh", "ex07", 8): r"loads without padding_mode=ZERO",
+    ("seventh", "ex08", 1): r"so you store dS after the update",
+    ("seventh", "ex08", 2): r"your kernel walks the chunks from the first to the last",
+    ("seventh", "ex08", 3): r"ddA_last is the right value times 1 / g_c \(no g_c in all\)",
+    ("seventh", "ex08", 4): r"the reduction in ddA_last mixes elements",
+    ("seventh", "ex08", 5): r"the decay's exponent has its sign flipped",
+    ("seventh", "ex08", 6): r"loads without padding_mode=ZERO",
+    ("seventh", "ex08", 7): r"ddA_last is the right value times g_c once more",
+    ("seventh", "ex08", 8): r"axis 1 is walked by the loop inside each block, and index 0 is never stored",
+    ("eighth", "ex04", 1): r"an index in elements \(c \* 8\) where the index in tiles \(c\) belongs",
+    ("eighth", "ex04", 2): r"loads without padding_mode=ZERO.*A mask of your own in place of the padding",
+    ("eighth", "ex04", 3): r"so position s is left out of its own sum",
+    ("eighth", "ex04", 4): r"your kernel flips A's sign",
+    ("eighth", "ex04", 5): r"loads without padding_mode=ZERO.*A mask of your own in place of the padding",
+    ("eighth", "ex04", 6): r"loads without padding_mode=ZERO.*A mask of your own in place of the padding",
+    ("eighth", "ex04", 7): r"the sum runs backwards",
+    ("eighth", "ex04", 8): r"a mask or a bound cuts it at 3 \(3 is h",
+    ("eighth", "ex05", 1): r"the decay's exponent has its sign flipped",
+    ("eighth", "ex05", 2): r"the chunk's dA_cumsum summed, where its last element",
+    ("eighth", "ex05", 3): r"without dt_k: the factor dt is missing",
+    ("eighth", "ex05", 4): r"your kernel reads B of the wrong group",
+    ("eighth", "ex05", 5): r"your state's rows follow the chunk's positions k, not x's elements",
+    ("eighth", "ex05", 6): r"ct\.mma's two operands must share one dtype",
+    ("eighth", "ex05", 7): r"your kernel reads x and B of chunk 0 in every chunk",
+    ("eighth", "ex05", 8): r"the state of chunk c takes in positions of other chunks",
+    ("eighth", "ex06", 1): r"so you store the state after the update",
+    ("eighth", "ex06", 2): r"your kernel decays the chunk's own state too",
+    ("eighth", "ex06", 3): r"your kernel computes 2\*\*v where the decay is exp\(v\)",
+    ("eighth", "ex06", 4): r"your kernel leaves the initial state out",
+    ("eighth", "ex06", 5): r"your kernel takes chunk 0's decay as 1",
+    ("eighth", "ex06", 6): r"A tile carried through a loop keeps one shape and dtype",
+    ("eighth", "ex06", 7): r"the chunk and the head are exchanged",
+    ("eighth", "ex06", 8): r"axis 1 is walked by the loop inside each block, and index 2 is never stored",
+    ("eighth", "ex07", 1): r"your P is transposed \(Pᵀ @ x\) or its mask keeps k >= s",
+    ("eighth", "ex07", 2): r"inf \* 0 = NaN\): clamp it",
+    ("eighth", "ex07", 3): r"the decay's exponent has its sign flipped",
+    ("eighth", "ex07", 4): r"the state term is not decayed",
+    ("eighth", "ex07", 5): r"your kernel multiplies C by the state untransposed",
+    ("eighth", "ex07", 6): r"dt reaches the wrong elements",
+    ("eighth", "ex07", 7): r"A store takes a tile of the array's own dtype",
+    ("eighth", "ex07", 8): r"your kernel reads x and B of chunk 0 in every chunk",
+    ("eighth", "ex08", 1): r"so you store dS after the update",
+    ("eighth", "ex08", 2): r"ddA_last is the right value times 1 / g_c \(no g_c in all\)",
+    ("eighth", "ex08", 3): r"loads without padding_mode=ZERO",
+    ("eighth", "ex08", 4): r"your kernel walks the chunks from the first to the last",
+    ("eighth", "ex08", 5): r"your kernel decays chunk c's own dS_out too",
+    ("eighth", "ex08", 6): r"your dinitial_states is the right one minus chunk 0's dS_out: that term is "
+                           r"missing",
+    ("eighth", "ex08", 7): r"the head and the chunk are exchanged",
+    ("eighth", "ex08", 8): r"ddA_last pairs S_c with dS after chunk c's update",
+
 }
 #: slips whose hint does not name their cause yet
 def run_planted(monkeypatch, which: str, exercise: str, mistake: int) -> None:
