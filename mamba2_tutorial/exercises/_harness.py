@@ -586,7 +586,7 @@ AXES = {
 }
 
 
-def _outside(message: str, kernel, args: tuple) -> str:
+def _outside(message: str, kernel, args: tuple, grid: tuple = ()) -> str:
     """From the executor's IndexError (a tile at element offsets (...) with shape (...) outside an array of
     shape (...)): which array, which axis, and the index the kernel gave there; '' when it cannot tell."""
     import re
@@ -602,8 +602,9 @@ def _outside(message: str, kernel, args: tuple) -> str:
         return ""
     names = [n for n, a in zip(_parameter_names(kernel), args)
              if isinstance(a, torch.Tensor) and tuple(a.shape) == tuple(shape)]
-    name = names[0] if len(names) == 1 else None
-    axes = AXES.get(name or "", ())
+    name = " or ".join(names) if names else None
+    layouts = {AXES.get(n, ()) for n in names}
+    axes = layouts.pop() if len(layouts) == 1 else ()  # arrays of one shape and one layout share their names
     said = []
     for d, (o, t, n) in enumerate(zip(offsets, tile, shape)):
         if 0 <= o < n:
@@ -618,8 +619,17 @@ def _outside(message: str, kernel, args: tuple) -> str:
         elif t > 1 and index % t == 0 and index // t < -(-n // t):
             part += (f"; {index} = {index // t} * {t}: an index in elements (c * {t}) where the index in "
                      f"tiles (c) belongs")
+        elif t == 1 and grid:
+            others = [k for k, size in enumerate(grid) if index < size and size > n]
+            if others:
+                part += ("; " + " or ".join(f"ct.bid({k}) runs to {grid[k] - 1}" for k in others) + ": is "
+                         "that block index used on this axis (the grid's axes in another order), or a loop's "
+                         "bound taken from another axis?")
         said.append(part)
-    return ("Your kernel's " + "; and its ".join(said) + ".\n      In general, ") if said else ""
+    if not said:
+        return ""
+    text = "Your kernel's " + "; and its ".join(said)
+    return text + ("" if text.endswith("?") else ".") + "\n      In general, "
 
 
 def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: str, backend: str) -> None:
@@ -671,7 +681,7 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
             hint += (" A loop that runs past an axis's end may take its bound from another axis of a shape "
                      "(check which axis of which array the range reads: dA_cumsum is (b, h, nchunks, Q), the "
                      "states (b, nchunks, h, p, n)).")
-            where = _outside(str(exc), kernel, args)
+            where = _outside(str(exc), kernel, args, tuple(grid))
             if where:
                 hint = where + hint
             if "negative" in str(exc).lower() and "-1" in str(exc):
