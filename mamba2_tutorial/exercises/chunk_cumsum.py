@@ -249,10 +249,21 @@ def _read_impulse(lab, inputs, got):
                 f"element v_k belongs).\n      The running sum is of the product, each step once: "
                 f"ct.cumsum(dt * A[hi], axis=0).", None)
     if bool((step == (pos == q0)).all()):
-        return (f"{said}: the value stays at its own position, so no running sum is taken along the "
-                f"chunk's positions (the sum runs over another axis, of size 1).\n      Reshape the "
-                f"(1, Q, 1) tile to (Q,) and take ct.cumsum(..., axis=0): the sum over the chunk's Q "
-                f"positions.", None)
+        v = float(dA[hh, 1, q0])
+        if abs(v + 1.0) < 1e-4:
+            return (f"{said}: the value stays at its own position, unchanged (dt * A = -1), so no running "
+                    f"sum is taken along the chunk's positions (the sum runs over another axis, of size "
+                    f"1).\n      Reshape the (1, Q, 1) tile to (Q,) and take ct.cumsum(..., axis=0): the sum "
+                    f"over the chunk's Q positions.", None)
+        if abs(v + (Q - q0)) < 1e-4:
+            return (f"{said}: only position {q0} is nonzero, and it holds {v:.4g} = (Q - s) * dt_s * A: "
+                    f"position s's step is counted once for every position from s to the chunk's end, and "
+                    f"no earlier step reaches it: a (Q, Q) triangle W[s, k] = v_k (k <= s) summed over axis "
+                    f"0 (its rows s) where axis 1 (its columns k) belongs.\n      dA_cumsum[s] = sum over "
+                    f"k <= s of v_k: ct.sum(W, axis=1), or simply ct.cumsum(v, axis=0).", None)
+        return (f"{said}: only position {q0} is nonzero (it holds {v:.4g}): no earlier step reaches a later "
+                f"position, so no running sum is taken along the chunk's positions.\n      dA_cumsum[s] = "
+                f"dt_0*A + ... + dt_s*A: ct.cumsum(dt * A[hi], axis=0) over the chunk's (Q,) tile.", None)
     return None
 
 

@@ -906,12 +906,34 @@ def _run_cases(kernel, backend: str, device: str) -> list[Case]:
             probes=[_padding_probe(kernel, case, backend, device, expected, tol)],
             diagnose=once(_diagnose, kernel, backend, device, case),
             axes=("batch entry", "position", "head", ""),
-            extra=partial(_stored_without_offset, Q=Q),
+            extra=partial(_stored_without_offset, Q=Q, g=g),
         )
     return cases
 
 
-def _stored_without_offset(actual: torch.Tensor, expected: torch.Tensor, Q: int):
+def _stored_at_group(actual: torch.Tensor, expected: torch.Tensor, g: int):
+    """(what, hint) when y is stored only at heads 0..g-1, each holding the right output of a head of that
+    group (head hi's output at index hi // HEADS_PER_GROUP): the store uses the group index; else None."""
+    never = actual == UNWRITTEN
+    h = actual.shape[2]
+    if (actual.shape != expected.shape or g >= h or not bool(never[:, :, g:].all())
+            or bool(never[:, :, :g].any())):
+        return None
+    a, e = actual.double().cpu(), expected.double().cpu()
+    tol = 1e-3 * max(1.0, float(e.abs().max()))
+    per = h // g
+    for j in range(g):
+        heads = range(j * per, (j + 1) * per)
+        if not any(bool(((a[:, :, j] - e[:, :, k]).abs() <= tol).all()) for k in heads):
+            return None
+    return (f"your kernel stored y only at heads 0..{g - 1} (as many as there are groups), and what is at "
+            f"index j is the right output of a head of group j; heads {g}..{h - 1} are unwritten (still "
+            f"{UNWRITTEN:.4g}).",
+            "y is stored at the group index hi // HEADS_PER_GROUP where the head index hi belongs: only C "
+            "and B are per group; x, the states and y are per head, (bi, c, hi, 0).")
+
+
+def _stored_without_offset(actual: torch.Tensor, expected: torch.Tensor, Q: int, g: int = 0):
     """(what, hint) when y is stored only at positions 0..Q-1, holding the right values of a later chunk
     (the last block to store there wins): every chunk stores at chunk-local positions, the store's index
     lacks the chunk offset. Else :func:`unwritten`'s reading."""
@@ -932,7 +954,7 @@ def _stored_without_offset(actual: torch.Tensor, expected: torch.Tensor, Q: int)
                         f"one before: the store's index lacks the chunk offset. In TILE units the index on "
                         f"the position axis is c (tiles of Q positions); a store row by row, in elements, "
                         f"needs c * Q + s.")
-    return unwritten(actual, expected)
+    return (_stored_at_group(actual, expected, g) if g else None) or unwritten(actual, expected)
 
 
 def check_chunk_scan_kernel(kernel) -> None:
