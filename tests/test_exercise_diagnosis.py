@@ -762,7 +762,7 @@ SCAN = {
     27: ("extra nonlinearity: P's rows normalized", r"(something rescales P's entries|divides by something "
          r"that is 0 there \(a norm)"),
     28: ("wrong dtype: P and x cast to bfloat16 on float32 inputs", r"rounds to a low-precision dtype"),
-    29: ("wrong store index: y stored at the group's head", r"left .* output elements unwritten"),
+    29: ("wrong store index: y stored at the group's head", r"y is stored at the group index"),
     41: ("wrong chunk index: C and B of chunk 0", r"reads C and B of another chunk"),
     42: ("mask: -inf above the diagonal, not 0", r"your output holds NaN or inf, where it is 0"),
     43: ("wrong decay index: the chunk's last decay for every position of the state term",
