@@ -711,6 +711,11 @@ def misplaced(outputs: dict[str, Sequence[str]]) -> Reading:
                 continue
             for other in outputs:
                 if other != name and close(g, want[other], lab.rtol, lab.atol):
+                    if close(got[other], want[other], lab.rtol, lab.atol):
+                        return (f"Your {name} holds what belongs in {other} (and your {other} is right): the "
+                                f"store into {name} stores {other}'s tile, e.g. a store line copied and its "
+                                f"tile not changed, or a variable overwritten before it.\n      Store into "
+                                f"{name} the tile computed for it.", None)
                     return (f"Your {name} holds what belongs in {other}: the stores' arrays are exchanged.\n"
                             f"      The kernel's outputs come in the order of its signature; store each "
                             f"result into its own array.", None)

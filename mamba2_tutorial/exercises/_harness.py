@@ -586,11 +586,18 @@ AXES = {
 }
 
 
-def _outside(message: str, kernel, args: tuple, grid: tuple = ()) -> str:
+def _outside(message: str, kernel, args: tuple, grid: tuple = (), outputs: set | None = None) -> str:
     """From the executor's IndexError (a tile at element offsets (...) with shape (...) outside an array of
     shape (...)): which array, which axis, and the index the kernel gave there; '' when it cannot tell."""
     import re
 
+    neg = re.search(r"(load|store)\b.*?negative tile index in dimension (\d+) \(element offset (-\d+)\)",
+                    message)
+    if neg:
+        return (f"Your kernel's {neg.group(1)} has a negative index on axis {neg.group(2)} (element offset "
+                f"{neg.group(3)}): indices in cuTile do not wrap around (no Python negative indexing): -1 is "
+                f"not the last element but one before the first. A backward walk is c = n - 1 - i with i in "
+                f"range(n); an index c - 1 needs c >= 1.\n      In general, ")
     m = re.search(r"(load|store)\b.*?offsets \(([-\d, ]*)\).*?shape \(([\d, ]*)\).*?array of shape "
                   r"\(([\d, ]*)\)", message)
     if not m:
@@ -601,7 +608,8 @@ def _outside(message: str, kernel, args: tuple, grid: tuple = ()) -> str:
     if not (len(offsets) == len(tile) == len(shape)):
         return ""
     names = [n for n, a in zip(_parameter_names(kernel), args)
-             if isinstance(a, torch.Tensor) and tuple(a.shape) == tuple(shape)]
+             if isinstance(a, torch.Tensor) and tuple(a.shape) == tuple(shape)
+             and (op != "store" or bool((a == UNWRITTEN).any()) or outputs is None or n in outputs)]
     name = " or ".join(names) if names else None
     layouts = {AXES.get(n, ()) for n in names}
     axes = layouts.pop() if len(layouts) == 1 else ()  # arrays of one shape and one layout share their names
@@ -613,13 +621,24 @@ def _outside(message: str, kernel, args: tuple, grid: tuple = ()) -> str:
         axis = f"axis {d}" + (f" ({axes[d]})" if d < len(axes) else "")
         part = (f"{op} of {name or 'an array'} (shape {tuple(shape)}) has index {index} on {axis}, in "
                 f"tiles of {t}: elements {o}..{o + t - 1}, where the axis has {n} (0..{n - 1})")
-        if d < len(axes) and axes[d] == "group":
+        if o < 0:
+            part += ("; indices in cuTile do not wrap around (no Python negative indexing): -1 is not the "
+                     "last element but one before the first (a backward walk c = n - 1 - i with i in "
+                     "range(n) never goes below 0)")
+        elif t > n and t > 1:
+            part += (f"; the tile spans {t} elements along this axis, which has {n}: the tile shape's "
+                     f"entries follow the array's axes in order" + (f" ({', '.join(axes)})" if axes else "")
+                     + ", so a size meant for another axis sits on this one")
+        elif d < len(axes) and axes[d] == "group":
             part += ("; a head's group is hi // HEADS_PER_GROUP, always below g (hi itself, or hi % "
                      "HEADS_PER_GROUP, is not the group)")
+        elif t == 1 and index == n and n > 1:
+            part += (f"; {index} is one past the last index {n - 1}: an index c + 1 where c belongs, or a "
+                     f"backward walk c = n - i where c = n - 1 - i belongs")
         elif t > 1 and index % t == 0 and index // t < -(-n // t):
             part += (f"; {index} = {index // t} * {t}: an index in elements (c * {t}) where the index in "
                      f"tiles (c) belongs")
-        elif t == 1 and grid:
+        if t == 1 and grid and 0 <= index != n:
             others = [k for k, size in enumerate(grid) if index < size and size > n]
             if others:
                 part += ("; " + " or ".join(f"ct.bid({k}) runs to {grid[k] - 1}" for k in others) + ": is "
@@ -681,7 +700,9 @@ def run_kernel(check: str, kernel, grid: tuple, args: tuple, case: Case, hint: s
             hint += (" A loop that runs past an axis's end may take its bound from another axis of a shape "
                      "(check which axis of which array the range reads: dA_cumsum is (b, h, nchunks, Q), the "
                      "states (b, nchunks, h, p, n)).")
-            where = _outside(str(exc), kernel, args, tuple(grid))
+            written_to = {n for i, n in enumerate(_parameter_names(kernel))
+                          if i < len(args) and i not in inputs and isinstance(args[i], torch.Tensor)}
+            where = _outside(str(exc), kernel, args, tuple(grid), written_to)
             if where:
                 hint = where + hint
             if "negative" in str(exc).lower() and "-1" in str(exc):
@@ -735,6 +756,15 @@ def tile_error_hint(message: str) -> str:
     if "not supported in device code" in low:
         rules.append("only cuTile's own functions run on tiles inside a kernel: Python's math module "
                      "(math.exp, math.log) and torch do not; use ct.exp, ct.log, ct.maximum, ...")
+    if "out of bounds" in low and "index -" in low:
+        rules.append("indices in cuTile do not wrap around: there is no Python negative indexing (-1 is not "
+                     "the last element); write the last index out, Q - 1 or n - 1")
+    elif "out of bounds" in low:
+        rules.append("an index of ct.extract (or of a constant tile index) lies outside the tile: each entry "
+                     "counts in tile units along its axis, from 0 to that axis's number of tiles - 1")
+    if "step must be positive" in low:
+        rules.append("a range in a kernel steps forward only (no negative step): walk backwards with "
+                     "for i in range(n): c = n - 1 - i")
     if "shape" in low and not rules:
         rules.append("the shapes of the operands do not fit: check each tile's shape (the message names "
                      "them), the inner sizes of an mma and the reshapes before each store")

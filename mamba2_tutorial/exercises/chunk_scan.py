@@ -92,7 +92,8 @@ _PAD_HINT = (
     "loads that run past the end of an array (the ragged last chunk along l, and the p or n axis when "
     "TP > p or TN > n) need padding_mode=ct.PaddingMode.ZERO: the default padding is UNDETERMINED (NaN on "
     "the CPU executor), and a NaN in a padded row of x or B reaches every output of the chunk through "
-    "the matrix products (0 * NaN is NaN)."
+    "the matrix products (0 * NaN is NaN). A mask of your own in place of the padding must keep exactly "
+    "the positions c*Q + k < l, l = x.shape[1] (a ct.where, since 0 * NaN is NaN)."
 )
 _DECAY_HINT = (
     "the decay from source k to target s is exp(dA_cs[s] - dA_cs[k]), a number in (0, 1] for k <= s; "
@@ -595,6 +596,30 @@ def _p_matrix(lab, base):
             f"      {hint}", None)
 
 
+def _shifted_states(b, k: int):
+    """chunk_init_states moved k chunks later (k = 1: chunk c gets chunk c-1's, chunk 0 zero; k = -1: chunk
+    c gets chunk c+1's, the last chunk zero); None with one chunk."""
+    S = b["chunk_init_states"]
+    if S.shape[1] < 2:
+        return None
+    out = torch.zeros_like(S)
+    if k > 0:
+        out[:, 1:] = S[:, :-1]
+    else:
+        out[:, :-1] = S[:, 1:]
+    return replace(b, chunk_init_states=out)
+
+
+def _first_state_zero(b):
+    """chunk_init_states with chunk 0's entering state zero (None when it already is)."""
+    S = b["chunk_init_states"]
+    if not bool(S[:, 0].abs().max() > 0):
+        return None
+    out = S.clone()
+    out[:, 0] = 0.0
+    return replace(b, chunk_init_states=out)
+
+
 def _same_chunks_state(b):
     """The entering state the same in every chunk (each a copy of chunk 0's; None with one chunk)."""
     S = b["chunk_init_states"]
@@ -657,6 +682,16 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "HEAD hi (not the group hi // HEADS_PER_GROUP that C and B use).")
     state_steps = [  # run on the case with x = 0: the state term alone
         *counted("chunk_init_states", "the state term", state_hint),
+        AsIf("each chunk's entering state taken from the chunk before (chunk 0's = 0)",
+             lambda b: _shifted_states(b, 1), "your kernel reads chunk c - 1's entering state in chunk c: "
+             "chunk_init_states[c] already is the state ENTERING chunk c (the state passing shifted it)",
+             state_hint),
+        AsIf("each chunk's entering state taken from the chunk after (the last chunk's = 0)",
+             lambda b: _shifted_states(b, -1), "your kernel reads chunk c + 1's entering state in chunk c "
+             "(the state LEAVING chunk c): chunk_init_states[c] is the state entering chunk c", state_hint),
+        AsIf("chunk 0's entering state = 0", lambda b: _first_state_zero(b), "your kernel leaves the state "
+             "term out in chunk 0 (an if that skips it for c == 0): chunk 0's entering state is the initial "
+             "state, which need not be 0", state_hint),
         Reading(lambda b: b, _read_state_rows(state_hint)),
         Reading(_state_decay_probe, _read_state_decay),
         Confusion("C", "B", "the state term reads the state out with C: exp(dA_cs)[:, None] * (C @ stateᵀ); "

@@ -279,7 +279,9 @@ register(CHECK_KERNEL, "ex05", _KERNEL_HINT)
 _KERNEL_PAD_HINT = (
     "loads that run past the end of an array (the ragged last chunk along l, and the p or n axis "
     "when TP > p or TN > n) need padding_mode=ct.PaddingMode.ZERO: the default padding is "
-    "UNDETERMINED (NaN on the CPU executor) and 0 * NaN is still NaN."
+    "UNDETERMINED (NaN on the CPU executor) and 0 * NaN is still NaN. A mask of your own in place of "
+    "the padding must keep exactly the positions c*Q + k < l, l = x.shape[1] (a ct.where, since "
+    "0 * NaN is NaN)."
 )
 
 # name, b, l, h, p, g, n, Q, dtype, dt scale, A scale (p and n not powers of two: TP, TN > p, n)

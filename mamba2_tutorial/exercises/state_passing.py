@@ -172,7 +172,10 @@ def decay_experiments(hint: str, log2e: float = LOG2E) -> list[Experiment]:
 
 #: what a wrong decay function gives for v = dA_cumsum[c, Q-1] (the right one is exp(v))
 _DECAY_FORMS = [
-    ("1", lambda v: torch.ones_like(v), "the carried tile is not decayed at all"),
+    ("1", lambda v: torch.ones_like(v), "the carried tile is not decayed at all (the decay left out, or "
+     "put on the chunk's own term instead of the carried one)"),
+    ("exp(exp(v))", lambda v: torch.exp(torch.exp(v)), "exp is applied twice: the exp of a decay that "
+     "already is exp(dA_cumsum)"),
     ("1 + exp(v)", lambda v: 1 + torch.exp(v), "the carried tile is added once more, undecayed (a local term "
      "read from the carried or stored state, or the tile added twice)"),
     ("1 + v", lambda v: 1 + v, "the first-order approximation 1 + v takes the place of the exp"),
