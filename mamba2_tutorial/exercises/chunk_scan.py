@@ -266,7 +266,7 @@ def _read_last_sources(lab, inputs, got):
                 "everywhere, where the answer holds that position's own term: your kernel leaves out the "
                 "chunk's last source positions k (a loop over blocks of sources whose last block is never "
                 "added: it stops early, or y is stored inside the loop before the last block's P @ x is "
-                "added; or a mask that removes the diagonal's last rows).\n      y = P @ x sums over every "
+                "added).\n      y = P @ x sums over every "
                 "source k <= s of the chunk: the whole (Q, Q) P at once, or every block of sources added "
                 "before the one store.", None)
     return None
