@@ -1,4 +1,4 @@
-"""The fourth to twelfth sets of planted mistakes (``planted_{fourth,...,twelfth}_set.py``): 360
+"""The fourth to fourteenth sets of planted mistakes (``planted_{fourth,...,fourteenth}_set.py``): 440
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
 (no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
@@ -11,11 +11,13 @@ import re
 import planted_eighth_set
 import planted_eleventh_set
 import planted_fifth_set
+import planted_fourteenth_set
 import planted_fourth_set
 import planted_ninth_set
 import planted_seventh_set
 import planted_sixth_set
 import planted_tenth_set
+import planted_thirteenth_set
 import planted_twelfth_set
 import pytest
 
@@ -30,7 +32,8 @@ CHECKS = {"ex04": ("check_chunk_cumsum_kernel", "chunk_cumsum"),
           "ex08": ("check_state_passing_bwd_kernel", "state_passing_bwd")}
 SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": planted_sixth_set,
         "seventh": planted_seventh_set, "eighth": planted_eighth_set, "ninth": planted_ninth_set,
-        "tenth": planted_tenth_set, "eleventh": planted_eleventh_set, "twelfth": planted_twelfth_set}
+        "tenth": planted_tenth_set, "eleventh": planted_eleventh_set, "twelfth": planted_twelfth_set,
+        "thirteenth": planted_thirteenth_set, "fourteenth": planted_fourteenth_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -283,7 +286,7 @@ HINTS = {
     ("ninth", "ex08", 8): r"your ddA_last pairs S_c with a gradient that includes chunk c's own",
     ("tenth", "ex04", 1): r"an index in elements \(c \* 8\) where the index in tiles \(c\) belongs\.",
     ("tenth", "ex04", 2): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
-    ("tenth", "ex04", 3): r"an index c \+ 1 where c belongs, or a backward walk c = n - i where c",
+    ("tenth", "ex04", 3): r"has index 3 on axis 2 \(head\).*is that block index used on this axis",
     ("tenth", "ex04", 4): r"no running sum is taken along the chunk's positions \(the sum runs",
     ("tenth", "ex04", 5): r"Your dt_out holds dt \* A\[hi\], the running sum's increments, where the",
     ("tenth", "ex04", 6): r"part of your output does not come through A, a term without A or a",
@@ -295,7 +298,7 @@ HINTS = {
     ("tenth", "ex05", 4): r"the factor dt is missing\.",
     ("tenth", "ex05", 5): r"your kernel breaks only where the decay is strong\.",
     ("tenth", "ex05", 6): r"the mma sums over the wrong axis\.",
-    ("tenth", "ex05", 7): r"an index c \+ 1 where c belongs, or a backward walk c = n - i where c",
+    ("tenth", "ex05", 7): r"has index 5 on axis 2 \(chunk\).*is that block index used on this axis",
     ("tenth", "ex05", 8): r"ct\.mma's two operands must share one dtype \(cast with",
     ("tenth", "ex06", 1): r"you store the state after the update\.",
     ("tenth", "ex06", 2): r"exp\(dA_last\) \* \(state \+ states\[c\]\), where only the carried state is",
@@ -323,7 +326,7 @@ HINTS = {
     ("tenth", "ex08", 8): r"the exponent's sign is flipped\.",
     ("eleventh", "ex04", 1): r"the store into dA_cumsum stores dt_out's tile, e\.g\. a store line",
     ("eleventh", "ex04", 2): r"A is read at the wrong index\.",
-    ("eleventh", "ex04", 3): r"an index c \+ 1 where c belongs, or a backward walk c = n - i where c",
+    ("eleventh", "ex04", 3): r"has index 3 on axis 2 \(head\).*is that block index used on this axis",
     ("eleventh", "ex04", 4): r"Your dt_out holds dt \* A\[hi\], the running sum's increments, where the",
     ("eleventh", "ex04", 5): r"an index in elements \(c \* 8\) where the index in tiles \(c\) belongs\.",
     ("eleventh", "ex04", 6): r"no running sum is taken along the chunk's positions \(the sum runs",
@@ -331,7 +334,7 @@ HINTS = {
     ("eleventh", "ex04", 8): r"part of your output does not come through A, a term without A or a",
     ("eleventh", "ex05", 1): r"your kernel never reads dt_out, it reads dA_cumsum in its place\.",
     ("eleventh", "ex05", 2): r"the factor dt is missing\.",
-    ("eleventh", "ex05", 3): r"an index c \+ 1 where c belongs, or a backward walk c = n - i where c",
+    ("eleventh", "ex05", 3): r"has index 5 on axis 1 \(chunk\).*is that block index used on this axis",
     ("eleventh", "ex05", 4): r"both come from one grid axis \(a ct\.bid\(k\) copied and not changed\?\)\.",
     ("eleventh", "ex05", 5): r"Indices in cuTile do not wrap around: there is no Python negative",
     ("eleventh", "ex05", 6): r"the decay's exponent has its sign flipped\.",
@@ -348,7 +351,7 @@ HINTS = {
     ("eleventh", "ex07", 1): r"your kernel never reads B, it reads C in its place\.",
     ("eleventh", "ex07", 2): r"with x only at each chunk's last position, your output is wrong\)\.",
     ("eleventh", "ex07", 3): r"the decay inside the chunk is wrong\.",
-    ("eleventh", "ex07", 4): r"an index c \+ 1 where c belongs, or a backward walk c = n - i where c",
+    ("eleventh", "ex07", 4): r"has index 5 on axis 1 \(chunk\).*an index one too large",
     ("eleventh", "ex07", 5): r"dt reaches the wrong elements when it differs from position to",
     ("eleventh", "ex07", 6): r"the decay's exponent has its sign flipped\.",
     ("eleventh", "ex07", 7): r"your kernel breaks only where the decay is strong\.",
@@ -356,7 +359,7 @@ HINTS = {
     ("eleventh", "ex08", 1): r"your kernel walks the chunks from the first to the last\.",
     ("eleventh", "ex08", 2): r"Your ddA_last is the right value times 1 / g_c \(no g_c in all\), in",
     ("eleventh", "ex08", 3): r"your kernel never reads chunk_init_states, it reads dS_out in its",
-    ("eleventh", "ex08", 4): r"an index c \+ 1 where c belongs, or a backward walk c = n - i where c",
+    ("eleventh", "ex08", 4): r"has index 3 on axis 1 \(chunk\).*an index one too large",
     ("eleventh", "ex08", 5): r"A range in a kernel steps forward only \(no negative step\): walk",
     ("eleventh", "ex08", 6): r"-1 is not the last element but one before the first\. A backward walk",
     ("eleventh", "ex08", 7): r"the reduction in ddA_last mixes elements\.",
@@ -401,6 +404,87 @@ HINTS = {
     ("twelfth", "ex08", 6): r"Your ddA_last is the right value times 1 / g_c \(no g_c in all\), in",
     ("twelfth", "ex08", 7): r"Your ddA_last is the right value times 1 - g_c \(a sigmoid's",
     ("twelfth", "ex08", 8): r"your kernel walks the chunks from the first to the last\.",
+    ("thirteenth", "ex04", 1): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("thirteenth", "ex04", 2): r"position s is left out of its own sum\.",
+    ("thirteenth", "ex04", 3): r"Your dt_out holds dt \* A\[hi\], the running sum's increments, where the",
+    ("thirteenth", "ex04", 4): r"the step does not reach positions 4\.\.7 \(a sum taken in pieces whose",
+    ("thirteenth", "ex04", 5): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("thirteenth", "ex04", 6): r"a mask or a bound off by one\.",
+    ("thirteenth", "ex04", 7): r"your kernel applies a nonlinearity to dt \(softplus, exp, a bias, a",
+    ("thirteenth", "ex04", 8): r"a \(Q, Q\) triangle W\[s, k\] = v_k \(k <= s\) summed over axis 0 \(its "
+                               r"rows",
+    ("thirteenth", "ex05", 1): r"has index 2 on axis 2 \(group\)",
+    ("thirteenth", "ex05", 2): r"the decay's exponent has its sign flipped\.",
+    ("thirteenth", "ex05", 3): r"the factor dt is missing\.",
+    ("thirteenth", "ex05", 4): r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the",
+    ("thirteenth", "ex05", 5): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("thirteenth", "ex05", 6): r"your state is transposed\.",
+    ("thirteenth", "ex05", 7): r"the state is scaled by a constant \(the decay's end value, or a factor",
+    ("thirteenth", "ex05", 8): r"your kernel breaks only where the decay is strong\.",
+    ("thirteenth", "ex06", 1): r"you store the state after the update\.",
+    ("thirteenth", "ex06", 2): r"exp\(dA_last\) \* \(state \+ states\[c\]\), where only the carried state is",
+    ("thirteenth", "ex06", 3): r"your kernel leaves the initial state out\.",
+    ("thirteenth", "ex06", 4): r"it is stored before the last chunk's update \(inside the loop, or",
+    ("thirteenth", "ex06", 5): r"your kernel mixes the chunk's other positions into its decay \(a sum",
+    ("thirteenth", "ex06", 6): r"your kernel computes 2\*\*v where the decay is exp\(v\)\.",
+    ("thirteenth", "ex06", 7): r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the",
+    ("thirteenth", "ex06", 8): r"The wrong elements are in every batch entry \(2\) and every head \(3\)\.",
+    ("thirteenth", "ex07", 1): r"your P is transposed \(Pᵀ @ x\) or its mask keeps k >= s\.",
+    ("thirteenth", "ex07", 2): r"dt reaches the wrong elements when it differs from position to",
+    ("thirteenth", "ex07", 3): r"the decay across the whole chunk, where position s has decayed only",
+    ("thirteenth", "ex07", 4): r"your kernel breaks only where the decay is strong\.",
+    ("thirteenth", "ex07", 5): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("thirteenth", "ex07", 6): r"it is left out \(a strict mask, pos\[:, None\] > pos\[None, :\]\) or",
+    ("thirteenth", "ex07", 7): r"your kernel computes B Cᵀ\.",
+    ("thirteenth", "ex07", 8): r"P holds an inf \(or NaN\) that meets the zeros of x \(0 \* inf is NaN\)",
+    ("thirteenth", "ex08", 1): r"your kernel walks the chunks from the first to the last\.",
+    ("thirteenth", "ex08", 2): r"Your ddA_last is the right value times 1 / g_c \(no g_c in all\), in",
+    ("thirteenth", "ex08", 3): r"you store dS after the update\.",
+    ("thirteenth", "ex08", 4): r"with either change alone it is wrong\)\.",
+    ("thirteenth", "ex08", 5): r"that term is missing from it \(left out, or taken away once more\)\.",
+    ("thirteenth", "ex08", 6): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("thirteenth", "ex08", 7): r"the exponent's sign is flipped\.",
+    ("thirteenth", "ex08", 8): r"Your ddA_last is the right value times 1 - g_c \(a sigmoid's",
+    ("fourteenth", "ex04", 1): r"has index 1 on axis 2 \(chunk\)",
+    ("fourteenth", "ex04", 2): r"your kernel leaves out \(or gets wrong\) the sequence's last step, a",
+    ("fourteenth", "ex04", 3): r"your kernel reads A by position, not by head\.",
+    ("fourteenth", "ex04", 4): r"has index 3 on axis 0 \(head\)",
+    ("fourteenth", "ex04", 5): r"the sum runs backwards, toward the chunk's start\.",
+    ("fourteenth", "ex04", 6): r"leaves it out \(a mask, a bound or a subtraction off by one\) or counts",
+    ("fourteenth", "ex04", 7): r"part of your output does not come through A, a term without A or a",
+    ("fourteenth", "ex04", 8): r"has index 3 on axis 1 \(head\)",
+    ("fourteenth", "ex05", 1): r"your state is transposed\.",
+    ("fourteenth", "ex05", 2): r"a mask or a bound off by one at the ragged end\.",
+    ("fourteenth", "ex05", 3): r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the",
+    ("fourteenth", "ex05", 4): r"your kernel reads the decay of another head than its own\.",
+    ("fourteenth", "ex05", 5): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("fourteenth", "ex05", 6): r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the",
+    ("fourteenth", "ex05", 7): r"the check confirmed it, with dt = 0\.5 at every position your output",
+    ("fourteenth", "ex05", 8): r"ct\.mma's two operands must share one dtype \(cast with",
+    ("fourteenth", "ex06", 1): r"the term of the chunk's own state is wrong\.",
+    ("fourteenth", "ex06", 2): r"the loop's range stops short of it or starts after it \(a bound from",
+    ("fourteenth", "ex06", 3): r"exp\(dA_last\) \* \(state \+ states\[c\]\), where only the carried state is",
+    ("fourteenth", "ex06", 4): r"your kernel reads the decay of another chunk than its own\.",
+    ("fourteenth", "ex06", 5): r"your kernel mixes the chunk's other positions into its decay \(a sum",
+    ("fourteenth", "ex06", 6): r"your kernel takes chunk 0's decay as 1 \(the first chunk treated",
+    ("fourteenth", "ex06", 7): r"the exp of a decay that already is exp\(dA_cumsum\)\.",
+    ("fourteenth", "ex06", 8): r"A tile carried through a loop keeps one shape and dtype: start it",
+    ("fourteenth", "ex07", 1): r"your kernel multiplies C by the state untransposed\.",
+    ("fourteenth", "ex07", 2): r"it is left out \(a strict mask, pos\[:, None\] > pos\[None, :\]\) or",
+    ("fourteenth", "ex07", 3): r"dt reaches the wrong elements when it differs from position to",
+    ("fourteenth", "ex07", 4): r"the decay from s to the chunk's END \(the chunk state's weight\), where",
+    ("fourteenth", "ex07", 5): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("fourteenth", "ex07", 6): r"chunk 0's entering state is the initial state, which need not be 0\.",
+    ("fourteenth", "ex07", 7): r"part of your output does not come through dt, a term without dt or a",
+    ("fourteenth", "ex07", 8): r"your kernel reads C and B of the wrong group\.",
+    ("fourteenth", "ex08", 1): r"the path of d final_states is wrong\.",
+    ("fourteenth", "ex08", 2): r"the loop's range stops short of it or starts after it \(a bound from",
+    ("fourteenth", "ex08", 3): r"the carried tile is not decayed at all \(the decay left out, or put on",
+    ("fourteenth", "ex08", 4): r"your kernel reads the decay of another chunk than its own\.",
+    ("fourteenth", "ex08", 5): r"the reduction in ddA_last mixes elements\.",
+    ("fourteenth", "ex08", 6): r"it is stored before chunk 0's update \(inside the loop, or before the",
+    ("fourteenth", "ex08", 7): r"Your ddA_last is the right value times 1 - g_c \(a sigmoid's",
+    ("fourteenth", "ex08", 8): r"with either change alone it is wrong\)\.",
 }
 #: slips whose hint does not name their cause yet
 def run_planted(monkeypatch, which: str, exercise: str, mistake: int) -> None:

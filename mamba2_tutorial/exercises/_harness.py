@@ -633,8 +633,13 @@ def _outside(message: str, kernel, args: tuple, grid: tuple = (), outputs: set |
             part += ("; a head's group is hi // HEADS_PER_GROUP, always below g (hi itself, or hi % "
                      "HEADS_PER_GROUP, is not the group)")
         elif t == 1 and index == n and n > 1:
-            part += (f"; {index} is one past the last index {n - 1}: an index c + 1 where c belongs, or a "
-                     f"backward walk c = n - i where c = n - 1 - i belongs")
+            others = [k for k, size in enumerate(grid) if index < size]
+            bids = " or ".join(f"ct.bid({k}) runs to {grid[k] - 1}" for k in others)
+            too_large = "c + 1 where c belongs, a backward walk c = n - i where c = n - 1 - i belongs"
+            part += (f"; {index} is one past the last index {n - 1}: "
+                     + (f"{bids}: is that block index used on this axis (the grid's axes in another order), "
+                        f"or is the index one too large ({too_large})?" if others else
+                        f"an index one too large: {too_large}"))
         elif t > 1 and index % t == 0 and index // t < -(-n // t):
             part += (f"; {index} = {index // t} * {t}: an index in elements (c * {t}) where the index in "
                      f"tiles (c) belongs")
