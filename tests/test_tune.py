@@ -130,6 +130,29 @@ def test_tune_class_picks_the_fastest_stages():
     assert "succeeded" in tune._report(r)
 
 
+def test_a_winner_slower_than_the_default_config_stays_out_of_the_table():
+    """The stages' winners run the whole forward slower than the default table's config (a small space,
+    as --quick's): the class keeps the default's config, and the report says so."""
+    from mamba2_tutorial.fast.config import FastConfig
+
+    forwards = []
+
+    def timer(fn):  # the two whole-forward timings (tuned first, then the default's) pass their config
+        cfg = (fn.__defaults__ or (None,))[0]
+        if not isinstance(cfg, FastConfig):
+            return 1.0
+        forwards.append(cfg)
+        return 2.0 if len(forwards) == 1 else 1.0
+
+    key = "bfloat16/small/long/q<=128"
+    r = tune.tune_class(key, tune.load_space(quick=True), device="cpu", search=FakeSearch(), timer=timer)
+    assert len(forwards) == 2 and r.kept_default and (r.tuned_us, r.default_us) == (2.0, 1.0)
+    assert r.config == tuning.load_table().config(key)
+    assert "the table keeps it for this class" in tune._report(r)
+    raw = tune.build_table(FAKE_GPU, [r])
+    assert tuning.table_from_json("t", raw).config(key) == tuning.load_table().config(key)
+
+
 def test_written_table_loads_and_runs_the_taught_results(user_tables, monkeypatch):
     from mamba2_tutorial.fast.forward import ssd_forward
     from mamba2_tutorial.kernels.forward import ssd_forward_taught

@@ -12,7 +12,9 @@ problem class (or those given):
    with the recorded grid, arguments and occupancy hint, the L2 flushed before every run;
 3. the **scan stage**: the winning state stage runs once, then every scan candidate the same way, its main
    kernel being ``chunk_scan_chunk_kernel``, ``chunk_scan_shared_kernel`` or ``chunk_scan_kernel``;
-4. the winners' config against the default table's config of the class, the whole forward timed.
+4. the winners' config against the default table's config of the class, the whole forward timed; the
+   faster of the two goes into the table (a small space, such as ``--quick``'s, may hold no config that
+   beats the default).
 
 What is timed: the tuner times ONE kernel per launch (it takes a tile kernel, not a function of several
 launches), so a stage's other launches (the unfused stage's ``state_passing_kernel``, the segmented stage's
@@ -365,6 +367,8 @@ class ClassResult:
     tuned_us: float
     default_us: float
     seconds: float
+    #: the stages' winners ran the forward slower than the default table's config, which ``config`` is then
+    kept_default: bool = False
 
 
 def _assemble(state, scan) -> FastConfig:
@@ -437,8 +441,11 @@ def tune_class(key: str, space: Space, *, device="cuda", search=None, timer=None
 
         cfg = with_segments(cfg, b, h, nchunks, load_table(DEFAULT_TABLE))
         timed[name] = timer(lambda cfg=cfg: ssd_forward(**inp, backend=backend, config=cfg))
-    return ClassResult(key, state, scan, config, timed["tuned"], timed["default"],
-                       time.perf_counter() - started)
+    # a winner of the stages that runs the whole forward slower than the default table's config (a small
+    # search space, or stage times that do not add up to the forward's) does not go into the table
+    kept_default = timed["default"] < timed["tuned"]
+    return ClassResult(key, state, scan, default if kept_default else config, timed["tuned"],
+                       timed["default"], time.perf_counter() - started, kept_default)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -498,6 +505,8 @@ def _report(r: ClassResult) -> str:
     speedup = r.default_us / r.tuned_us if r.tuned_us > 0 else float("nan")
     lines.append(f"   forward: tuned {r.tuned_us:.1f} us, default table's config {r.default_us:.1f} us "
                  f"({speedup:.2f}x); tuned in {r.seconds:.0f} s")
+    if r.kept_default:
+        lines.append("   the default table's config is faster: the table keeps it for this class")
     return "\n".join(lines)
 
 
