@@ -1,4 +1,4 @@
-"""The fourth to fourteenth sets of planted mistakes (``planted_{fourth,...,fourteenth}_set.py``): 440
+"""The fourth to fifteenth sets of planted mistakes (``planted_{fourth,...,fifteenth}_set.py``): 480
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
 (no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
@@ -10,6 +10,7 @@ import re
 
 import planted_eighth_set
 import planted_eleventh_set
+import planted_fifteenth_set
 import planted_fifth_set
 import planted_fourteenth_set
 import planted_fourth_set
@@ -33,7 +34,8 @@ CHECKS = {"ex04": ("check_chunk_cumsum_kernel", "chunk_cumsum"),
 SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": planted_sixth_set,
         "seventh": planted_seventh_set, "eighth": planted_eighth_set, "ninth": planted_ninth_set,
         "tenth": planted_tenth_set, "eleventh": planted_eleventh_set, "twelfth": planted_twelfth_set,
-        "thirteenth": planted_thirteenth_set, "fourteenth": planted_fourteenth_set}
+        "thirteenth": planted_thirteenth_set, "fourteenth": planted_fourteenth_set,
+        "fifteenth": planted_fifteenth_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -485,6 +487,46 @@ HINTS = {
     ("fourteenth", "ex08", 6): r"it is stored before chunk 0's update \(inside the loop, or before the",
     ("fourteenth", "ex08", 7): r"Your ddA_last is the right value times 1 - g_c \(a sigmoid's",
     ("fourteenth", "ex08", 8): r"with either change alone it is wrong\)\.",
+    ("fifteenth", "ex04", 1): r"has index 8 on axis 1 \(position\)",
+    ("fifteenth", "ex04", 2): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("fifteenth", "ex04", 3): r"Your dt_out holds dt \* A\[hi\], the running sum's increments, where the",
+    ("fifteenth", "ex04", 4): r"position s is left out of its own sum\.",
+    ("fifteenth", "ex04", 5): r"the sum runs backwards, toward the chunk's start\.",
+    ("fifteenth", "ex04", 6): r"no running sum is taken along the chunk's positions \(the sum runs",
+    ("fifteenth", "ex04", 7): r"part of your output does not come through dt, a term without dt or a",
+    ("fifteenth", "ex04", 8): r"has index 3 on axis 0 \(head\)",
+    ("fifteenth", "ex05", 1): r"has index 2 on axis 2 \(group\)",
+    ("fifteenth", "ex05", 2): r"your weight is exp\(dA_cs\[k\]\), the decay from the chunk's START\.",
+    ("fifteenth", "ex05", 3): r"the chunk's dA_cumsum summed, where its last element \(already the",
+    ("fifteenth", "ex05", 4): r"the factor dt is missing\.",
+    ("fifteenth", "ex05", 5): r"ct\.mma's two operands must share one dtype \(cast with",
+    ("fifteenth", "ex05", 6): r"has index 5 on axis 2 \(chunk\)",
+    ("fifteenth", "ex05", 7): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("fifteenth", "ex05", 8): r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the",
+    ("fifteenth", "ex06", 1): r"you store the state after the update\.",
+    ("fifteenth", "ex06", 2): r"exp\(dA_last\) \* \(state \+ states\[c\]\), where only the carried state is",
+    ("fifteenth", "ex06", 3): r"your kernel reads the decay from another position than the chunk's",
+    ("fifteenth", "ex06", 4): r"your kernel uses dA_cumsum as the decay itself, without the exp\.",
+    ("fifteenth", "ex06", 5): r"the load's index or its tile shape takes the array's axes in another",
+    ("fifteenth", "ex06", 6): r"your kernel computes 2\*\*v where the decay is exp\(v\)\.",
+    ("fifteenth", "ex06", 7): r"the loop's range stops short of it or starts after it \(a bound from",
+    ("fifteenth", "ex06", 8): r"the carried tile is added once more, undecayed \(a local term read",
+    ("fifteenth", "ex07", 1): r"your P is transposed \(Pᵀ @ x\) or its mask keeps k >= s\.",
+    ("fifteenth", "ex07", 2): r"it is left out \(a strict mask, pos\[:, None\] > pos\[None, :\]\) or",
+    ("fifteenth", "ex07", 3): r"dt reaches the wrong elements when it differs from position to",
+    ("fifteenth", "ex07", 4): r"the decay's exponent has its sign flipped\.",
+    ("fifteenth", "ex07", 5): r"the decay across the whole chunk, where position s has decayed only",
+    ("fifteenth", "ex07", 6): r"your kernel computes B Cᵀ\.",
+    ("fifteenth", "ex07", 7): r"your kernel multiplies C by the state untransposed\.",
+    ("fifteenth", "ex07", 8): r"your kernel reads x of another head\.",
+    ("fifteenth", "ex08", 1): r"your kernel walks the chunks from the first to the last\.",
+    ("fifteenth", "ex08", 2): r"you store dS after the update\.",
+    ("fifteenth", "ex08", 3): r"Your ddA_last is the right value times 1 / g_c \(no g_c in all\), in",
+    ("fifteenth", "ex08", 4): r"your ddA_last pairs S_c with a gradient that includes chunk c's own",
+    ("fifteenth", "ex08", 5): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("fifteenth", "ex08", 6): r"the load's index or its tile shape takes the array's axes in another",
+    ("fifteenth", "ex08", 7): r"the exponent's sign is flipped\.",
+    ("fifteenth", "ex08", 8): r"has index 3 on axis 1 \(chunk\)",
 }
 #: slips whose hint does not name their cause yet
 def run_planted(monkeypatch, which: str, exercise: str, mistake: int) -> None:
