@@ -401,101 +401,87 @@ KERNELS = {
 
 SLIPS = {
     "ex04": {
-        1: "tile index in element units: dt loaded at index (bi, c*Q, hi) with shape (1, Q, 1), so chunk c>0 "
-        "reads the tile starting at position c*Q*Q (past the end for most chunks) instead of c*Q",
-        2: "padding assumption: dt loaded with no padding_mode (UNDETERMINED), assuming zeros past the end "
-        "of the "
-        "sequence; the ragged last chunk gets NaN/garbage in dt_out and dA_cumsum",
-        3: "off-by-one (exclusive scan): dA_cumsum = cumsum(dt*A) - dt*A, the sum over s' < s instead of s' "
-        "<= s",
-        4: "sign: multiplies dt by -A (negates A as if it were a positive rate), so dA_cumsum has the wrong "
-        "sign; "
-        "dt_out is right",
-        5: "off-by-one mask (masked-load path): positions kept where c*Q + s <= l instead of < l, so "
-        "position l "
-        "(read past the end, NaN on the CPU) reaches both outputs",
-        6: "missing chunk offset (masked-load path): the position tested against l is arange(Q), not c*Q + "
-        "arange(Q), so the ragged last chunk (c>0) is never masked and its past-the-end garbage is kept",
-        7: "transposed triangle (triangle-matrix path): mask pos[:,None] <= pos[None,:] summed over axis 1 "
-        "gives "
-        "the reverse cumsum (sum over s' >= s) instead of s' <= s",
-        8: "wrong shape axis (masked-load path): sequence length taken as dt.shape[2] (h) instead of "
-        "dt.shape[1] "
-        "(l), so the mask cuts the chunk at position h",
+        1: ("tile index in element units: dt loaded at index (bi, c*Q, hi) with shape (1, Q, 1), so chunk "
+            "c>0 reads the tile starting at position c*Q*Q (past the end for most chunks) instead of c*Q"),
+        2: ("padding assumption: dt loaded with no padding_mode (UNDETERMINED), assuming zeros past the "
+            "end of the sequence; the ragged last chunk gets NaN/garbage in dt_out and dA_cumsum"),
+        3: ("off-by-one (exclusive scan): dA_cumsum = cumsum(dt*A) - dt*A, the sum over s' < s instead of "
+            "s' <= s"),
+        4: ("sign: multiplies dt by -A (negates A as if it were a positive rate), so dA_cumsum has the "
+            "wrong sign; dt_out is right"),
+        5: ("off-by-one mask (masked-load path): positions kept where c*Q + s <= l instead of < l, so "
+            "position l (read past the end, NaN on the CPU) reaches both outputs"),
+        6: ("missing chunk offset (masked-load path): the position tested against l is arange(Q), not c*Q "
+            "+ arange(Q), so the ragged last chunk (c>0) is never masked and its past-the-end garbage is "
+            "kept"),
+        7: ("transposed triangle (triangle-matrix path): mask pos[:,None] <= pos[None,:] summed over axis "
+            "1 gives the reverse cumsum (sum over s' >= s) instead of s' <= s"),
+        8: ("wrong shape axis (masked-load path): sequence length taken as dt.shape[2] (h) instead of "
+            "dt.shape[1] (l), so the mask cuts the chunk at position h"),
     },
     "ex05": {
-        1: "sign of the decay exponent: weight exp(a_k - a_{Q-1}) instead of exp(a_{Q-1} - a_k) (grows "
-        "instead "
-        "of decays; overflows to inf with dt*A down to -1000)",
-        2: "decay from the wrong place: the chunk-end value a_{Q-1} computed as ct.sum(dA_cumsum row) (the "
-        "sum "
-        "of the running sums) instead of the row's last element",
+        1: ("sign of the decay exponent: weight exp(a_k - a_{Q-1}) instead of exp(a_{Q-1} - a_k) (grows "
+            "instead of decays; overflows to inf with dt*A down to -1000)"),
+        2: ("decay from the wrong place: the chunk-end value a_{Q-1} computed as ct.sum(dA_cumsum row) "
+            "(the sum of the running sums) instead of the row's last element"),
         3: "term left out: the weight is exp(a_{Q-1} - a_k) without the dt_k factor",
         4: "group mapping: group = hi % g (heads dealt round-robin) instead of hi // HEADS_PER_GROUP",
-        5: "reshape used as transpose: the (Q, TP) weighted x tile is .reshape((TP, Q)) instead of "
-        "ct.transpose before the mma with B (Q, TN)",
-        6: "dtype (intended type error on bf16): x (bf16) times the float32 weights promotes to float32 and "
-        "is "
-        "not cast back, so ct.mma gets a float32 and a bf16 operand (compile error for bf16; float32 right)",
-        7: "missing chunk offset (hand-loop path): position t = k instead of c*Q + k when loading x_k and "
-        "B_k, so "
-        "every chunk uses chunk 0's x and B (with its own dt and decays)",
-        8: "tile-unit index (two-halves path): half j of chunk c loaded at tile index c + j in units of Q/2 "
-        "instead of 2c + j, so chunks c>0 read the wrong positions of x and B",
+        5: ("reshape used as transpose: the (Q, TP) weighted x tile is .reshape((TP, Q)) instead of "
+            "ct.transpose before the mma with B (Q, TN)"),
+        6: ("dtype (intended type error on bf16): x (bf16) times the float32 weights promotes to float32 "
+            "and is not cast back, so ct.mma gets a float32 and a bf16 operand (compile error for bf16; "
+            "float32 right)"),
+        7: ("missing chunk offset (hand-loop path): position t = k instead of c*Q + k when loading x_k and"
+            " B_k, so every chunk uses chunk 0's x and B (with its own dt and decays)"),
+        8: ("tile-unit index (two-halves path): half j of chunk c loaded at tile index c + j in units of "
+            "Q/2 instead of 2c + j, so chunks c>0 read the wrong positions of x and B"),
     },
     "ex06": {
-        1: "off-by-one store order: chunk_init_states[c] stored after the update, i.e. the state LEAVING "
-        "chunk c "
-        "(S_{c+1}) instead of the one entering it",
-        2: "decay on the wrong term: S_{c+1} = g_c * (S_c + states[c]), decaying the chunk's own local "
-        "state too",
+        1: ("off-by-one store order: chunk_init_states[c] stored after the update, i.e. the state LEAVING "
+            "chunk c (S_{c+1}) instead of the one entering it"),
+        2: ("decay on the wrong term: S_{c+1} = g_c * (S_c + states[c]), decaying the chunk's own local "
+            "state too"),
         3: "exp/exp2 confusion: chunk decay computed as exp2(a_last) instead of exp(a_last)",
         4: "term left out: the walk starts from a zero state, ignoring initial_states",
-        5: "peeled first chunk forgets the decay: S_1 = S_0 + states[0] instead of g_0 * S_0 + states[0] "
-        "(chunks 1.. are right)",
-        6: "shape (intended type error): the chunk's local state is loaded as a (1,1,1,TP,TN) tile without "
-        "reshape, so the carried state changes shape to 5-d inside the loop (compile error)",
-        7: "layout: chunk_init_states stored at index (bi, hi, c, 0, 0), as if it were (b, h, nchunks, p, n) "
-        "like initial_states, instead of (bi, c, hi, 0, 0)",
-        8: "off-by-one loop bound: range(nchunks - 1), so the last chunk's entering state is never stored "
-        "and "
-        "final_states is the state entering the last chunk",
+        5: ("peeled first chunk forgets the decay: S_1 = S_0 + states[0] instead of g_0 * S_0 + states[0] "
+            "(chunks 1.. are right)"),
+        6: ("shape (intended type error): the chunk's local state is loaded as a (1,1,1,TP,TN) tile "
+            "without reshape, so the carried state changes shape to 5-d inside the loop (compile error)"),
+        7: ("layout: chunk_init_states stored at index (bi, hi, c, 0, 0), as if it were (b, h, nchunks, p,"
+            " n) like initial_states, instead of (bi, c, hi, 0, 0)"),
+        8: ("off-by-one loop bound: range(nchunks - 1), so the last chunk's entering state is never stored"
+            " and final_states is the state entering the last chunk"),
     },
     "ex07": {
         1: "transposed causal mask: keeps k >= s (pos[:,None] <= pos[None,:]) instead of k <= s",
-        2: "mask applied by multiplying with a 0/1 tile and the exponent a_s - a_k not clamped: above the "
-        "diagonal exp overflows to inf and inf*0 = NaN",
-        3: "decay sign: exp(min(a_k - a_s, 0)) instead of exp(min(a_s - a_k, 0)) (decay of the pair "
-        "inverted, "
-        "clamped to 1 below the diagonal)",
+        2: ("mask applied by multiplying with a 0/1 tile and the exponent a_s - a_k not clamped: above the"
+            " diagonal exp overflows to inf and inf*0 = NaN"),
+        3: ("decay sign: exp(min(a_k - a_s, 0)) instead of exp(min(a_s - a_k, 0)) (decay of the pair "
+            "inverted, clamped to 1 below the diagonal)"),
         4: "term left out: the entering state's contribution C_s S^T is not decayed by exp(a_s)",
-        5: "reshape used as transpose: the (TP, TN) state is .reshape((TN, TP)) instead of ct.transpose "
-        "before "
-        "C (Q, TN) @ S^T",
-        6: "dt from the wrong side: the decay matrix is scaled by dt_s (rows, dtc[:, None]) instead of dt_k "
-        "(columns)",
-        7: "dtype (intended type error on bf16): the float32 result stored into y without .astype(y.dtype) "
-        "(compile error for bf16 y; float32 right)",
-        8: "missing chunk offset (hand-loop path): x_k and B_k loaded at position k instead of c*Q + k, so "
-        "every "
-        "chunk's intra-chunk part uses chunk 0's x and B",
+        5: ("reshape used as transpose: the (TP, TN) state is .reshape((TN, TP)) instead of ct.transpose "
+            "before C (Q, TN) @ S^T"),
+        6: ("dt from the wrong side: the decay matrix is scaled by dt_s (rows, dtc[:, None]) instead of "
+            "dt_k (columns)"),
+        7: ("dtype (intended type error on bf16): the float32 result stored into y without "
+            ".astype(y.dtype) (compile error for bf16 y; float32 right)"),
+        8: ("missing chunk offset (hand-loop path): x_k and B_k loaded at position k instead of c*Q + k, "
+            "so every chunk's intra-chunk part uses chunk 0's x and B"),
     },
     "ex08": {
-        1: "off-by-one store order: dstates[c] stored after the update, i.e. the gradient of the state "
-        "entering "
-        "chunk c (g_c dS_{c+1} + dS_out[c]) instead of dS_{c+1}",
+        1: ("off-by-one store order: dstates[c] stored after the update, i.e. the gradient of the state "
+            "entering chunk c (g_c dS_{c+1} + dS_out[c]) instead of dS_{c+1}"),
         2: "chain rule through exp forgotten: ddA_last[c] = <dS_{c+1}, S_c> without the factor g_c",
-        3: "padding: chunk_init_states loaded with no padding_mode (UNDETERMINED), so NaN past p/n reaches "
-        "the "
-        "ct.sum of ddA_last",
+        3: ("padding: chunk_init_states loaded with no padding_mode (UNDETERMINED), so NaN past p/n "
+            "reaches the ct.sum of ddA_last"),
         4: "direction: the loop walks the chunks forward (c = i) instead of from the last chunk back",
-        5: "decay on the wrong term: dS_c = g_c * (dS_{c+1} + dS_out[c]), decaying the chunk's own output "
-        "gradient too",
+        5: ("decay on the wrong term: dS_c = g_c * (dS_{c+1} + dS_out[c]), decaying the chunk's own output"
+            " gradient too"),
         6: "peeled chunk 0 leaves a term out: dinitial_states = g_0 * dS_1 without + dS_out[0]",
-        7: "layout: ddA_last stored at index (bi, c, hi), as if it were (b, nchunks, h), instead of (bi, "
-        "hi, c)",
-        8: "wrong gradient in ddA_last: computed after the update, with the gradient entering chunk c "
-        "(g_c dS_{c+1} + dS_out[c]) instead of dS_{c+1}",
+        7: ("layout: ddA_last stored at index (bi, c, hi), as if it were (b, nchunks, h), instead of (bi, "
+            "hi, c)"),
+        8: ("wrong gradient in ddA_last: computed after the update, with the gradient entering chunk c "
+            "(g_c dS_{c+1} + dS_out[c]) instead of dS_{c+1}"),
     },
 }
 

@@ -333,115 +333,97 @@ KERNELS = {
 
 SLIPS = {
     "ex04": {
-        1: "copy-paste (hurry): the second store was copied from the first and still writes dt_c, so "
-        "dA_cumsum "
-        "receives the raw step sizes dt instead of cumsum(dt*A)",
-        2: "wrong index (hurry): A is loaded at (bi,) instead of (hi,) (index copied from the dt load), so "
-        "each "
-        "block uses the A of the head whose number equals its batch entry",
-        3: "wrong ct.bid (hurry): c = ct.bid(2) and hi = ct.bid(1) are swapped, so the block reads and "
-        "writes "
-        "chunk hi of head c (grid is (b, nchunks, h))",
-        4: "variable reused after overwrite (hurry): dt_c = dt_c * A is computed in place before the "
-        "cumsum, so "
-        "dt_out receives dt*A instead of dt (dA_cumsum is right)",
-        5: "tile index as element offset (torch port): dt is loaded at index (bi, c*Q, hi) as if it were "
-        "dt[bi, c*Q:(c+1)*Q, hi]; the index is in tile units, so chunk c>0 reads tile c*Q (far out of "
-        "range)",
-        6: "cumsum axis default (torch port): ct.cumsum is applied to the unreshaped (1, Q, 1) tile without "
-        "axis; "
-        "the default axis 0 has size 1, so no sum happens and dA_cumsum = dt*A elementwise",
-        7: "exclusive instead of inclusive cumsum (torch port, segsum/pad convention): dA_cumsum = "
-        "cumsum(dt*A) - "
-        "dt*A, so position k misses its own step (position 0 is 0)",
-        8: "A treated as A_log (torch port from the Mamba2 module): A is replaced by -exp(A) before the "
-        "multiplication, though the kernel's A is already the (negative) decay rate",
+        1: ("copy-paste (hurry): the second store was copied from the first and still writes dt_c, so "
+            "dA_cumsum receives the raw step sizes dt instead of cumsum(dt*A)"),
+        2: ("wrong index (hurry): A is loaded at (bi,) instead of (hi,) (index copied from the dt load), "
+            "so each block uses the A of the head whose number equals its batch entry"),
+        3: ("wrong ct.bid (hurry): c = ct.bid(2) and hi = ct.bid(1) are swapped, so the block reads and "
+            "writes chunk hi of head c (grid is (b, nchunks, h))"),
+        4: ("variable reused after overwrite (hurry): dt_c = dt_c * A is computed in place before the "
+            "cumsum, so dt_out receives dt*A instead of dt (dA_cumsum is right)"),
+        5: ("tile index as element offset (torch port): dt is loaded at index (bi, c*Q, hi) as if it were "
+            "dt[bi, c*Q:(c+1)*Q, hi]; the index is in tile units, so chunk c>0 reads tile c*Q (far out of "
+            "range)"),
+        6: ("cumsum axis default (torch port): ct.cumsum is applied to the unreshaped (1, Q, 1) tile "
+            "without axis; the default axis 0 has size 1, so no sum happens and dA_cumsum = dt*A "
+            "elementwise"),
+        7: ("exclusive instead of inclusive cumsum (torch port, segsum/pad convention): dA_cumsum = "
+            "cumsum(dt*A) - dt*A, so position k misses its own step (position 0 is 0)"),
+        8: ("A treated as A_log (torch port from the Mamba2 module): A is replaced by -exp(A) before the "
+            "multiplication, though the kernel's A is already the (negative) decay rate"),
     },
     "ex05": {
-        1: "copy-paste (hurry): dt_c is loaded from dA_cumsum (array name not changed from the copied "
-        "line), so "
-        "the weight uses the cumsum instead of dt",
+        1: ("copy-paste (hurry): dt_c is loaded from dA_cumsum (array name not changed from the copied "
+            "line), so the weight uses the cumsum instead of dt"),
         2: "TODO half done (hurry): w = exp(dA_last - dA_cs) without the factor dt_k",
-        3: "index order copied (hurry): the state is stored at (bi, hi, c, 0, 0), the (b, h, nchunks) order "
-        "of "
-        "dt_out/dA_cumsum, instead of states' (b, nchunks, h) order (bi, c, hi, 0, 0)",
-        4: "wrong ct.bid (hurry): typo hi = ct.bid(1) (the chunk's bid), so every block uses head number c "
-        "and "
-        "its group; real head indices are ignored",
-        5: "negative index (torch port): dA_last = ct.extract(dA_cs, (-1,), shape=(1,)) as dA_cs[-1] in "
-        "torch; "
-        "cuTile does not wrap negative indices, compile-time out-of-bounds error (intended type error)",
-        6: "decay exponent sign flipped (torch port, segsum order): w = exp(dA_cs[k] - dA_cs[Q-1]) * dt, "
-        "growth "
-        "instead of decay from position k to the chunk end",
-        7: "exp of a difference written as a ratio of exps (torch port): w = exp(dA_last) / exp(dA_cs) * dt; "
-        "mathematically equal but both exps underflow to 0 for strong decay, giving 0/0 = NaN (or inf)",
-        8: "reshape used as a transpose (torch port, view habit): the (1, Q, 1, TP) x tile is reshaped to "
-        "(TP, Q) and used as x^T; reshape keeps row-major order, so it scrambles positions and p-columns",
+        3: ("index order copied (hurry): the state is stored at (bi, hi, c, 0, 0), the (b, h, nchunks) "
+            "order of dt_out/dA_cumsum, instead of states' (b, nchunks, h) order (bi, c, hi, 0, 0)"),
+        4: ("wrong ct.bid (hurry): typo hi = ct.bid(1) (the chunk's bid), so every block uses head number "
+            "c and its group; real head indices are ignored"),
+        5: ("negative index (torch port): dA_last = ct.extract(dA_cs, (-1,), shape=(1,)) as dA_cs[-1] in "
+            "torch; cuTile does not wrap negative indices, compile-time out-of-bounds error (intended type"
+            " error)"),
+        6: ("decay exponent sign flipped (torch port, segsum order): w = exp(dA_cs[k] - dA_cs[Q-1]) * dt, "
+            "growth instead of decay from position k to the chunk end"),
+        7: ("exp of a difference written as a ratio of exps (torch port): w = exp(dA_last) / exp(dA_cs) * "
+            "dt; mathematically equal but both exps underflow to 0 for strong decay, giving 0/0 = NaN (or "
+            "inf)"),
+        8: ("reshape used as a transpose (torch port, view habit): the (1, Q, 1, TP) x tile is reshaped to"
+            " (TP, Q) and used as x^T; reshape keeps row-major order, so it scrambles positions and "
+            "p-columns"),
     },
     "ex06": {
-        1: "wrong element (hurry): the chunk decay is loaded at (bi, hi, c, 0), the index pattern of the "
-        "tile "
-        "loads, i.e. exp(dA_cumsum[c, 0]) (the first step's decay) instead of element Q-1",
-        2: "off-by-one loop bound (hurry): for c in range(nchunks - 1), so the last chunk is never stored "
-        "into "
-        "chunk_init_states nor added, and final_states is the state entering the last chunk",
-        3: "decay on the wrong term (hurry): state = state + decay * local, decaying the chunk's own state "
-        "instead of the carried state",
-        4: "forgotten ct.exp (hurry): decay = dA_cumsum[c, Q-1] itself (the log-decay) multiplies the state",
-        5: "reduction instead of last element (torch port, sum over dim=-1): decay = exp(sum of the chunk's "
-        "dA_cumsum row), treating the cumsum row as per-step dA",
-        6: "segsum bound (torch port): decay across the chunk = exp(dA_cs[Q-1] - dA_cs[0]), the segsum "
-        "between "
-        "first and last position; the cumsum is inclusive, so the first step's decay is dropped",
-        7: "recurrence form (torch port of h = a*(h + b)): state = decay * (state + local), which decays the "
-        "chunk's own state again though it is already taken to the chunk end",
-        8: "keepdim-style load (torch port, A_cumsum[..., -1:]): the decay is loaded as a (1, 1, 1, 1) "
-        "tile, so "
-        "the carried state becomes 4-D and changes type in the loop (intended type error)",
+        1: ("wrong element (hurry): the chunk decay is loaded at (bi, hi, c, 0), the index pattern of the "
+            "tile loads, i.e. exp(dA_cumsum[c, 0]) (the first step's decay) instead of element Q-1"),
+        2: ("off-by-one loop bound (hurry): for c in range(nchunks - 1), so the last chunk is never stored"
+            " into chunk_init_states nor added, and final_states is the state entering the last chunk"),
+        3: ("decay on the wrong term (hurry): state = state + decay * local, decaying the chunk's own "
+            "state instead of the carried state"),
+        4: ("forgotten ct.exp (hurry): decay = dA_cumsum[c, Q-1] itself (the log-decay) multiplies the "
+            "state"),
+        5: ("reduction instead of last element (torch port, sum over dim=-1): decay = exp(sum of the "
+            "chunk's dA_cumsum row), treating the cumsum row as per-step dA"),
+        6: ("segsum bound (torch port): decay across the chunk = exp(dA_cs[Q-1] - dA_cs[0]), the segsum "
+            "between first and last position; the cumsum is inclusive, so the first step's decay is "
+            "dropped"),
+        7: ("recurrence form (torch port of h = a*(h + b)): state = decay * (state + local), which decays "
+            "the chunk's own state again though it is already taken to the chunk end"),
+        8: ("keepdim-style load (torch port, A_cumsum[..., -1:]): the decay is loaded as a (1, 1, 1, 1) "
+            "tile, so the carried state becomes 4-D and changes type in the loop (intended type error)"),
     },
     "ex07": {
         1: "copy-paste (hurry): B_c is loaded from C (array name not changed), so CB = C C^T",
-        2: "copy-paste broadcast (hurry): causal = pos[:, None] >= pos[:, None] (the second index not "
-        "changed), "
-        "always True, so nothing above the diagonal is masked (decay clamps to 1 there)",
-        3: "variable overwritten (hurry): dA_cs = exp(dA_cs) is computed early for the past term and then "
-        "used "
-        "in the decay matrix exp(min(dA_cs[s] - dA_cs[k], 0)), which now differences the exps",
-        4: "off-by-one chunk (hurry): the entering state is read at chunk c + 1 (the state leaving chunk "
-        "c); the "
-        "last chunk's load is entirely out of range",
-        5: "broadcast the wrong way (torch port): dt_c[:, None] scales row s by dt_s instead of column k by "
-        "dt_k",
-        6: "segsum order reversed (torch port): decay uses dA_cs[k] - dA_cs[s] instead of dA_cs[s] - "
-        "dA_cs[k]; "
-        "after the clamp it is 1 below the diagonal",
-        7: "torch.tril-style mask (torch port): L = exp(dA_cs[s] - dA_cs[k]) * causal multiplied instead of "
-        "ct.where, without the clamp: above the diagonal exp overflows to inf and inf * 0 = NaN",
-        8: "no cast on store (torch port, copy_ casts implicitly): y_c (float32) stored without "
-        ".astype(y.dtype); "
-        "a compile error for bfloat16 y (intended type error)",
+        2: ("copy-paste broadcast (hurry): causal = pos[:, None] >= pos[:, None] (the second index not "
+            "changed), always True, so nothing above the diagonal is masked (decay clamps to 1 there)"),
+        3: ("variable overwritten (hurry): dA_cs = exp(dA_cs) is computed early for the past term and then"
+            " used in the decay matrix exp(min(dA_cs[s] - dA_cs[k], 0)), which now differences the exps"),
+        4: ("off-by-one chunk (hurry): the entering state is read at chunk c + 1 (the state leaving chunk "
+            "c); the last chunk's load is entirely out of range"),
+        5: ("broadcast the wrong way (torch port): dt_c[:, None] scales row s by dt_s instead of column k "
+            "by dt_k"),
+        6: ("segsum order reversed (torch port): decay uses dA_cs[k] - dA_cs[s] instead of dA_cs[s] - "
+            "dA_cs[k]; after the clamp it is 1 below the diagonal"),
+        7: ("torch.tril-style mask (torch port): L = exp(dA_cs[s] - dA_cs[k]) * causal multiplied instead "
+            "of ct.where, without the clamp: above the diagonal exp overflows to inf and inf * 0 = NaN"),
+        8: ("no cast on store (torch port, copy_ casts implicitly): y_c (float32) stored without "
+            ".astype(y.dtype); a compile error for bfloat16 y (intended type error)"),
     },
     "ex08": {
         1: "TODO half done (hurry): c = i, the chunks are walked first to last instead of last to first",
-        2: "gradient of g instead of a_last (torch port, chain rule through exp missed): ddA_last = <dS, "
-        "S_c> "
-        "without the factor g = exp(a_last)",
-        3: "copy-paste (hurry): S is loaded from dS_out instead of chunk_init_states, so ddA_last = g <dS, "
-        "dS_out_c>",
-        4: "off-by-one (hurry): c = nchunks - i, so the first step addresses chunk nchunks (out of range) "
-        "and "
-        "every chunk is shifted by one",
-        5: "Python reversed range (torch port): for c in range(nchunks - 1, -1, -1); cuTile ranges need a "
-        "positive step (intended compile error)",
-        6: "negative index (torch port): c = -1 - i as states[:, -1 - i] in torch; cuTile indices do not "
-        "wrap",
-        7: "inner product as a matmul (torch port, einsum 'pn,pn->' read as a matrix product): ddA_last = g "
-        "* "
-        "sum(dS @ S^T), which sums all cross terms instead of only the trace",
-        8: "index order copied (hurry): ddA_last is stored at (bi, c, hi), the (b, nchunks, h) order of the "
-        "5-D "
-        "arrays, instead of ddA_last's (b, h, nchunks) order (bi, hi, c)",
+        2: ("gradient of g instead of a_last (torch port, chain rule through exp missed): ddA_last = <dS, "
+            "S_c> without the factor g = exp(a_last)"),
+        3: ("copy-paste (hurry): S is loaded from dS_out instead of chunk_init_states, so ddA_last = g "
+            "<dS, dS_out_c>"),
+        4: ("off-by-one (hurry): c = nchunks - i, so the first step addresses chunk nchunks (out of range)"
+            " and every chunk is shifted by one"),
+        5: ("Python reversed range (torch port): for c in range(nchunks - 1, -1, -1); cuTile ranges need a"
+            " positive step (intended compile error)"),
+        6: ("negative index (torch port): c = -1 - i as states[:, -1 - i] in torch; cuTile indices do not "
+            "wrap"),
+        7: ("inner product as a matmul (torch port, einsum 'pn,pn->' read as a matrix product): ddA_last ="
+            " g * sum(dS @ S^T), which sums all cross terms instead of only the trace"),
+        8: ("index order copied (hurry): ddA_last is stored at (bi, c, hi), the (b, nchunks, h) order of "
+            "the 5-D arrays, instead of ddA_last's (b, h, nchunks) order (bi, hi, c)"),
     },
 }
 

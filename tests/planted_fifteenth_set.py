@@ -313,92 +313,84 @@ KERNELS = {
 
 SLIPS = {
     "ex04": {
-        1: "tile vs element index: loads dt at index (bi, c*Q, hi), passing the element offset c*Q where "
-        "ct.load "
-        "wants the tile index c (reads the wrong, for c >= 1 out-of-range, tile)",
-        2: "padding: loads dt without padding_mode=ZERO, so the positions of the ragged last chunk past l "
-        "hold "
-        "undetermined values (NaN on the CPU executor) in dt_out and the cumsum",
-        3: "dt vs dA confusion: overwrites dt_c with dt_c * A[hi] before the cumsum, so dt_out stores dt*A "
-        "instead of dt (dA_cumsum itself is right)",
+        1: ("tile vs element index: loads dt at index (bi, c*Q, hi), passing the element offset c*Q where "
+            "ct.load wants the tile index c (reads the wrong, for c >= 1 out-of-range, tile)"),
+        2: ("padding: loads dt without padding_mode=ZERO, so the positions of the ragged last chunk past l"
+            " hold undetermined values (NaN on the CPU executor) in dt_out and the cumsum"),
+        3: ("dt vs dA confusion: overwrites dt_c with dt_c * A[hi] before the cumsum, so dt_out stores "
+            "dt*A instead of dt (dA_cumsum itself is right)"),
         4: "exclusive cumsum: dA_cumsum = cumsum(dt*A) - dt*A, leaving out each position's own term",
-        5: "wrong scan direction: ct.cumsum(..., reverse=True), a suffix sum (towards the chunk end) "
-        "instead of "
-        "the prefix sum from the chunk start",
-        6: "ct.cumsum axis: keeps dt as the (1, Q, 1) tile (no reshape) and calls ct.cumsum with its default "
-        "axis 0, the size-1 batch axis, so dA_cumsum = dt*A with no accumulation",
+        5: ("wrong scan direction: ct.cumsum(..., reverse=True), a suffix sum (towards the chunk end) "
+            "instead of the prefix sum from the chunk start"),
+        6: ("ct.cumsum axis: keeps dt as the (1, Q, 1) tile (no reshape) and calls ct.cumsum with its "
+            "default axis 0, the size-1 batch axis, so dA_cumsum = dt*A with no accumulation"),
         7: "log-decay vs decay: stores exp(cumsum(dt*A)) into dA_cumsum instead of the cumsum itself",
         8: "chunk vs head index: loads A at the chunk index, A[c], instead of A[hi]",
     },
     "ex05": {
-        1: "head vs group: g = hi % HEADS_PER_GROUP (interleaved) instead of hi // HEADS_PER_GROUP, so B is "
-        "read from the wrong group",
-        2: "decay from the chunk start: w = exp(dA_cs[k]) * dt instead of exp(dA_cs[Q-1] - dA_cs[k]) * dt "
-        "(the decay from position k to the chunk end)",
-        3: "total decay as a reduction: dA_last = ct.sum(dA_cs), the sum of the cumsum, instead of its last "
-        "element ct.extract(dA_cs, (Q-1,), shape=(1,))",
+        1: ("head vs group: g = hi % HEADS_PER_GROUP (interleaved) instead of hi // HEADS_PER_GROUP, so B "
+            "is read from the wrong group"),
+        2: ("decay from the chunk start: w = exp(dA_cs[k]) * dt instead of exp(dA_cs[Q-1] - dA_cs[k]) * dt"
+            " (the decay from position k to the chunk end)"),
+        3: ("total decay as a reduction: dA_last = ct.sum(dA_cs), the sum of the cumsum, instead of its "
+            "last element ct.extract(dA_cs, (Q-1,), shape=(1,))"),
         4: "missing factor: w = exp(dA_cs[Q-1] - dA_cs) without the dt factor",
-        5: "dtype (intended type error): weights x in float32 but does not cast xw back to x.dtype, so with "
-        "bf16 inputs ct.mma gets float32 and bfloat16 operands (compile error; float32 inputs are fine)",
-        6: "axis order: loads dt_out and dA_cumsum at (bi, c, hi, 0), the (b, nchunks, h) order of states, "
-        "instead of (bi, hi, c, 0) for these (b, h, nchunks, Q) arrays",
-        7: "padding: loads B without padding_mode=ZERO, so the ragged last chunk's rows past l and the "
-        "columns "
-        "past n are undetermined (NaN on CPU) and poison the mma",
-        8: "decay across the whole chunk: w = exp(dA_cs[Q-1]) * dt for every position instead of "
-        "exp(dA_cs[Q-1] - dA_cs[k]) * dt",
+        5: ("dtype (intended type error): weights x in float32 but does not cast xw back to x.dtype, so "
+            "with bf16 inputs ct.mma gets float32 and bfloat16 operands (compile error; float32 inputs are"
+            " fine)"),
+        6: ("axis order: loads dt_out and dA_cumsum at (bi, c, hi, 0), the (b, nchunks, h) order of "
+            "states, instead of (bi, hi, c, 0) for these (b, h, nchunks, Q) arrays"),
+        7: ("padding: loads B without padding_mode=ZERO, so the ragged last chunk's rows past l and the "
+            "columns past n are undetermined (NaN on CPU) and poison the mma"),
+        8: ("decay across the whole chunk: w = exp(dA_cs[Q-1]) * dt for every position instead of "
+            "exp(dA_cs[Q-1] - dA_cs[k]) * dt"),
     },
     "ex06": {
-        1: "store order: stores chunk_init_states[c] after the update, i.e. the state LEAVING chunk c "
-        "instead "
-        "of the state entering it (chunk 0 never gets initial_states)",
-        2: "decay placement: state = exp(dA_last) * (state + states[c]), decaying the chunk's own state too "
-        "instead of decay * state + states[c]",
-        3: "decay from the wrong position: loads dA_cumsum[bi, hi, c, 0] (first position) instead of "
-        "[bi, hi, c, Q-1], the decay across the whole chunk",
+        1: ("store order: stores chunk_init_states[c] after the update, i.e. the state LEAVING chunk c "
+            "instead of the state entering it (chunk 0 never gets initial_states)"),
+        2: ("decay placement: state = exp(dA_last) * (state + states[c]), decaying the chunk's own state "
+            "too instead of decay * state + states[c]"),
+        3: ("decay from the wrong position: loads dA_cumsum[bi, hi, c, 0] (first position) instead of [bi,"
+            " hi, c, Q-1], the decay across the whole chunk"),
         4: "log vs linear: multiplies the state by dA_cumsum[c, Q-1] itself, forgetting the exp",
-        5: "axis order: loads states at (bi, hi, c, 0, 0), the (b, h, nchunks) order of dA_cumsum, instead "
-        "of "
-        "(bi, c, hi, 0, 0) for states (b, nchunks, h, p, n)",
+        5: ("axis order: loads states at (bi, hi, c, 0, 0), the (b, h, nchunks) order of dA_cumsum, "
+            "instead of (bi, c, hi, 0, 0) for states (b, nchunks, h, p, n)"),
         6: "ct API: uses ct.exp2 instead of ct.exp on the natural-log decay dA_cumsum[c, Q-1]",
-        7: "loop bound: for c in range(nchunks - 1), one chunk too few: the last chunk's entering state is "
-        "never stored and its local state never added into final_states",
-        8: "similar arrays: loads the chunk's local state from chunk_init_states (which it has just written) "
-        "instead of states, so state = decay * state + state",
+        7: ("loop bound: for c in range(nchunks - 1), one chunk too few: the last chunk's entering state "
+            "is never stored and its local state never added into final_states"),
+        8: ("similar arrays: loads the chunk's local state from chunk_init_states (which it has just "
+            "written) instead of states, so state = decay * state + state"),
     },
     "ex07": {
-        1: "causal mask direction: pos[:, None] <= pos[None, :] keeps k >= s (upper triangle) instead of k "
-        "<= s",
-        2: "exclusive mask: pos[:, None] > pos[None, :] drops the diagonal k == s (each position's own "
-        "input)",
-        3: "broadcasting: dt scales the rows, dt_c[:, None] (dt_s), instead of the columns dt_c[None, :] "
-        "(dt_k)",
-        4: "decay exponent reversed: exp(min(dA_cs[k] - dA_cs[s], 0)), which is clamped to 0 below the "
-        "diagonal, so the intra-chunk terms get no decay at all",
-        5: "decay of the past term: multiplies C·stateᵀ by exp(dA_cs[Q-1]) (across the whole chunk) for "
-        "every "
-        "row instead of exp(dA_cs[s]) (from the chunk start to position s)",
+        1: ("causal mask direction: pos[:, None] <= pos[None, :] keeps k >= s (upper triangle) instead of "
+            "k <= s"),
+        2: ("exclusive mask: pos[:, None] > pos[None, :] drops the diagonal k == s (each position's own "
+            "input)"),
+        3: ("broadcasting: dt scales the rows, dt_c[:, None] (dt_s), instead of the columns dt_c[None, :] "
+            "(dt_k)"),
+        4: ("decay exponent reversed: exp(min(dA_cs[k] - dA_cs[s], 0)), which is clamped to 0 below the "
+            "diagonal, so the intra-chunk terms get no decay at all"),
+        5: ("decay of the past term: multiplies C·stateᵀ by exp(dA_cs[Q-1]) (across the whole chunk) for "
+            "every row instead of exp(dA_cs[s]) (from the chunk start to position s)"),
         6: "C vs B: CB = B @ Cᵀ instead of C @ Bᵀ, so P[s, k] uses B_s·C_k",
-        7: "shape (intended type error): past = mma(C, state) without transposing the (TP, TN) state: a "
-        "shape "
-        "error when TP != TN, and C·state rows contracted against the wrong axis when TP == TN",
+        7: ("shape (intended type error): past = mma(C, state) without transposing the (TP, TN) state: a "
+            "shape error when TP != TN, and C·state rows contracted against the wrong axis when TP == TN"),
         8: "head vs group: loads x at the group index g instead of the head hi",
     },
     "ex08": {
         1: "direction: walks the chunks forwards, c = i, instead of from the last to the first",
         2: "store order: stores dstates[c] after the update dS = g*dS + dS_out[c] instead of before it",
         3: "chain rule: ddA_last = <dS, S_c> without the factor g = exp(dA_cumsum[c, Q-1])",
-        4: "similar arrays: ddA_last = g * <dS_out[c], S_c> uses the chunk's own dS_out instead of the "
-        "carried dS",
-        5: "padding: loads chunk_init_states without padding_mode=ZERO, so the padded part of S past p, n is "
-        "undetermined (NaN on CPU) and poisons the sum for ddA_last",
-        6: "axis order: loads the decay at dA_cumsum[bi, c, hi, Q-1] (the (b, nchunks, h) order) instead of "
-        "[bi, hi, c, Q-1]",
-        7: "forward vs backward: dS = dS / g + dS_out[c], dividing by the decay to 'undo' it instead of "
-        "multiplying by g (the transpose of the forward step)",
-        8: "off-by-one reverse index: c = nchunks - i instead of nchunks - 1 - i (first step one past the "
-        "last "
-        "chunk, chunk 0 never processed)",
+        4: ("similar arrays: ddA_last = g * <dS_out[c], S_c> uses the chunk's own dS_out instead of the "
+            "carried dS"),
+        5: ("padding: loads chunk_init_states without padding_mode=ZERO, so the padded part of S past p, n"
+            " is undetermined (NaN on CPU) and poisons the sum for ddA_last"),
+        6: ("axis order: loads the decay at dA_cumsum[bi, c, hi, Q-1] (the (b, nchunks, h) order) instead "
+            "of [bi, hi, c, Q-1]"),
+        7: ("forward vs backward: dS = dS / g + dS_out[c], dividing by the decay to 'undo' it instead of "
+            "multiplying by g (the transpose of the forward step)"),
+        8: ("off-by-one reverse index: c = nchunks - i instead of nchunks - 1 - i (first step one past the"
+            " last chunk, chunk 0 never processed)"),
     },
 }
 

@@ -327,112 +327,102 @@ KERNELS = {
 
 SLIPS = {
     "ex04": {
-        1: "operand transposed (reshape): dA_cumsum stored as a (1, 1, Q, 1) tile, so the chunk's Q values "
-        "run "
-        "along the nchunks axis (tile index c along that axis means element c*Q) instead of along Q",
-        2: "mask off by one (explicit ragged-end where): dt is zeroed where pos < (l - c*Q) - 1, i.e. the "
-        "last "
-        "real position of the sequence is masked out as well as the padding",
-        3: "scaling on the wrong axis: A is loaded as a (Q,) tile A[0:Q] and multiplied elementwise, so "
-        "position "
-        "k is scaled by A[k] instead of every position by the head's A[hi]",
-        4: "wrong decay index: the decay rate is read as A[c] (the chunk index) instead of A[hi] (the head)",
-        5: "reduction over the wrong set: ct.cumsum(..., reverse=True) gives suffix sums sum_{j >= k} dt_j A "
-        "instead of the inclusive prefix sums sum_{j <= k}",
-        6: "term left out: the first position's dt_0 * A is subtracted from every prefix sum (the learner "
-        "made "
-        "the cumsum start at 0 at the chunk start), so dA_cumsum[k] = sum_{1 <= j <= k}",
-        7: "extra nonlinearity on an input: A is replaced by -exp(A) (Mamba's A_log convention) before "
-        "multiplying by dt; dt_out is unaffected",
-        8: "wrong index order on one output: dA_cumsum is stored at tile index (bi, c, hi, 0), the input's "
-        "(batch, chunk, head) order, instead of (bi, hi, c, 0) for the (b, h, nchunks, Q) layout",
+        1: ("operand transposed (reshape): dA_cumsum stored as a (1, 1, Q, 1) tile, so the chunk's Q "
+            "values run along the nchunks axis (tile index c along that axis means element c*Q) instead of"
+            " along Q"),
+        2: ("mask off by one (explicit ragged-end where): dt is zeroed where pos < (l - c*Q) - 1, i.e. the"
+            " last real position of the sequence is masked out as well as the padding"),
+        3: ("scaling on the wrong axis: A is loaded as a (Q,) tile A[0:Q] and multiplied elementwise, so "
+            "position k is scaled by A[k] instead of every position by the head's A[hi]"),
+        4: ("wrong decay index: the decay rate is read as A[c] (the chunk index) instead of A[hi] (the "
+            "head)"),
+        5: ("reduction over the wrong set: ct.cumsum(..., reverse=True) gives suffix sums sum_{j >= k} "
+            "dt_j A instead of the inclusive prefix sums sum_{j <= k}"),
+        6: ("term left out: the first position's dt_0 * A is subtracted from every prefix sum (the learner"
+            " made the cumsum start at 0 at the chunk start), so dA_cumsum[k] = sum_{1 <= j <= k}"),
+        7: ("extra nonlinearity on an input: A is replaced by -exp(A) (Mamba's A_log convention) before "
+            "multiplying by dt; dt_out is unaffected"),
+        8: ("wrong index order on one output: dA_cumsum is stored at tile index (bi, c, hi, 0), the "
+            "input's (batch, chunk, head) order, instead of (bi, hi, c, 0) for the (b, h, nchunks, Q) "
+            "layout"),
     },
     "ex05": {
-        1: "operand transposed (hidden in a reshape): the mma computes B^T (x w) as a (TN, TP) tile and the "
-        "store's reshape to (1, 1, 1, TP, TN) reinterprets it row-major instead of transposing",
-        2: "mask off by one (where on the sequence position): weights are kept only where pos < l - 1 - c*Q, "
-        "so the sequence's last real position gets weight 0 (should be pos <= l - 1 - c*Q)",
-        3: "scaling applied after the reduction: x is weighted by dt only and the decay is applied after "
-        "the mma "
-        "as the chunk-wide factor exp(dA_cs[Q-1]) instead of per position exp(dA_cs[Q-1] - dA_cs[k]) "
-        "before "
-        "the sum over k",
-        4: "decay index off in the head: dA_cumsum is loaded at (bi, g, c, 0), the group index g = hi // "
-        "HEADS_PER_GROUP reused from B's load, instead of the head hi (dt_out is read correctly)",
-        5: "reduction over a set that includes padding: B is loaded without ZERO padding, so on a ragged "
-        "last "
-        "chunk the sum over positions takes in B's padding rows (garbage/NaN, not cancelled by x's zeros)",
-        6: "term left out on the last chunk: on the block with c == nchunks - 1 the decay factor "
-        "exp(dA_cs[Q-1] - dA_cs[k]) is dropped (w = dt only)",
-        7: "extra nonlinearity on an intermediate: w = exp((dA_cs[Q-1] - dA_cs[k]) * dt_k), i.e. dt moved "
-        "inside the exponential (the exp(dt*A) discretisation) instead of multiplying it",
-        8: "type error: the weighted x is left in float32 (no .astype(x.dtype)), so with bf16 inputs the "
-        "mma's "
-        "two operands differ in dtype (compile error); float32 inputs are unaffected",
+        1: ("operand transposed (hidden in a reshape): the mma computes B^T (x w) as a (TN, TP) tile and "
+            "the store's reshape to (1, 1, 1, TP, TN) reinterprets it row-major instead of transposing"),
+        2: ("mask off by one (where on the sequence position): weights are kept only where pos < l - 1 - "
+            "c*Q, so the sequence's last real position gets weight 0 (should be pos <= l - 1 - c*Q)"),
+        3: ("scaling applied after the reduction: x is weighted by dt only and the decay is applied after "
+            "the mma as the chunk-wide factor exp(dA_cs[Q-1]) instead of per position exp(dA_cs[Q-1] - "
+            "dA_cs[k]) before the sum over k"),
+        4: ("decay index off in the head: dA_cumsum is loaded at (bi, g, c, 0), the group index g = hi // "
+            "HEADS_PER_GROUP reused from B's load, instead of the head hi (dt_out is read correctly)"),
+        5: ("reduction over a set that includes padding: B is loaded without ZERO padding, so on a ragged "
+            "last chunk the sum over positions takes in B's padding rows (garbage/NaN, not cancelled by "
+            "x's zeros)"),
+        6: ("term left out on the last chunk: on the block with c == nchunks - 1 the decay factor "
+            "exp(dA_cs[Q-1] - dA_cs[k]) is dropped (w = dt only)"),
+        7: ("extra nonlinearity on an intermediate: w = exp((dA_cs[Q-1] - dA_cs[k]) * dt_k), i.e. dt moved"
+            " inside the exponential (the exp(dt*A) discretisation) instead of multiplying it"),
+        8: ("type error: the weighted x is left in float32 (no .astype(x.dtype)), so with bf16 inputs the "
+            "mma's two operands differ in dtype (compile error); float32 inputs are unaffected"),
     },
     "ex06": {
-        1: "operand transposed (hidden in a load's tile shape): each chunk's local state is loaded as a "
-        "(1, 1, 1, TN, TP) tile and reshaped to (TP, TN), i.e. the wrong window reinterpreted row-major",
-        2: "off by one in the loop bound: for c in range(nchunks - 1), so the last chunk's entering state is "
-        "never stored and final_states misses the last chunk's decay and local state",
-        3: "scaling applied after the sum: state = decay * (state + local), decaying the chunk's own local "
-        "state too instead of only the carried one",
-        4: "wrong chunk in the decay index: in a loop restructured to store chunk 0 first and update with "
-        "chunk c-1's local state, the decay is read from chunk c (dA_cumsum[c, Q-1]) instead of chunk c-1",
-        5: "reduction over the wrong set: the decay is exp(sum of all Q entries of the chunk's dA_cumsum) "
-        "instead of exp of its last entry dA_cumsum[c, Q-1]",
-        6: "term left out on the first chunk: for c == 0 the update is state = state + local (the initial "
-        "state is not decayed across chunk 0); later chunks are right",
-        7: "extra nonlinearity on an intermediate: the update uses exp(decay) * state where decay is already "
-        "exp(dA_cumsum[c, Q-1]) (exponentiated twice)",
-        8: "shape error: the local state is not reshaped, so decay * state + local becomes (1, 1, 1, TP, "
-        "TN) and "
-        "the loop-carried state changes shape (compile error)",
+        1: ("operand transposed (hidden in a load's tile shape): each chunk's local state is loaded as a "
+            "(1, 1, 1, TN, TP) tile and reshaped to (TP, TN), i.e. the wrong window reinterpreted "
+            "row-major"),
+        2: ("off by one in the loop bound: for c in range(nchunks - 1), so the last chunk's entering state"
+            " is never stored and final_states misses the last chunk's decay and local state"),
+        3: ("scaling applied after the sum: state = decay * (state + local), decaying the chunk's own "
+            "local state too instead of only the carried one"),
+        4: ("wrong chunk in the decay index: in a loop restructured to store chunk 0 first and update with"
+            " chunk c-1's local state, the decay is read from chunk c (dA_cumsum[c, Q-1]) instead of chunk"
+            " c-1"),
+        5: ("reduction over the wrong set: the decay is exp(sum of all Q entries of the chunk's dA_cumsum)"
+            " instead of exp of its last entry dA_cumsum[c, Q-1]"),
+        6: ("term left out on the first chunk: for c == 0 the update is state = state + local (the initial"
+            " state is not decayed across chunk 0); later chunks are right"),
+        7: ("extra nonlinearity on an intermediate: the update uses exp(decay) * state where decay is "
+            "already exp(dA_cumsum[c, Q-1]) (exponentiated twice)"),
+        8: ("shape error: the local state is not reshaped, so decay * state + local becomes (1, 1, 1, TP, "
+            "TN) and the loop-carried state changes shape (compile error)"),
     },
     "ex07": {
-        1: "operand transposed (reshape instead of transpose): the entering state is turned into (TN, TP) "
-        "with "
-        "state.reshape((TN, TP)) instead of ct.transpose(state) before C @ state^T",
-        2: "mask off by one (where on a different variable): the causal mask is built from the segment sum, "
-        "seg = dA_cs[s] - dA_cs[k] < 0, which excludes the diagonal k == s (should be k <= s)",
-        3: "scaling applied after the reduction on the wrong axis: P is built without dt and the mma output "
-        "is "
-        "multiplied by dt[:, None] (dt_s per output row) instead of dt_k on P's columns before the sum "
-        "over k",
-        4: "wrong decay index for the past term: the entering state's contribution is decayed by "
-        "exp(dA_cs[Q-1] - dA_cs[s]) (exercise 5's decay to the chunk end) instead of exp(dA_cs[s])",
-        5: "reduction over a set that includes padding: x is loaded without ZERO padding, so on a ragged "
-        "last "
-        "chunk P @ x sums over x's padding rows (garbage/NaN; P's causal zeros do not cancel NaN)",
-        6: "term left out on the first chunk: the past term C state^T exp(dA_cs) is added only when c > 0 "
-        "(the learner assumed the state entering chunk 0 is zero; initial states are not)",
-        7: "extra nonlinearity on an input: softplus is applied to dt_out (dt = log(1 + exp(dt))) before it "
-        "scales P's columns",
-        8: "wrong group index: g = hi % HEADS_PER_GROUP (interleaved heads) instead of hi // HEADS_PER_GROUP "
-        "(consecutive heads share a group); wrong C and B when HEADS_PER_GROUP > 1",
+        1: ("operand transposed (reshape instead of transpose): the entering state is turned into (TN, TP)"
+            " with state.reshape((TN, TP)) instead of ct.transpose(state) before C @ state^T"),
+        2: ("mask off by one (where on a different variable): the causal mask is built from the segment "
+            "sum, seg = dA_cs[s] - dA_cs[k] < 0, which excludes the diagonal k == s (should be k <= s)"),
+        3: ("scaling applied after the reduction on the wrong axis: P is built without dt and the mma "
+            "output is multiplied by dt[:, None] (dt_s per output row) instead of dt_k on P's columns "
+            "before the sum over k"),
+        4: ("wrong decay index for the past term: the entering state's contribution is decayed by "
+            "exp(dA_cs[Q-1] - dA_cs[s]) (exercise 5's decay to the chunk end) instead of exp(dA_cs[s])"),
+        5: ("reduction over a set that includes padding: x is loaded without ZERO padding, so on a ragged "
+            "last chunk P @ x sums over x's padding rows (garbage/NaN; P's causal zeros do not cancel NaN)"),
+        6: ("term left out on the first chunk: the past term C state^T exp(dA_cs) is added only when c > 0"
+            " (the learner assumed the state entering chunk 0 is zero; initial states are not)"),
+        7: ("extra nonlinearity on an input: softplus is applied to dt_out (dt = log(1 + exp(dt))) before "
+            "it scales P's columns"),
+        8: ("wrong group index: g = hi % HEADS_PER_GROUP (interleaved heads) instead of hi // "
+            "HEADS_PER_GROUP (consecutive heads share a group); wrong C and B when HEADS_PER_GROUP > 1"),
     },
     "ex08": {
-        1: "operand transposed (hidden in a load's tile shape): dfinal_states is loaded as a (1, 1, TN, TP) "
-        "tile "
-        "and reshaped to (TP, TN), the wrong window reinterpreted row-major",
-        2: "off by one in the reverse loop bound: for i in range(1, nchunks) with c = nchunks - i, so chunk "
-        "0 is "
-        "never processed (dstates[0], ddA_last[0] unwritten; dinitial_states = gradient leaving chunk 0)",
-        3: "scaling on the wrong operand: dS = dS + g * dS_out[c], the decay scales the chunk's own gradient "
-        "instead of the carried one",
-        4: "wrong chunk in the decay index: the decay is loaded at chunk i (the forward loop counter) "
-        "instead of "
-        "the reversed chunk c = nchunks - 1 - i",
-        5: "reduction over the wrong set: <dS, S> is computed as the sum of ALL entries of dS^T @ S (cross "
-        "terms "
-        "included) instead of its trace (the elementwise sum of dS * S)",
-        6: "term left out on the first chunk: the carried update dS = g dS + dS_out[c] is skipped when c == "
-        "0, "
-        "so dinitial_states misses chunk 0's decay and own gradient",
-        7: "extra nonlinearity: ddA_last = g * (1 - g) * <dS, S> (a sigmoid-style derivative) instead of "
-        "g * <dS, S>",
-        8: "wrong order: ddA_last is computed after the carried update, with the gradient of the state "
-        "ENTERING chunk c instead of the one leaving it",
+        1: ("operand transposed (hidden in a load's tile shape): dfinal_states is loaded as a (1, 1, TN, "
+            "TP) tile and reshaped to (TP, TN), the wrong window reinterpreted row-major"),
+        2: ("off by one in the reverse loop bound: for i in range(1, nchunks) with c = nchunks - i, so "
+            "chunk 0 is never processed (dstates[0], ddA_last[0] unwritten; dinitial_states = gradient "
+            "leaving chunk 0)"),
+        3: ("scaling on the wrong operand: dS = dS + g * dS_out[c], the decay scales the chunk's own "
+            "gradient instead of the carried one"),
+        4: ("wrong chunk in the decay index: the decay is loaded at chunk i (the forward loop counter) "
+            "instead of the reversed chunk c = nchunks - 1 - i"),
+        5: ("reduction over the wrong set: <dS, S> is computed as the sum of ALL entries of dS^T @ S "
+            "(cross terms included) instead of its trace (the elementwise sum of dS * S)"),
+        6: ("term left out on the first chunk: the carried update dS = g dS + dS_out[c] is skipped when c "
+            "== 0, so dinitial_states misses chunk 0's decay and own gradient"),
+        7: ("extra nonlinearity: ddA_last = g * (1 - g) * <dS, S> (a sigmoid-style derivative) instead of "
+            "g * <dS, S>"),
+        8: ("wrong order: ddA_last is computed after the carried update, with the gradient of the state "
+            "ENTERING chunk c instead of the one leaving it"),
     },
 }
 

@@ -377,102 +377,95 @@ KERNELS = {
 
 SLIPS = {
     "ex04": {
-        1: "padding (guided): the dt load omits padding_mode=ZERO, so positions past the end of the sequence "
-        "hold the UNDETERMINED padding (NaN on the CPU) in dt_out and in every later dA_cumsum element",
-        2: "exclusive cumsum (guided): dA_cumsum = cumsum(dt*A) - dt*A, i.e. the sum over s' < s instead of "
-        "s' <= s",
-        3: "variable overwritten / wrong array stored (guided): writes dt_c = dt_c * A[hi] before the "
-        "cumsum, so "
-        "dt_out receives dt*A instead of dt (dA_cumsum is right)",
-        4: "cumsum on the wrong axis (guided): takes ct.cumsum(axis=0) on the (1, Q, 1) tile before "
-        "reshaping, "
-        "i.e. along the size-1 batch axis, so dA_cumsum = dt*A with no running sum",
-        5: "mask off by one (open): loads dt without ZERO padding and zeroes the tail by hand with "
-        "where(c*Q + s <= l, ...): position t == l keeps the NaN padding",
-        6: "reduction over the wrong axis (open): builds the cumsum as a lower-triangular masked (Q, Q) tile "
-        "W[s, k] = dt_k*A (k <= s) but sums over axis 0 (s) instead of axis 1 (k), giving (Q - k)*dt_k*A",
-        7: "running sum over the wrong set (open): adds the totals of all earlier chunks, so dA_cumsum is "
-        "the "
-        "cumsum from the start of the sequence instead of from the start of the chunk",
-        8: "numerical underflow (open): computes log(cumprod(exp(dt*A))) instead of cumsum(dt*A); exp "
-        "underflows "
-        "to 0 for strong decay and dA_cumsum becomes -inf",
+        1: ("padding (guided): the dt load omits padding_mode=ZERO, so positions past the end of the "
+            "sequence hold the UNDETERMINED padding (NaN on the CPU) in dt_out and in every later "
+            "dA_cumsum element"),
+        2: ("exclusive cumsum (guided): dA_cumsum = cumsum(dt*A) - dt*A, i.e. the sum over s' < s instead "
+            "of s' <= s"),
+        3: ("variable overwritten / wrong array stored (guided): writes dt_c = dt_c * A[hi] before the "
+            "cumsum, so dt_out receives dt*A instead of dt (dA_cumsum is right)"),
+        4: ("cumsum on the wrong axis (guided): takes ct.cumsum(axis=0) on the (1, Q, 1) tile before "
+            "reshaping, i.e. along the size-1 batch axis, so dA_cumsum = dt*A with no running sum"),
+        5: ("mask off by one (open): loads dt without ZERO padding and zeroes the tail by hand with "
+            "where(c*Q + s <= l, ...): position t == l keeps the NaN padding"),
+        6: ("reduction over the wrong axis (open): builds the cumsum as a lower-triangular masked (Q, Q) "
+            "tile W[s, k] = dt_k*A (k <= s) but sums over axis 0 (s) instead of axis 1 (k), giving (Q - "
+            "k)*dt_k*A"),
+        7: ("running sum over the wrong set (open): adds the totals of all earlier chunks, so dA_cumsum is"
+            " the cumsum from the start of the sequence instead of from the start of the chunk"),
+        8: ("numerical underflow (open): computes log(cumprod(exp(dt*A))) instead of cumsum(dt*A); exp "
+            "underflows to 0 for strong decay and dA_cumsum becomes -inf"),
     },
     "ex05": {
-        1: "wrong group mapping (guided): g = hi % ngroups (heads round-robin over groups) instead of "
-        "hi // HEADS_PER_GROUP (consecutive heads share a group)",
-        2: "decay exponent reversed (guided): w = exp(dA_cs[k] - dA_cs[Q-1]) * dt instead of "
-        "exp(dA_cs[Q-1] - dA_cs[k]) * dt (grows instead of decays, overflows for strong decay)",
-        3: "wrong array read (guided, copy-paste): dt is loaded from dA_cumsum instead of dt_out, so "
-        "w = exp(dA_last - dA_cs) * dA_cs",
-        4: "dtype/type error (guided): x * w is computed in float32 but not cast back to x.dtype, so with "
-        "bfloat16 inputs the mma gets float32 and bfloat16 operands (TileTypeError); float32 inputs are "
-        "right",
-        5: "accumulator reset inside the loop (open): contracts the chunk in two halves of Q/2 rows but "
-        "passes "
-        "a fresh ct.zeros accumulator to each mma, so the state holds only the second half's positions",
+        1: ("wrong group mapping (guided): g = hi % ngroups (heads round-robin over groups) instead of hi "
+            "// HEADS_PER_GROUP (consecutive heads share a group)"),
+        2: ("decay exponent reversed (guided): w = exp(dA_cs[k] - dA_cs[Q-1]) * dt instead of "
+            "exp(dA_cs[Q-1] - dA_cs[k]) * dt (grows instead of decays, overflows for strong decay)"),
+        3: ("wrong array read (guided, copy-paste): dt is loaded from dA_cumsum instead of dt_out, so w = "
+            "exp(dA_last - dA_cs) * dA_cs"),
+        4: ("dtype/type error (guided): x * w is computed in float32 but not cast back to x.dtype, so with"
+            " bfloat16 inputs the mma gets float32 and bfloat16 operands (TileTypeError); float32 inputs "
+            "are right"),
+        5: ("accumulator reset inside the loop (open): contracts the chunk in two halves of Q/2 rows but "
+            "passes a fresh ct.zeros accumulator to each mma, so the state holds only the second half's "
+            "positions"),
         6: "exp vs exp2 (open): w = exp2(dA_last - dA_cs) * dt without the log2(e) factor",
-        7: "layout: reshape instead of transpose (open): computes Bᵀ(x·w) as a (TN, TP) tile and reshapes it "
-        "to (TP, TN) instead of transposing it",
-        8: "extra nonlinearity (open): applies softplus to dt_out again (log(1 + exp(dt))) before weighting, "
-        "although dt_out is already the processed step size",
+        7: ("layout: reshape instead of transpose (open): computes Bᵀ(x·w) as a (TN, TP) tile and reshapes"
+            " it to (TP, TN) instead of transposing it"),
+        8: ("extra nonlinearity (open): applies softplus to dt_out again (log(1 + exp(dt))) before "
+            "weighting, although dt_out is already the processed step size"),
     },
     "ex06": {
-        1: "store order (guided): chunk_init_states[c] is stored AFTER the carry, i.e. it holds the state "
-        "leaving chunk c instead of the one entering it",
-        2: "decay on the sum (guided): state = exp(a_last,c) * (state + states[c]), decaying the chunk's own "
-        "local state as well",
-        3: "wrong decay index (guided): loads dA_cumsum[bi, hi, c, 0] (the first step's decay) instead of "
-        "element Q-1 (the decay across the whole chunk)",
-        4: "initial state ignored (guided): TODO 1's placeholder ct.zeros was left in place, so the walk "
-        "starts "
-        "from zero instead of initial_states",
-        5: "peeled last chunk wrong (open): the loop builds the entering state of chunk c from chunk c-1 and "
-        "the last chunk is peeled after it for final_states, but that peeled step adds states[last] "
-        "without "
-        "the decay exp(a_last) of the carried state",
-        6: "loop bound off by one (open): loops over range(nchunks - 1), so chunk_init_states of the last "
-        "chunk is never written and final_states misses the last chunk's carry",
-        7: "reduction over the wrong set (open): the chunk decay is exp(sum over the chunk of dA_cumsum) "
-        "instead "
-        "of exp(dA_cumsum[..., Q-1]) (sums the cumsum as if it were the per-step dt*A)",
-        8: "wrong array read (open): the local state added is loaded from chunk_init_states[bi, c, hi] (the "
-        "output just stored, i.e. the carried state itself) instead of states[bi, c, hi]",
+        1: ("store order (guided): chunk_init_states[c] is stored AFTER the carry, i.e. it holds the state"
+            " leaving chunk c instead of the one entering it"),
+        2: ("decay on the sum (guided): state = exp(a_last,c) * (state + states[c]), decaying the chunk's "
+            "own local state as well"),
+        3: ("wrong decay index (guided): loads dA_cumsum[bi, hi, c, 0] (the first step's decay) instead of"
+            " element Q-1 (the decay across the whole chunk)"),
+        4: ("initial state ignored (guided): TODO 1's placeholder ct.zeros was left in place, so the walk "
+            "starts from zero instead of initial_states"),
+        5: ("peeled last chunk wrong (open): the loop builds the entering state of chunk c from chunk c-1 "
+            "and the last chunk is peeled after it for final_states, but that peeled step adds "
+            "states[last] without the decay exp(a_last) of the carried state"),
+        6: ("loop bound off by one (open): loops over range(nchunks - 1), so chunk_init_states of the last"
+            " chunk is never written and final_states misses the last chunk's carry"),
+        7: ("reduction over the wrong set (open): the chunk decay is exp(sum over the chunk of dA_cumsum) "
+            "instead of exp(dA_cumsum[..., Q-1]) (sums the cumsum as if it were the per-step dt*A)"),
+        8: ("wrong array read (open): the local state added is loaded from chunk_init_states[bi, c, hi] "
+            "(the output just stored, i.e. the carried state itself) instead of states[bi, c, hi]"),
     },
     "ex07": {
-        1: "causal mask transposed (guided): pos[:, None] <= pos[None, :] keeps k >= s (the future) instead "
-        "of k <= s",
-        2: "broadcast on the wrong side (guided): dt scales the rows, dt_c[:, None] (dt_s), instead of the "
-        "columns dt_c[None, :] (dt_k)",
-        3: "accumulator misuse (guided): passes P@x as the accumulator of the C@stateᵀ mma and then "
-        "multiplies "
-        "the sum by exp(dA_cs)[:, None], so the chunk's own term is decayed too",
-        4: "decay difference in the wrong order inside the matrix (guided): dA_cs[None, :] - dA_cs[:, None] "
-        "(a_k - a_s); after ct.minimum(.., 0) every causal decay is 1",
-        5: "unguarded exp with a multiplicative mask (open): P = CB * exp(a_s - a_k) * dt_k * "
-        "causal.astype(f32) "
-        "without ct.minimum; above the diagonal exp overflows to inf and inf * 0 gives NaN",
+        1: ("causal mask transposed (guided): pos[:, None] <= pos[None, :] keeps k >= s (the future) "
+            "instead of k <= s"),
+        2: ("broadcast on the wrong side (guided): dt scales the rows, dt_c[:, None] (dt_s), instead of "
+            "the columns dt_c[None, :] (dt_k)"),
+        3: ("accumulator misuse (guided): passes P@x as the accumulator of the C@stateᵀ mma and then "
+            "multiplies the sum by exp(dA_cs)[:, None], so the chunk's own term is decayed too"),
+        4: ("decay difference in the wrong order inside the matrix (guided): dA_cs[None, :] - dA_cs[:, "
+            "None] (a_k - a_s); after ct.minimum(.., 0) every causal decay is 1"),
+        5: ("unguarded exp with a multiplicative mask (open): P = CB * exp(a_s - a_k) * dt_k * "
+            "causal.astype(f32) without ct.minimum; above the diagonal exp overflows to inf and inf * 0 "
+            "gives NaN"),
         6: "operands swapped/transposed (open): CB = B @ Cᵀ instead of C @ Bᵀ, so P[s, k] uses B_s . C_k",
-        7: "mask off by one (open): strict causal mask pos[:, None] > pos[None, :] drops the diagonal k = s",
-        8: "store index (open): y is stored at (bi, c, g, 0) with the group index g instead of the head "
-        "index hi",
+        7: ("mask off by one (open): strict causal mask pos[:, None] > pos[None, :] drops the diagonal k ="
+            " s"),
+        8: ("store index (open): y is stored at (bi, c, g, 0) with the group index g instead of the head "
+            "index hi"),
     },
     "ex08": {
-        1: "store order (guided): dstates[c] is stored AFTER dS = g*dS + dS_out[c], i.e. the gradient of the "
-        "state entering chunk c instead of the one leaving it",
+        1: ("store order (guided): dstates[c] is stored AFTER dS = g*dS + dS_out[c], i.e. the gradient of "
+            "the state entering chunk c instead of the one leaving it"),
         2: "chain-rule factor left out (guided): ddA_last = <dS, S_c> without the factor g = exp(a_last)",
         3: "decay on the sum (guided): dS = g * (dS + dS_out[c]), decaying chunk c's own dS_out as well",
         4: "loop direction (guided): c = i walks the chunks first to last instead of last to first",
-        5: "update order (open): dS = g*dS + dS_out[c] is done before ddA_last, so ddA_last uses the "
-        "gradient "
-        "of the entering state instead of the leaving one",
-        6: "padding (open): chunk_init_states is loaded without ZERO padding, so NaN past p or n reaches the "
-        "ct.sum of ddA_last (0 * NaN = NaN)",
-        7: "peeled first chunk wrong (open): chunks nchunks-1..1 in the loop, chunk 0 peeled after it; the "
-        "peeled step computes dinitial_states = g_0 * dS and forgets dS_out[0]",
-        8: "wrong array read (open): ddA_last = g * <dS_out[c], S_c> uses chunk c's own dS_out instead of "
-        "the "
-        "carried gradient dS",
+        5: ("update order (open): dS = g*dS + dS_out[c] is done before ddA_last, so ddA_last uses the "
+            "gradient of the entering state instead of the leaving one"),
+        6: ("padding (open): chunk_init_states is loaded without ZERO padding, so NaN past p or n reaches "
+            "the ct.sum of ddA_last (0 * NaN = NaN)"),
+        7: ("peeled first chunk wrong (open): chunks nchunks-1..1 in the loop, chunk 0 peeled after it; "
+            "the peeled step computes dinitial_states = g_0 * dS and forgets dS_out[0]"),
+        8: ("wrong array read (open): ddA_last = g * <dS_out[c], S_c> uses chunk c's own dS_out instead of"
+            " the carried gradient dS"),
     },
 }
 

@@ -360,97 +360,83 @@ KERNELS = {
 
 SLIPS = {
     "ex04": {
-        1: "missing padding: dt loaded without padding_mode=ZERO, so the ragged last chunk reads "
-        "UNDETERMINED (NaN) "
-        "past the end into dt_out and the cumsum",
-        2: "extra nonlinearity: softplus applied to dt (dt_c = log(1 + exp(dt_c))) although dt is already "
-        "the step "
-        "size; also makes the padded positions log 2 instead of 0",
-        3: "mask off by one (exclusive scan): dA_cs = cumsum(dt*A) - dt*A, each position leaves out its own "
-        "term",
-        4: "reduction over the wrong axis: the (1, Q, 1) dt tile is not reshaped to (Q,), so cumsum(axis=0) "
-        "scans the "
-        "size-1 batch axis and dA_cumsum receives dt*A with no running sum",
-        5: "sign error: cumsum of dt * (-A), treating A as a positive rate; the exponents grow instead of "
-        "decaying",
-        6: "exp vs exp2 confusion / wrong constant: dt*A multiplied by log2(e) before the cumsum (the "
-        "shipped exp2 "
-        "convention), while the contract is natural-log units",
-        7: "wrong chunk index: dt loaded at tile index (bi, c*Q, hi) (an element offset) instead of (bi, c, "
-        "hi); "
-        "chunk 0 is right, later chunks read far past their position or out of bounds",
-        8: "term stored wrong: dt_c overwritten with dt*A before the cumsum, so dt_out receives dt*A "
-        "instead of dt "
-        "(dA_cumsum is right)",
+        1: ("missing padding: dt loaded without padding_mode=ZERO, so the ragged last chunk reads "
+            "UNDETERMINED (NaN) past the end into dt_out and the cumsum"),
+        2: ("extra nonlinearity: softplus applied to dt (dt_c = log(1 + exp(dt_c))) although dt is already"
+            " the step size; also makes the padded positions log 2 instead of 0"),
+        3: ("mask off by one (exclusive scan): dA_cs = cumsum(dt*A) - dt*A, each position leaves out its "
+            "own term"),
+        4: ("reduction over the wrong axis: the (1, Q, 1) dt tile is not reshaped to (Q,), so "
+            "cumsum(axis=0) scans the size-1 batch axis and dA_cumsum receives dt*A with no running sum"),
+        5: ("sign error: cumsum of dt * (-A), treating A as a positive rate; the exponents grow instead of"
+            " decaying"),
+        6: ("exp vs exp2 confusion / wrong constant: dt*A multiplied by log2(e) before the cumsum (the "
+            "shipped exp2 convention), while the contract is natural-log units"),
+        7: ("wrong chunk index: dt loaded at tile index (bi, c*Q, hi) (an element offset) instead of (bi, "
+            "c, hi); chunk 0 is right, later chunks read far past their position or out of bounds"),
+        8: ("term stored wrong: dt_c overwritten with dt*A before the cumsum, so dt_out receives dt*A "
+            "instead of dt (dA_cumsum is right)"),
     },
     "ex05": {
-        1: "operand transposed via reshape: xw.reshape((TP, Q)) instead of ct.transpose(xw) as the mma's "
-        "first operand",
+        1: ("operand transposed via reshape: xw.reshape((TP, Q)) instead of ct.transpose(xw) as the mma's "
+            "first operand"),
         2: "sign error: w = exp(dA_cs[k] - dA_cs[Q-1]) * dt instead of exp(dA_cs[Q-1] - dA_cs[k]) * dt",
         3: "wrong group index: g = hi % HEADS_PER_GROUP instead of hi // HEADS_PER_GROUP for B",
         4: "term left out: dt missing from the weight, w = exp(dA_cs[Q-1] - dA_cs) only",
-        5: "wrong dtype (compile failure on bf16): x*w kept in float32, not cast back to x.dtype, so mma "
-        "gets "
-        "float32 and bfloat16 operands",
-        6: "missing padding: B loaded without padding_mode=ZERO, NaN rows past the end of the ragged last "
-        "chunk "
-        "reach the mma",
-        7: "term counted twice: x multiplied by dt[:, None] as well as by w, which already contains dt (dt "
-        "squared)",
+        5: ("wrong dtype (compile failure on bf16): x*w kept in float32, not cast back to x.dtype, so mma "
+            "gets float32 and bfloat16 operands"),
+        6: ("missing padding: B loaded without padding_mode=ZERO, NaN rows past the end of the ragged last"
+            " chunk reach the mma"),
+        7: ("term counted twice: x multiplied by dt[:, None] as well as by w, which already contains dt "
+            "(dt squared)"),
         8: "exp vs exp2: w = exp2(dA_cs[Q-1] - dA_cs) * dt instead of exp(...)",
     },
     "ex06": {
-        1: "store at the wrong index (off by one chunk): chunk_init_states[c] stored after the update, so "
-        "it holds the "
-        "state leaving chunk c instead of the state entering it",
+        1: ("store at the wrong index (off by one chunk): chunk_init_states[c] stored after the update, so"
+            " it holds the state leaving chunk c instead of the state entering it"),
         2: "term left out: no decay, state = state + states[c]",
-        3: "wrong decay index: the decay read from dA_cumsum[bi, hi, c, 0] (first element) instead of [.., "
-        "Q-1]",
-        4: "loop bound off by one: range(nchunks - 1), the last chunk is never stored nor added into "
-        "final_states",
-        5: "scaling on the wrong term: state = decay * (state + states[c]), the chunk's own state decayed "
-        "too",
-        6: "layout misread: dA_cumsum indexed as (b, nchunks, h, Q), i.e. load at (bi, c, hi, Q-1) instead "
-        "of "
-        "(bi, hi, c, Q-1)",
-        7: "shape error (compile failure): the local state loaded as (1, 1, 1, TP, TN) is added without "
-        "reshape, so "
-        "the loop-carried state changes shape",
+        3: ("wrong decay index: the decay read from dA_cumsum[bi, hi, c, 0] (first element) instead of "
+            "[.., Q-1]"),
+        4: ("loop bound off by one: range(nchunks - 1), the last chunk is never stored nor added into "
+            "final_states"),
+        5: ("scaling on the wrong term: state = decay * (state + states[c]), the chunk's own state decayed"
+            " too"),
+        6: ("layout misread: dA_cumsum indexed as (b, nchunks, h, Q), i.e. load at (bi, c, hi, Q-1) "
+            "instead of (bi, hi, c, Q-1)"),
+        7: ("shape error (compile failure): the local state loaded as (1, 1, 1, TP, TN) is added without "
+            "reshape, so the loop-carried state changes shape"),
         8: "sign error: decay = exp(-dA_cumsum[bi, hi, c, Q-1]) instead of exp(+...)",
     },
     "ex07": {
-        1: "mask off by one: causal mask pos[:, None] > pos[None, :] (strict), the diagonal k == s is "
-        "dropped",
+        1: ("mask off by one: causal mask pos[:, None] > pos[None, :] (strict), the diagonal k == s is "
+            "dropped"),
         2: "operand transposed: CB = B @ C^T instead of C @ B^T (CB[s, k] = B_s . C_k)",
-        3: "scaling on the wrong axis: dt scales the rows (dt_c[:, None], dt[s]) instead of the columns "
-        "(dt[k])",
-        4: "term left out: the past term added without its decay, y += C @ state^T instead of "
-        "exp(dA_cs)[:, None] * (C @ state^T)",
-        5: "sign error: decay exponent dA_cs[k] - dA_cs[s] instead of dA_cs[s] - dA_cs[k] (clamped by "
-        "minimum to 0, so "
-        "every causal decay becomes 1)",
-        6: "operand transposed via reshape: state.reshape((TN, TP)) instead of ct.transpose(state) in C @ "
-        "state^T",
-        7: "wrong decay index: the past term decayed by the whole-chunk exp(dA_cs[Q-1]) for every row "
-        "instead of "
-        "exp(dA_cs[s]) per row",
-        8: "missing padding: x loaded without padding_mode=ZERO, NaN past the end of the ragged last chunk "
-        "reaches "
-        "P @ x",
+        3: ("scaling on the wrong axis: dt scales the rows (dt_c[:, None], dt[s]) instead of the columns "
+            "(dt[k])"),
+        4: ("term left out: the past term added without its decay, y += C @ state^T instead of "
+            "exp(dA_cs)[:, None] * (C @ state^T)"),
+        5: ("sign error: decay exponent dA_cs[k] - dA_cs[s] instead of dA_cs[s] - dA_cs[k] (clamped by "
+            "minimum to 0, so every causal decay becomes 1)"),
+        6: ("operand transposed via reshape: state.reshape((TN, TP)) instead of ct.transpose(state) in C @"
+            " state^T"),
+        7: ("wrong decay index: the past term decayed by the whole-chunk exp(dA_cs[Q-1]) for every row "
+            "instead of exp(dA_cs[s]) per row"),
+        8: ("missing padding: x loaded without padding_mode=ZERO, NaN past the end of the ragged last "
+            "chunk reaches P @ x"),
     },
     "ex08": {
-        1: "store at the wrong index (off by one chunk): dstates[c] stored after the update dS = g*dS + "
-        "dS_out[c], so it "
-        "holds the gradient entering chunk c instead of the one arriving from the chunks after it",
+        1: ("store at the wrong index (off by one chunk): dstates[c] stored after the update dS = g*dS + "
+            "dS_out[c], so it holds the gradient entering chunk c instead of the one arriving from the "
+            "chunks after it"),
         2: "wrong loop order / chunk index: c = i (chunks walked forwards) instead of c = nchunks - 1 - i",
         3: "term left out: ddA_last = <dS, S> without the factor g (the chain rule through exp)",
         4: "reduction over the wrong set: ddA_last = g * sum(dS) * sum(S) instead of g * sum(dS * S)",
         5: "sign error: g = exp(-dA_cumsum[bi, hi, c, Q-1]) instead of exp(+...)",
-        6: "missing padding: chunk_init_states loaded without padding_mode=ZERO, the NaN past p and n enters "
-        "sum(dS * S)",
+        6: ("missing padding: chunk_init_states loaded without padding_mode=ZERO, the NaN past p and n "
+            "enters sum(dS * S)"),
         7: "term counted twice: ddA_last = g * sum(g * dS * S), the decay g applied twice",
-        8: "loop bound off by one: range(nchunks - 1), chunk 0 is never visited (no dstates/ddA_last for it, "
-        "dinitial_states missing its last step)",
+        8: ("loop bound off by one: range(nchunks - 1), chunk 0 is never visited (no dstates/ddA_last for "
+            "it, dinitial_states missing its last step)"),
     },
 }
 

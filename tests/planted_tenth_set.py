@@ -313,80 +313,79 @@ KERNELS = {
 
 SLIPS = {
     "ex04": {
-        1: "tile units: loads dt at index (bi, c*Q, hi), an element offset used as a tile index along l "
-        "(chunk c>0 reads tile c*Q, i.e. positions c*Q*Q.., mostly past the end)",
-        2: "padding: the dt load has no padding_mode (UNDETERMINED), so positions past the end of the "
-        "sequence "
-        "in the ragged last chunk are garbage/NaN instead of dt = 0",
-        3: "grid/bid order: reads the block index as bi, hi, c = bid(0), bid(1), bid(2) (the output layout "
-        "(b, h, nchunks) order) though the grid is (b, nchunks, h): chunk and head swapped",
-        4: "scan axis: takes ct.cumsum of the un-reshaped (1, Q, 1) tile with the default axis=0 (the size-1 "
-        "axis), so dA_cumsum holds dt*A elementwise, not its running sum",
+        1: ("tile units: loads dt at index (bi, c*Q, hi), an element offset used as a tile index along l "
+            "(chunk c>0 reads tile c*Q, i.e. positions c*Q*Q.., mostly past the end)"),
+        2: ("padding: the dt load has no padding_mode (UNDETERMINED), so positions past the end of the "
+            "sequence in the ragged last chunk are garbage/NaN instead of dt = 0"),
+        3: ("grid/bid order: reads the block index as bi, hi, c = bid(0), bid(1), bid(2) (the output "
+            "layout (b, h, nchunks) order) though the grid is (b, nchunks, h): chunk and head swapped"),
+        4: ("scan axis: takes ct.cumsum of the un-reshaped (1, Q, 1) tile with the default axis=0 (the "
+            "size-1 axis), so dA_cumsum holds dt*A elementwise, not its running sum"),
         5: "wrong output: stores dt*A (the discretized step) into dt_out instead of the raw step sizes dt",
         6: "math/parametrization: treats A as mamba_ssm's A_log and uses -exp(A[hi]) as the decay rate",
-        7: "exclusive scan: dA_cumsum = cumsum(dt*A) - dt*A (sum over j < k), so position k omits its own "
-        "dt*A",
-        8: "shape/type (compile error): loads the 3-D dt with shape=(Q,) (one entry, not one per array axis)",
+        7: ("exclusive scan: dA_cumsum = cumsum(dt*A) - dt*A (sum over j < k), so position k omits its own"
+            " dt*A"),
+        8: ("shape/type (compile error): loads the 3-D dt with shape=(Q,) (one entry, not one per array "
+            "axis)"),
     },
     "ex05": {
-        1: "group mapping: g = hi % B.shape[2] (interleaved, torch repeat) instead of hi // HEADS_PER_GROUP "
-        "(consecutive heads share a group, repeat_interleave)",
-        2: "padding: x and B loaded without padding_mode=ZERO, so the ragged last chunk's positions past l "
-        "(UNDETERMINED = NaN) poison the state",
-        3: "decay direction: w = exp(dA_cs - dA_last) * dt (exponent sign flipped: grows instead of decays, "
-        "overflows at extreme decay)",
+        1: ("group mapping: g = hi % B.shape[2] (interleaved, torch repeat) instead of hi // "
+            "HEADS_PER_GROUP (consecutive heads share a group, repeat_interleave)"),
+        2: ("padding: x and B loaded without padding_mode=ZERO, so the ragged last chunk's positions past "
+            "l (UNDETERMINED = NaN) poison the state"),
+        3: ("decay direction: w = exp(dA_cs - dA_last) * dt (exponent sign flipped: grows instead of "
+            "decays, overflows at extreme decay)"),
         4: "missing term: w = exp(dA_last - dA_cs), the dt_k factor left out of the weight",
-        5: "numerics: w = exp(dA_last) * exp(-dA_cs) * dt, the exponent split in two factors, which "
-        "underflow "
-        "to 0 and overflow to inf at dt*A ~ -1000 (0*inf = NaN)",
-        6: "reshape vs transpose: the mma's left operand is xw.reshape((TP, Q)) instead of ct.transpose(xw) "
-        "(reshape reorders row-major, it does not transpose)",
-        7: "layout: dt_out and dA_cumsum loaded at (bi, c, hi, 0), x's axis order, though they are "
-        "(b, h, nchunks, Q): chunk and head swapped",
-        8: "dtype (compile error on bf16): the weighted x (float32 after * w) is not cast back to x.dtype, "
-        "so ct.mma gets float32 and bfloat16 operands",
+        5: ("numerics: w = exp(dA_last) * exp(-dA_cs) * dt, the exponent split in two factors, which "
+            "underflow to 0 and overflow to inf at dt*A ~ -1000 (0*inf = NaN)"),
+        6: ("reshape vs transpose: the mma's left operand is xw.reshape((TP, Q)) instead of "
+            "ct.transpose(xw) (reshape reorders row-major, it does not transpose)"),
+        7: ("layout: dt_out and dA_cumsum loaded at (bi, c, hi, 0), x's axis order, though they are (b, h,"
+            " nchunks, Q): chunk and head swapped"),
+        8: ("dtype (compile error on bf16): the weighted x (float32 after * w) is not cast back to "
+            "x.dtype, so ct.mma gets float32 and bfloat16 operands"),
     },
     "ex06": {
-        1: "store order: chunk_init_states[c] stored after the update, i.e. the state LEAVING chunk c "
-        "(chunk 0 never gets initial_states)",
+        1: ("store order: chunk_init_states[c] stored after the update, i.e. the state LEAVING chunk c "
+            "(chunk 0 never gets initial_states)"),
         2: "decay placement: state = decay * (state + local): the chunk's own local state is decayed too",
-        3: "missing exp: multiplies the state by dA_cumsum[.., Q-1] itself (the log decay) instead of its "
-        "exp",
-        4: "cumsum confusion: the chunk decay is exp(sum of the dA_cumsum row) instead of exp of its last "
-        "element (the row is already cumulative)",
+        3: ("missing exp: multiplies the state by dA_cumsum[.., Q-1] itself (the log decay) instead of its"
+            " exp"),
+        4: ("cumsum confusion: the chunk decay is exp(sum of the dA_cumsum row) instead of exp of its last"
+            " element (the row is already cumulative)"),
         5: "forgotten input: the carried state starts at zeros; initial_states is never loaded",
-        6: "loop-carried shape (compile error): adds the (1, 1, 1, TP, TN) local tile without reshaping, so "
-        "the carried (TP, TN) state changes shape inside the loop",
+        6: ("loop-carried shape (compile error): adds the (1, 1, 1, TP, TN) local tile without reshaping, "
+            "so the carried (TP, TN) state changes shape inside the loop"),
         7: "loop bound: iterates range(states.shape[2]) (the head count) instead of shape[1] (nchunks)",
-        8: "decay placement: state = state + decay * local, decays the chunk's own state instead of the old "
-        "carried state",
+        8: ("decay placement: state = state + decay * local, decays the chunk's own state instead of the "
+            "old carried state"),
     },
     "ex07": {
         1: "causal mask inverted: pos[:, None] <= pos[None, :] keeps k >= s (the future), upper triangle",
-        2: "masking by multiplication with no clamp: decay = exp(a_s - a_k) * mask, P = CB*decay*dt; above "
-        "the diagonal exp overflows to inf and inf*0 = NaN",
+        2: ("masking by multiplication with no clamp: decay = exp(a_s - a_k) * mask, P = CB*decay*dt; "
+            "above the diagonal exp overflows to inf and inf*0 = NaN"),
         3: "missing decay on the past: y += C·stateᵀ without the exp(dA_cs[s]) factor",
         4: "broadcast axis: dt_c[:, None] scales P's rows by dt_s instead of its columns by dt_k",
-        5: "decay direction: exponent a_k - a_s (clamped to <= 0), so the intra-chunk decay is 1 for every "
-        "k <= s",
+        5: ("decay direction: exponent a_k - a_s (clamped to <= 0), so the intra-chunk decay is 1 for "
+            "every k <= s"),
         6: "operand order: CB = B @ Cᵀ instead of C @ Bᵀ, so P[s, k] uses B_s·C_k (the transpose)",
-        7: "dtype (compile error on bf16): the float32 entering state goes into ct.mma with bf16 C "
-        "(missing .astype(C.dtype))",
+        7: ("dtype (compile error on bf16): the float32 entering state goes into ct.mma with bf16 C "
+            "(missing .astype(C.dtype))"),
         8: "inclusive diagonal: strict mask pos[:, None] > pos[None, :] drops the k == s term",
     },
     "ex08": {
         1: "direction: walks the chunks forwards (c = i) instead of last to first",
-        2: "store order: dstates[c] stored after the update, i.e. the gradient of S_c (entering) instead of "
-        "dL/dS_{c+1} (the gradient arriving from the later chunks)",
+        2: ("store order: dstates[c] stored after the update, i.e. the gradient of S_c (entering) instead "
+            "of dL/dS_{c+1} (the gradient arriving from the later chunks)"),
         3: "chain rule: ddA_last = <dS, S_c> without the factor g = exp(a_last) from d exp(a)/da",
         4: "ordering: ddA_last computed after dS is updated, so it uses dL/dS_c instead of dL/dS_{c+1}",
         5: "decay placement: dS = g * (dS + dS_out[c]): the chunk's own output gradient is decayed too",
-        6: "reduction axis (compile error): ct.sum(dS * S, axis=0) gives a (TN,) tile, not a scalar, which "
-        "cannot reshape to the (1, 1, 1) ddA_last tile",
-        7: "padding: chunk_init_states loaded without padding_mode=ZERO: NaN past p, n enters the ddA_last "
-        "sum",
-        8: "decay inverted: dS = dS / g + dS_out[c], 'undoing' the forward decay going backwards instead of "
-        "multiplying by g",
+        6: ("reduction axis (compile error): ct.sum(dS * S, axis=0) gives a (TN,) tile, not a scalar, "
+            "which cannot reshape to the (1, 1, 1) ddA_last tile"),
+        7: ("padding: chunk_init_states loaded without padding_mode=ZERO: NaN past p, n enters the "
+            "ddA_last sum"),
+        8: ("decay inverted: dS = dS / g + dS_out[c], 'undoing' the forward decay going backwards instead "
+            "of multiplying by g"),
     },
 }
 

@@ -429,129 +429,103 @@ KERNELS = {
 
 SLIPS = {
     "ex04": {
-        1: "padding (default mode): loads the dt tile without padding_mode=ZERO, so the positions past the "
-        "end "
-        "of the sequence in the last chunk hold the undetermined padding (NaN on the CPU executor) and "
-        "poison "
-        "dt_out and the whole cumsum from there on",
-        2: "exclusive scan: computes dA_cs = cumsum(dt*A) - dt*A, the exclusive cumsum, so every position "
-        "misses "
-        "its own term dt[k]*A (position 0 is 0)",
-        3: "wrong output content: stores the scaled step sizes dt*A into dt_out instead of the raw step "
-        "sizes dt "
-        "(dA_cumsum is right)",
-        4: "two-part scan without carry: scans the two halves of the chunk separately and concatenates them "
-        "but "
-        "never adds the first half's total to the second half, so positions Q/2..Q-1 restart from 0",
-        5: "hand mask off by one: loads dt without padding and masks with where(pos <= l - c*Q, ...), which "
-        "keeps "
-        "the first position past the end of the sequence (its undetermined value, NaN on the CPU) in the "
-        "last "
-        "chunk",
-        6: "loop bound off by one: a hand loop over source positions k in range(Q - 1) adds dA[k] to every "
-        "s >= k, "
-        "so the last position's own term dt[Q-1]*A is never added to dA_cs[Q-1]",
-        7: "softmax max subtraction: subtracts max(dt*A) over the chunk from every dt*A before the cumsum (a "
-        "'stability' shift), so every cumsum value is off by (k+1)*max",
-        8: "query/key axes swapped: builds the causal (s, k) matrix where(k <= s, dA[k], 0) but sums over "
-        "axis 0 "
-        "(the query rows) instead of axis 1, giving (Q-k)*dA[k] at position k instead of the prefix sum",
+        1: ("padding (default mode): loads the dt tile without padding_mode=ZERO, so the positions past "
+            "the end of the sequence in the last chunk hold the undetermined padding (NaN on the CPU "
+            "executor) and poison dt_out and the whole cumsum from there on"),
+        2: ("exclusive scan: computes dA_cs = cumsum(dt*A) - dt*A, the exclusive cumsum, so every position"
+            " misses its own term dt[k]*A (position 0 is 0)"),
+        3: ("wrong output content: stores the scaled step sizes dt*A into dt_out instead of the raw step "
+            "sizes dt (dA_cumsum is right)"),
+        4: ("two-part scan without carry: scans the two halves of the chunk separately and concatenates "
+            "them but never adds the first half's total to the second half, so positions Q/2..Q-1 restart "
+            "from 0"),
+        5: ("hand mask off by one: loads dt without padding and masks with where(pos <= l - c*Q, ...), "
+            "which keeps the first position past the end of the sequence (its undetermined value, NaN on "
+            "the CPU) in the last chunk"),
+        6: ("loop bound off by one: a hand loop over source positions k in range(Q - 1) adds dA[k] to "
+            "every s >= k, so the last position's own term dt[Q-1]*A is never added to dA_cs[Q-1]"),
+        7: ("softmax max subtraction: subtracts max(dt*A) over the chunk from every dt*A before the cumsum"
+            " (a 'stability' shift), so every cumsum value is off by (k+1)*max"),
+        8: ("query/key axes swapped: builds the causal (s, k) matrix where(k <= s, dA[k], 0) but sums over"
+            " axis 0 (the query rows) instead of axis 1, giving (Q-k)*dA[k] at position k instead of the "
+            "prefix sum"),
     },
     "ex05": {
-        1: "group mapping: takes the head's group as g = hi % HEADS_PER_GROUP instead of hi // "
-        "HEADS_PER_GROUP, so "
-        "heads read another group's B",
-        2: "decay sign: uses w = exp(dA_cs[k] - dA_cs[Q-1]) * dt (the exponent reversed), a growth instead "
-        "of the "
-        "decay from k to the chunk end",
+        1: ("group mapping: takes the head's group as g = hi % HEADS_PER_GROUP instead of hi // "
+            "HEADS_PER_GROUP, so heads read another group's B"),
+        2: ("decay sign: uses w = exp(dA_cs[k] - dA_cs[Q-1]) * dt (the exponent reversed), a growth "
+            "instead of the decay from k to the chunk end"),
         3: "missing dt: weight w = exp(dA_cs[Q-1] - dA_cs[k]) without the dt_k factor",
-        4: "two-part without cross decay: sums two half-chunk mma's, each half decayed only to its own end; "
-        "the "
-        "first half's partial state is never decayed across the second half (factor exp(a[Q-1] - "
-        "a[Q/2-1]) "
-        "missing)",
-        5: "hand mask on one operand: loads x and B without padding, masks x's rows past the end of the "
-        "sequence "
-        "but not B's, so B's undetermined padding rows (NaN on CPU) enter the mma (0*NaN = NaN) in "
-        "ragged chunks",
-        6: "reshape for transpose: computes the transposed state B^T (x w), shape (TN, TP), and reshapes it "
-        "to "
-        "(TP, TN) instead of transposing it, scrambling the state's elements",
-        7: "attention 1/sqrt(d) scale: multiplies the state by TN ** -0.5 as in scaled dot-product attention",
-        8: "split exponent overflows: computes w = exp(dA_cs[Q-1]) * exp(-dA_cs[k]) * dt (factoring the "
-        "decay as "
-        "FlashAttention factors exp(m)); with large decays exp(-dA_cs) overflows to inf and exp(dA_last) "
-        "to 0, "
-        "giving inf/NaN",
+        4: ("two-part without cross decay: sums two half-chunk mma's, each half decayed only to its own "
+            "end; the first half's partial state is never decayed across the second half (factor "
+            "exp(a[Q-1] - a[Q/2-1]) missing)"),
+        5: ("hand mask on one operand: loads x and B without padding, masks x's rows past the end of the "
+            "sequence but not B's, so B's undetermined padding rows (NaN on CPU) enter the mma (0*NaN = "
+            "NaN) in ragged chunks"),
+        6: ("reshape for transpose: computes the transposed state B^T (x w), shape (TN, TP), and reshapes "
+            "it to (TP, TN) instead of transposing it, scrambling the state's elements"),
+        7: ("attention 1/sqrt(d) scale: multiplies the state by TN ** -0.5 as in scaled dot-product "
+            "attention"),
+        8: ("split exponent overflows: computes w = exp(dA_cs[Q-1]) * exp(-dA_cs[k]) * dt (factoring the "
+            "decay as FlashAttention factors exp(m)); with large decays exp(-dA_cs) overflows to inf and "
+            "exp(dA_last) to 0, giving inf/NaN"),
     },
     "ex06": {
-        1: "store order: stores into chunk_init_states after the update, i.e. the state LEAVING chunk c "
-        "instead of "
-        "the state entering it (chunk 0 never gets initial_states)",
-        2: "decay placement: state = exp(a_last) * (state + states[c]), decaying the chunk's own local "
-        "state too",
+        1: ("store order: stores into chunk_init_states after the update, i.e. the state LEAVING chunk c "
+            "instead of the state entering it (chunk 0 never gets initial_states)"),
+        2: ("decay placement: state = exp(a_last) * (state + states[c]), decaying the chunk's own local "
+            "state too"),
         3: "initial state dropped: starts the carried state from zeros instead of loading initial_states",
-        4: "peeled loop misses last carry: stores initial_states into chunk 0, loops c over range(nchunks - "
-        "1) "
-        "storing each updated state into chunk c+1, then stores final_states without carrying across the "
-        "last "
-        "chunk (final = state entering the last chunk)",
-        5: "wrong reduction for the chunk decay: uses exp(sum over the chunk's dA_cumsum tile) instead of "
-        "exp(dA_cumsum[..., Q-1]) (sums the cumsum rather than taking its last element)",
-        6: "wrong exponential base: uses ct.exp2(dA_cumsum[..., Q-1]) (copied from the lesson's exp2 kernel "
-        "without the log2(e) factor) instead of ct.exp",
-        7: "online-softmax rescaling: decays by exp(a_last[c] - a_last[c-1]) (difference with the previous "
-        "chunk's "
-        "last cumsum, like exp(m_old - m_new)), treating the per-chunk cumsum as a running global one",
-        8: "FlashAttention normaliser: carries l = decay*l + 1 (l0 = 1) beside the state and divides the "
-        "final "
-        "state by l, like O / l; chunk_init_states are right, final_states are scaled down",
+        4: ("peeled loop misses last carry: stores initial_states into chunk 0, loops c over range(nchunks"
+            " - 1) storing each updated state into chunk c+1, then stores final_states without carrying "
+            "across the last chunk (final = state entering the last chunk)"),
+        5: ("wrong reduction for the chunk decay: uses exp(sum over the chunk's dA_cumsum tile) instead of"
+            " exp(dA_cumsum[..., Q-1]) (sums the cumsum rather than taking its last element)"),
+        6: ("wrong exponential base: uses ct.exp2(dA_cumsum[..., Q-1]) (copied from the lesson's exp2 "
+            "kernel without the log2(e) factor) instead of ct.exp"),
+        7: ("online-softmax rescaling: decays by exp(a_last[c] - a_last[c-1]) (difference with the "
+            "previous chunk's last cumsum, like exp(m_old - m_new)), treating the per-chunk cumsum as a "
+            "running global one"),
+        8: ("FlashAttention normaliser: carries l = decay*l + 1 (l0 = 1) beside the state and divides the "
+            "final state by l, like O / l; chunk_init_states are right, final_states are scaled down"),
     },
     "ex07": {
-        1: "mask direction: causal mask built as pos[:, None] <= pos[None, :] (k >= s), so y_s sums over "
-        "the later "
-        "positions instead of the earlier ones",
-        2: "broadcast axis: scales P by dt_c[:, None] (dt of the output row s) instead of dt_c[None, :] (dt "
-        "of the "
-        "input column k)",
-        3: "past-term decay: multiplies the C·state term by exp(dA_cs[Q-1]) (the whole chunk's decay) "
-        "instead of "
-        "exp(dA_cs[s]) per position",
-        4: "mask by multiplication, no clamp: builds P = CB * exp(a_s - a_k) * dt * causal(0/1) without the "
-        "ct.minimum clamp; above the diagonal exp overflows to inf for large decays and inf*0 = NaN",
-        5: "hand mask, rows only: loads x, C, B without padding and masks the rows past the end of the "
-        "sequence, "
-        "but not C's and B's columns past n, so their undetermined padding (NaN on CPU) enters C B^T and "
-        "C state^T",
-        6: "strict causal mask: uses pos[:, None] > pos[None, :], dropping the diagonal term k = s from the "
-        "chunk's own contribution",
-        7: "query/key swapped: computes CB = B C^T (rows indexed by B's positions, columns by C's) instead "
-        "of "
-        "C B^T, i.e. uses C_k·B_s for P[s, k]",
-        8: "attention -inf mask: fills P above the diagonal with -inf instead of 0 (the attention score "
-        "mask) "
-        "but P is never exponentiated, so -inf goes into the P @ x mma",
+        1: ("mask direction: causal mask built as pos[:, None] <= pos[None, :] (k >= s), so y_s sums over "
+            "the later positions instead of the earlier ones"),
+        2: ("broadcast axis: scales P by dt_c[:, None] (dt of the output row s) instead of dt_c[None, :] "
+            "(dt of the input column k)"),
+        3: ("past-term decay: multiplies the C·state term by exp(dA_cs[Q-1]) (the whole chunk's decay) "
+            "instead of exp(dA_cs[s]) per position"),
+        4: ("mask by multiplication, no clamp: builds P = CB * exp(a_s - a_k) * dt * causal(0/1) without "
+            "the ct.minimum clamp; above the diagonal exp overflows to inf for large decays and inf*0 = "
+            "NaN"),
+        5: ("hand mask, rows only: loads x, C, B without padding and masks the rows past the end of the "
+            "sequence, but not C's and B's columns past n, so their undetermined padding (NaN on CPU) "
+            "enters C B^T and C state^T"),
+        6: ("strict causal mask: uses pos[:, None] > pos[None, :], dropping the diagonal term k = s from "
+            "the chunk's own contribution"),
+        7: ("query/key swapped: computes CB = B C^T (rows indexed by B's positions, columns by C's) "
+            "instead of C B^T, i.e. uses C_k·B_s for P[s, k]"),
+        8: ("attention -inf mask: fills P above the diagonal with -inf instead of 0 (the attention score "
+            "mask) but P is never exponentiated, so -inf goes into the P @ x mma"),
     },
     "ex08": {
         1: "loop direction: walks the chunks forwards (c = i) instead of from the last to the first",
-        2: "missing chain factor: stores ddA_last = <dS, S_c> (the gradient of g) without the factor g = "
-        "exp(a_last) that d g / d a_last brings",
-        3: "store order: stores dstates[c] after updating dS, i.e. the gradient of the state entering chunk "
-        "c "
-        "instead of the gradient arriving from the chunks after it",
-        4: "statement order: updates dS = g*dS + dS_out[c] first and then computes ddA_last[c] = g*<dS, "
-        "S_c> with "
-        "the updated dS",
-        5: "peeled chunk incomplete: loops over chunks nchunks-1..1 and handles chunk 0 after the loop, but "
-        "there "
-        "sets dinitial = g0 * dS without adding dS_out[0]",
-        6: "padding relied on: loads chunk_init_states without padding_mode=ZERO, assuming dS's zero padding "
-        "cancels it in sum(dS * S); 0 * NaN = NaN on the CPU executor (garbage on a GPU) when p < TP or "
-        "n < TN",
-        7: "inverse decay: propagates dS = exp(-a_last) * dS + dS_out (divides by g, 'undoing' the forward "
-        "decay) instead of multiplying by g",
-        8: "softmax-gradient habit: ddA_last = g*(1-g)*<dS, S_c> (the p(1-p) softmax/sigmoid derivative) "
-        "instead of g*<dS, S_c>",
+        2: ("missing chain factor: stores ddA_last = <dS, S_c> (the gradient of g) without the factor g = "
+            "exp(a_last) that d g / d a_last brings"),
+        3: ("store order: stores dstates[c] after updating dS, i.e. the gradient of the state entering "
+            "chunk c instead of the gradient arriving from the chunks after it"),
+        4: ("statement order: updates dS = g*dS + dS_out[c] first and then computes ddA_last[c] = g*<dS, "
+            "S_c> with the updated dS"),
+        5: ("peeled chunk incomplete: loops over chunks nchunks-1..1 and handles chunk 0 after the loop, "
+            "but there sets dinitial = g0 * dS without adding dS_out[0]"),
+        6: ("padding relied on: loads chunk_init_states without padding_mode=ZERO, assuming dS's zero "
+            "padding cancels it in sum(dS * S); 0 * NaN = NaN on the CPU executor (garbage on a GPU) when "
+            "p < TP or n < TN"),
+        7: ("inverse decay: propagates dS = exp(-a_last) * dS + dS_out (divides by g, 'undoing' the "
+            "forward decay) instead of multiplying by g"),
+        8: ("softmax-gradient habit: ddA_last = g*(1-g)*<dS, S_c> (the p(1-p) softmax/sigmoid derivative) "
+            "instead of g*<dS, S_c>"),
     },
 }
 

@@ -368,98 +368,90 @@ KERNELS = {
 
 SLIPS = {
     "ex04": {
-        1: "operand transposed (load index order): dt loaded as if laid out (b, h, l) like the outputs, "
-        "index (bi, hi, c) with a (1, 1, Q) tile, so the tile runs along the head axis of dt",
-        2: "mask off by one: manual end-of-sequence mask pos < l - 1 (instead of pos < l) on an unpadded "
-        "load "
-        "zeroes dt of the last real token of the sequence",
-        3: "scaling on the wrong axis: A loaded as a (Q,) tile from index 0, so position k of the chunk is "
-        "scaled by A[k] instead of every position by A[hi]",
-        4: "wrong chunk index: dt tile loaded at element index c*Q along l instead of tile index c, so "
-        "chunk c "
-        "reads chunk c*Q (past the end for c >= 1)",
-        5: "reduction over the wrong set: ct.cumsum taken on the (1, Q, 1) tile before the reshape with the "
-        "default axis 0 (size 1), so nothing is accumulated: dA_cumsum = dt*A per position",
+        1: ("operand transposed (load index order): dt loaded as if laid out (b, h, l) like the outputs, "
+            "index (bi, hi, c) with a (1, 1, Q) tile, so the tile runs along the head axis of dt"),
+        2: ("mask off by one: manual end-of-sequence mask pos < l - 1 (instead of pos < l) on an unpadded "
+            "load zeroes dt of the last real token of the sequence"),
+        3: ("scaling on the wrong axis: A loaded as a (Q,) tile from index 0, so position k of the chunk "
+            "is scaled by A[k] instead of every position by A[hi]"),
+        4: ("wrong chunk index: dt tile loaded at element index c*Q along l instead of tile index c, so "
+            "chunk c reads chunk c*Q (past the end for c >= 1)"),
+        5: ("reduction over the wrong set: ct.cumsum taken on the (1, Q, 1) tile before the reshape with "
+            "the default axis 0 (size 1), so nothing is accumulated: dA_cumsum = dt*A per position"),
         6: "term left out: A dropped from the cumsum, dA_cumsum = cumsum(dt)",
-        7: "extra nonlinearity: softplus log(1 + exp(dt)) applied to dt (stored in dt_out and used in the "
-        "cumsum) although dt is already the step size",
-        8: "padding forgotten: dt loaded without padding_mode=ZERO, so positions past the end of the "
-        "sequence "
-        "(ragged last chunk) are NaN in dt_out and dA_cumsum",
+        7: ("extra nonlinearity: softplus log(1 + exp(dt)) applied to dt (stored in dt_out and used in the"
+            " cumsum) although dt is already the step size"),
+        8: ("padding forgotten: dt loaded without padding_mode=ZERO, so positions past the end of the "
+            "sequence (ragged last chunk) are NaN in dt_out and dA_cumsum"),
     },
     "ex05": {
-        1: "operand transposed (swapped mma + reshape): state computed as B^T @ (x*w), a (TN, TP) state^T, "
-        "then "
-        "reshaped (not transposed) into the (TP, TN) output",
-        2: "mask off by one: x loaded without ZERO padding and the ragged chunk masked with pos <= l - c*Q "
-        "(instead of <), keeping the first position past the end whose x is the NaN padding",
-        3: "scaling on the wrong axis (shape error): x * w without [:, None], so the (Q,) weight broadcasts "
-        "along the p axis of the (Q, TP) tile (compile error unless TP == Q)",
-        4: "wrong decay position: weight uses the decay from the chunk START to k, exp(dA_cs[k] - dA_cs[0]), "
-        "instead of from k to the chunk end, exp(dA_cs[Q-1] - dA_cs[k])",
-        5: "reduction over the wrong set: the exponent 'sum of dA after k' computed as a reverse cumsum of "
-        "dA_cs (already cumulative) minus dA_cs[k], i.e. sum_{j>k} dA_cs[j] instead of dA_cs[Q-1] - "
-        "dA_cs[k]",
+        1: ("operand transposed (swapped mma + reshape): state computed as B^T @ (x*w), a (TN, TP) "
+            "state^T, then reshaped (not transposed) into the (TP, TN) output"),
+        2: ("mask off by one: x loaded without ZERO padding and the ragged chunk masked with pos <= l - "
+            "c*Q (instead of <), keeping the first position past the end whose x is the NaN padding"),
+        3: ("scaling on the wrong axis (shape error): x * w without [:, None], so the (Q,) weight "
+            "broadcasts along the p axis of the (Q, TP) tile (compile error unless TP == Q)"),
+        4: ("wrong decay position: weight uses the decay from the chunk START to k, exp(dA_cs[k] - "
+            "dA_cs[0]), instead of from k to the chunk end, exp(dA_cs[Q-1] - dA_cs[k])"),
+        5: ("reduction over the wrong set: the exponent 'sum of dA after k' computed as a reverse cumsum "
+            "of dA_cs (already cumulative) minus dA_cs[k], i.e. sum_{j>k} dA_cs[j] instead of dA_cs[Q-1] -"
+            " dA_cs[k]"),
         6: "term left out: dt dropped from the weight, w = exp(dA_cs[Q-1] - dA_cs[k])",
         7: "extra nonlinearity: SiLU x*sigmoid(x) applied to the x tile before weighting",
-        8: "wrong group index: g = hi % ngroups (heads round-robin over groups) instead of hi // "
-        "HEADS_PER_GROUP "
-        "(consecutive heads share a group), so B is read from the wrong group",
+        8: ("wrong group index: g = hi % ngroups (heads round-robin over groups) instead of hi // "
+            "HEADS_PER_GROUP (consecutive heads share a group), so B is read from the wrong group"),
     },
     "ex06": {
-        1: "operand transposed (store index order): chunk_init_states stored at (bi, hi, c, ...) using "
-        "dA_cumsum's (b, h, nchunks) order, head and chunk axes swapped",
-        2: "off by one in the loop bound: range(nchunks - 1), the last chunk is never visited (its entering "
-        "state not stored, final_states misses its decay and local state)",
-        3: "scaling the wrong term: the chunk decay applied to the chunk's own state too: "
-        "state = decay * (state + local)",
-        4: "wrong chunk index (c+1): the store placed after the update, so chunk_init_states[c] holds the "
-        "state "
-        "leaving chunk c (entering c+1) and chunk 0 never gets initial_states",
-        5: "reduction over the wrong set: the chunk's total decay taken as exp(sum over the chunk's "
-        "dA_cumsum "
-        "row) instead of exp of its last element dA_cumsum[c, Q-1]",
+        1: ("operand transposed (store index order): chunk_init_states stored at (bi, hi, c, ...) using "
+            "dA_cumsum's (b, h, nchunks) order, head and chunk axes swapped"),
+        2: ("off by one in the loop bound: range(nchunks - 1), the last chunk is never visited (its "
+            "entering state not stored, final_states misses its decay and local state)"),
+        3: ("scaling the wrong term: the chunk decay applied to the chunk's own state too: state = decay *"
+            " (state + local)"),
+        4: ("wrong chunk index (c+1): the store placed after the update, so chunk_init_states[c] holds the"
+            " state leaving chunk c (entering c+1) and chunk 0 never gets initial_states"),
+        5: ("reduction over the wrong set: the chunk's total decay taken as exp(sum over the chunk's "
+            "dA_cumsum row) instead of exp of its last element dA_cumsum[c, Q-1]"),
         6: "term left out: initial_states ignored, the carried state starts from zeros",
-        7: "extra nonlinearity: exp applied twice, state = exp(decay) * state + local with decay already "
-        "exp(dA_cumsum[c, Q-1])",
-        8: "shape error (intended compile failure): the decay loaded as a (1, 1, 1, 1) tile instead of 0-d "
-        "(shape=()), so decay * state broadcasts to (1, 1, TP, TN) and the loop-carried state changes "
-        "shape",
+        7: ("extra nonlinearity: exp applied twice, state = exp(decay) * state + local with decay already "
+            "exp(dA_cumsum[c, Q-1])"),
+        8: ("shape error (intended compile failure): the decay loaded as a (1, 1, 1, 1) tile instead of "
+            "0-d (shape=()), so decay * state broadcasts to (1, 1, TP, TN) and the loop-carried state "
+            "changes shape"),
     },
     "ex07": {
-        1: "operand transposed (mma operand order): CB = B @ C^T, the transpose of C @ B^T, so P[s, k] uses "
-        "C_k . B_s",
-        2: "mask off by one: strict causal mask pos[:, None] > pos[None, :], the diagonal k == s is dropped",
-        3: "scaling on the wrong axis: dt broadcast as dt_c[:, None], scaling the rows (dt_s) instead of the "
-        "columns (dt_k) of P",
-        4: "wrong chunk index (neighbour c-1): chunk_init_states[c] taken as the state leaving chunk c, so "
-        "chunk "
-        "c reads slot c-1 and chunk 0 uses a zero state",
-        5: "reduction over the wrong set: causal mask written pos[:, None] <= pos[None, :], so y_s sums over "
-        "the future positions k >= s of the chunk (the clamp then makes their decay 1)",
-        6: "term left out (branch): the past term C_s . state * exp(dA_cs[s]) skipped for chunk 0 "
-        "(if c > 0), ignoring a nonzero initial state",
-        7: "extra nonlinearity: exp applied to CB = C B^T (attention-style scores) before the decay and dt",
-        8: "wrong decay index orientation: decay = exp(min(dA_cs[k] - dA_cs[s], 0)) (broadcast axes "
-        "swapped), "
-        "which the clamp turns into 1 on and below the diagonal: no intra-chunk decay",
+        1: ("operand transposed (mma operand order): CB = B @ C^T, the transpose of C @ B^T, so P[s, k] "
+            "uses C_k . B_s"),
+        2: ("mask off by one: strict causal mask pos[:, None] > pos[None, :], the diagonal k == s is "
+            "dropped"),
+        3: ("scaling on the wrong axis: dt broadcast as dt_c[:, None], scaling the rows (dt_s) instead of "
+            "the columns (dt_k) of P"),
+        4: ("wrong chunk index (neighbour c-1): chunk_init_states[c] taken as the state leaving chunk c, "
+            "so chunk c reads slot c-1 and chunk 0 uses a zero state"),
+        5: ("reduction over the wrong set: causal mask written pos[:, None] <= pos[None, :], so y_s sums "
+            "over the future positions k >= s of the chunk (the clamp then makes their decay 1)"),
+        6: ("term left out (branch): the past term C_s . state * exp(dA_cs[s]) skipped for chunk 0 (if c >"
+            " 0), ignoring a nonzero initial state"),
+        7: ("extra nonlinearity: exp applied to CB = C B^T (attention-style scores) before the decay and "
+            "dt"),
+        8: ("wrong decay index orientation: decay = exp(min(dA_cs[k] - dA_cs[s], 0)) (broadcast axes "
+            "swapped), which the clamp turns into 1 on and below the diagonal: no intra-chunk decay"),
     },
     "ex08": {
-        1: "operand transposed (load index order): dS_out loaded at (bi, hi, c, ...) using dA_cumsum's "
-        "(b, h, nchunks) order, head and chunk axes swapped",
-        2: "off by one in the reverse loop: c = nchunks - i with i from 1, so chunks nchunks-1 .. 1 are "
-        "visited and chunk 0 never is (its dstates, ddA_last unset, dinitial misses its step)",
-        3: "scaling the wrong term: decay applied to the chunk's own gradient instead of the carried one: "
-        "dS = dS + g * dS_out[c]",
-        4: "wrong decay position: g = exp(dA_cumsum[c, 0]) (first position of the chunk) instead of "
-        "exp(dA_cumsum[c, Q-1])",
-        5: "reduction over the wrong set: <dS, S> computed as the sum of all entries of dS @ S^T (all p x p "
-        "row pairs) instead of the elementwise sum(dS * S)",
+        1: ("operand transposed (load index order): dS_out loaded at (bi, hi, c, ...) using dA_cumsum's "
+            "(b, h, nchunks) order, head and chunk axes swapped"),
+        2: ("off by one in the reverse loop: c = nchunks - i with i from 1, so chunks nchunks-1 .. 1 are "
+            "visited and chunk 0 never is (its dstates, ddA_last unset, dinitial misses its step)"),
+        3: ("scaling the wrong term: decay applied to the chunk's own gradient instead of the carried one:"
+            " dS = dS + g * dS_out[c]"),
+        4: ("wrong decay position: g = exp(dA_cumsum[c, 0]) (first position of the chunk) instead of "
+            "exp(dA_cumsum[c, Q-1])"),
+        5: ("reduction over the wrong set: <dS, S> computed as the sum of all entries of dS @ S^T (all p x"
+            " p row pairs) instead of the elementwise sum(dS * S)"),
         6: "term left out: the factor g of d exp(a)/da dropped, ddA_last = <dS, S_c>",
         7: "extra nonlinearity: sigmoid-gate derivative g * (1 - g) * <dS, S_c> instead of g * <dS, S_c>",
-        8: "wrong chunk order: chunks walked forwards (c = i, the forward loop copied) instead of from the "
-        "last "
-        "to the first",
+        8: ("wrong chunk order: chunks walked forwards (c = i, the forward loop copied) instead of from "
+            "the last to the first"),
     },
 }
 
