@@ -27,6 +27,7 @@ from ._experiments import (
     as_float32,
     by_head,
     chunk0_everywhere,
+    chunk_decay_one,
     close,
     decay_index,
     decay_power,
@@ -539,7 +540,12 @@ def _read_weights(lab, inputs, got):
     forms += [(right * right, "the right weights squared: the weights applied twice (to x and to B, or twice "
                "to x)"),
               (right / Q_, f"the right weights divided by Q = {Q_}: a mean over the chunk where the state is "
-               f"a sum")]
+               f"a sum"),
+              (torch.exp(v[-1]) * d, "exp(dA_cs[Q-1]) * dt_k: the whole chunk's decay at every position (one "
+               "factor for the chunk, applied before or after the mma), where position k decays only from k "
+               "to the chunk's end, exp(dA_cs[Q-1] - dA_cs[k])"),
+              (torch.exp((v[-1] - v) * d), "exp((dA_cs[Q-1] - dA_cs[k]) * dt_k): dt inside the exp, where it "
+               "multiplies it (dA_cumsum already holds dt * A)")]
     for want, meaning in forms:
         if torch.allclose(w, want, rtol=1e-3, atol=1e-5):
             return f"{said} {meaning}.\n      " + _DECAY_HINT, None
@@ -669,7 +675,7 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
                    also=[scaled_up(_one_decay, ["x"])]),
         Reading(no_decay, _read_vanishing),
         Experiment("With dA_cumsum = 0 (every decay 1)", no_decay, "so the decay is wrong", _DECAY_HINT,
-                   then=[rounded_decays(), *decay_power(_DECAY_HINT)]),
+                   then=[rounded_decays(), *decay_power(_DECAY_HINT), *chunk_decay_one(_DECAY_HINT)]),
         Experiment("With dt_out the same for every head (each a copy of head 0's)",
                    lambda b: same_for_every_head(b, "dt_out", 1), "so your kernel reads dt of another head",
                    "dt_out is (b, h, nchunks, Q): this block's step sizes are at (bi, hi, c, 0) in tiles of "
