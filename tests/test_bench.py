@@ -1197,8 +1197,14 @@ def test_bench_packed_on_the_cpu_executor(monkeypatch):
     assert all(n >= 4 for n in rec["sequences"])
     table = bench.format_packed([rec])
     assert "cpu-packed (b2 l200 h2" in table and "cutile packed / unpacked, forward: 1.000" in table
-    assert "cutile packed / unpacked, fwd+bwd: 1.000" in table
+    assert "cutile packed / unpacked, fwd+bwd: 1.000 (within the goal of 1.10x)" in table
     assert "mamba_ssm packed" in table and json.loads(json.dumps(rec)) == rec
+
+
+def test_packed_verdict_against_the_goal():
+    assert bench.packed_verdict(1.05).startswith("within the goal")
+    assert bench.packed_verdict(1.4).startswith("short of the goal")
+    assert bench.packed_verdict(12.8).startswith("far from the goal")
 
 
 def test_bench_packed_compares_gradients_with_mamba_ssm(monkeypatch):

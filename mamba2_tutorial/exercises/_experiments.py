@@ -346,19 +346,7 @@ def chunk0_everywhere(keys: Sequence[str], chunk: Callable[[Inputs], int], hint:
     each alone."""
 
     def make(which):
-        def changed(b):
-            Q, l = chunk(b), b[which[0]].shape[1]
-            if l <= Q:
-                return None
-            out = {}
-            for k in which:
-                t = b[k].clone()
-                for start in range(Q, l, Q):
-                    n = min(Q, l - start)
-                    t[:, start:start + n] = b[k][:, :n]
-                out[k] = t
-            return replace(b, **out)
-        return changed
+        return lambda b: same_chunks(b, which, chunk(b))
 
     groups = [tuple(keys)] + ([(k,) for k in keys] if len(keys) > 1 else [])
     return [AsIf(f"every chunk's {' and '.join(g)} a copy of chunk 0's", make(g),
@@ -587,6 +575,34 @@ def scaled_up(make: Callable[[Inputs], Inputs | None], keys: Sequence[str], fact
         return None if base is None else replace(base, **{k: base[k] * factor for k in keys})
 
     return changed
+
+
+def same_chunks(inputs: Inputs, keys: Sequence[str], Q: int) -> Inputs | None:
+    """``inputs`` with every chunk of the inputs ``keys`` (b, l, ...) a copy of chunk 0's (the ragged last
+    chunk its first positions); None with one chunk."""
+    l = inputs[keys[0]].shape[1]
+    if l <= Q:
+        return None
+    out = {}
+    for k in keys:
+        t = inputs[k].clone()
+        for start in range(Q, l, Q):
+            n = min(Q, l - start)
+            t[:, start:start + n] = inputs[k][:, :n]
+        out[k] = t
+    return replace(inputs, **out)
+
+
+def decayed_by_chunk(key: str) -> Callable[[Inputs], Inputs]:
+    """A change: ``key`` (b, nchunks, h, ...) multiplied chunk by chunk by its decay g_c =
+    exp(dA_cumsum[bi, hi, c, Q-1]), as a walk that decays a chunk's own term with the carried one sees it."""
+
+    def make(b):
+        t = b[key]
+        g = torch.exp(b["dA_cumsum"][:, :, :t.shape[1], -1].to(t.dtype)).transpose(1, 2)  # (b, nc, h)
+        return replace(b, **{key: t * g.reshape(*g.shape, *([1] * (t.dim() - 3)))})
+
+    return make
 
 
 def same_batch(keys: Sequence[str], batch_axis: int = 0) -> Experiment:

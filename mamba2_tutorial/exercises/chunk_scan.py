@@ -51,6 +51,7 @@ from ._experiments import (
     reshaped_for_transpose,
     rounded_decays,
     same_batch,
+    same_chunks,
     same_for_every_head,
     scaled_up,
     small_integers,
@@ -641,17 +642,7 @@ def _exact(b):
 
 def _same_chunks(b, keys):
     """The inputs ``keys`` (along l) with every chunk a copy of chunk 0's (None with one chunk)."""
-    Q, l = b["dt_out"].shape[-1], b["x"].shape[1]
-    if l <= Q:
-        return None
-    out = {}
-    for k in keys:
-        t = b[k].clone()
-        for start in range(Q, l, Q):
-            n = min(Q, l - start)
-            t[:, start:start + n] = b[k][:, :n]
-        out[k] = t
-    return replace(b, **out)
+    return same_chunks(b, keys, b["dt_out"].shape[-1])
 
 
 def _read_nonfinite(lab, inputs, got):

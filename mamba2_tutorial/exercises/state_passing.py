@@ -34,6 +34,7 @@ from ._experiments import (
     counted,
     decay_index,
     decay_power,
+    decayed_by_chunk,
     exchanged_axes,
     low_precision,
     misplaced,
@@ -406,14 +407,6 @@ def _square(base, symmetric: bool | str):
     return replace(base, states=states, initial_states=init)
 
 
-def _own_decayed(b):
-    """Each chunk's local state times its own decay exp(dA_cumsum[bi, hi, c, Q-1]): the state walk that
-    decays the chunk's own state together with the carried one."""
-    states = b["states"]
-    g = torch.exp(b["dA_cumsum"][:, :, : states.shape[1], -1].to(states.dtype)).transpose(1, 2)  # (b, nc, h)
-    return replace(b, states=states * g[..., None, None])
-
-
 def _last_chunk_twice(b):
     """The inputs with one more chunk, a copy of the last one (its local state and its decays): the final
     state of a walk that applies the last chunk's update twice."""
@@ -543,9 +536,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "so the term of the chunk's own state is wrong", own_hint,
                    then=[*counted("states", "the chunk's own local state", own_hint, chunk_axis=1),
                          AsIf("each chunk's local state multiplied by its decay exp(dA_cumsum[bi, hi, c, "
-                              "Q-1])", _own_decayed, "your kernel decays the chunk's own state too: "
-                              "exp(dA_last) * (state + states[c]), where only the carried state is decayed",
-                              own_hint)]),
+                              "Q-1])", decayed_by_chunk("states"), "your kernel decays the chunk's own state "
+                              "too: exp(dA_last) * (state + states[c]), where only the carried state is "
+                              "decayed", own_hint)]),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
                    index_hint, then=decay_index(index_hint),

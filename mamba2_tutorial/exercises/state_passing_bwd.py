@@ -38,6 +38,7 @@ from ._experiments import (
     counted,
     decay_index,
     decay_power,
+    decayed_by_chunk,
     exchanged_axes,
     low_precision,
     misplaced,
@@ -251,19 +252,6 @@ def _read_one_chunk_of_S(lab, inputs, got):
             None)
 
 
-def _own_decayed(key: str, chunk_axis: int):
-    """``key`` (chunks on ``chunk_axis``, heads on the next) multiplied chunk by chunk by its decay g_c =
-    exp(dA_cumsum[bi, hi, c, Q-1]): a chunk's own term decayed together with the carried one."""
-
-    def make(b):
-        t = b[key]
-        nc = t.shape[chunk_axis]
-        g = torch.exp(b["dA_cumsum"][:, :, :nc, -1].to(t.dtype))  # (b, h, nc)
-        g = g.transpose(1, 2) if chunk_axis == 1 else g  # (b, nc, h)
-        return replace(b, **{key: t * g.reshape(*g.shape, *([1] * (t.dim() - 3)))})
-    return make
-
-
 def _read_ddA_factor(lab, inputs, got):
     """Whether ddA_last is the right one times a function of the chunk's decay (an extra factor)."""
     want = lab.reference(inputs)["ddA_last"]
@@ -322,19 +310,6 @@ def _read_dinitial_factor(lab, inputs, got):
                     f"a chunk 0 taken apart from the loop needs both terms, and nothing follows the update.",
                     None)
     return None
-
-
-def _own_decayed(key: str, chunk_axis: int):
-    """``key`` (chunks on ``chunk_axis``, heads on the next) multiplied chunk by chunk by its decay g_c =
-    exp(dA_cumsum[bi, hi, c, Q-1]): a chunk's own term decayed together with the carried one."""
-
-    def make(b):
-        t = b[key]
-        nc = t.shape[chunk_axis]
-        g = torch.exp(b["dA_cumsum"][:, :, :nc, -1].to(t.dtype))  # (b, h, nc)
-        g = g.transpose(1, 2) if chunk_axis == 1 else g  # (b, nc, h)
-        return replace(b, **{key: t * g.reshape(*g.shape, *([1] * (t.dim() - 3)))})
-    return make
 
 
 def _read_ddA_pairs_dfinal(lab, inputs, got):
@@ -541,7 +516,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                          Reading(no_dS_out, _read_dfinal_not_carried(dfinal_hint))]),
         Experiment("With dS_out = 0", no_dS_out, "so the term of chunk c's own dS_out is wrong", own_hint,
                    then=[own_gradient, *counted("dS_out", "chunk c's own dS_out", own_hint, chunk_axis=1),
-                         AsIf("each chunk's dS_out multiplied by its decay g_c", _own_decayed("dS_out", 1),
+                         AsIf("each chunk's dS_out multiplied by its decay g_c", decayed_by_chunk("dS_out"),
                               "your kernel decays chunk c's own dS_out too: g * (dS + dS_out[c]), where only "
                               "the carried dS is decayed", own_hint),
                          Experiment("With dS_out the same for every head (each a copy of head 0's)",

@@ -866,6 +866,20 @@ def _packed_training(record: dict, spec: ShapeSpec, inp, seq_idx, backend, cfg, 
                                                                                      theirs_g)}
 
 
+#: the goal for a packed row: at most this many times the same row unpacked
+PACKED_GOAL = 1.10
+
+
+def packed_verdict(ratio: float) -> str:
+    """Where a packed / unpacked time ratio stands against :data:`PACKED_GOAL`."""
+    if ratio <= PACKED_GOAL:
+        return f"within the goal of {PACKED_GOAL:.2f}x"
+    if ratio > 2:
+        return (f"far from the goal of {PACKED_GOAL:.2f}x: the packed row runs the unpacked row's launches, "
+                f"so the extra time is not in more launches")
+    return f"short of the goal of {PACKED_GOAL:.2f}x"
+
+
 def format_packed(records: Sequence[Mapping]) -> str:
     """The ``bench --packed`` table: per shape, every run's time (or why it has none) and packed/unpacked."""
     lines = []
@@ -883,7 +897,8 @@ def format_packed(records: Sequence[Mapping]) -> str:
                 lines.append(f"  {name:<28} {'-':>9}      {rec['errors'][name]}")
         for key, what in (("packed_over_unpacked", "forward"), ("packed_over_unpacked_fwd_bwd", "fwd+bwd")):
             if key in rec:
-                lines.append(f"  cutile packed / unpacked, {what}: {rec[key]:.3f}")
+                verdict = packed_verdict(rec[key])
+                lines.append(f"  cutile packed / unpacked, {what}: {rec[key]:.3f} ({verdict})")
         if "grad_rel_err" in rec:
             errs = ", ".join(f"d{k} {v:.1e}" for k, v in rec["grad_rel_err"].items())
             lines.append(f"  our packed gradients against mamba_ssm's (relative L2): {errs}")
