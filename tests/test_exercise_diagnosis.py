@@ -655,7 +655,7 @@ STATE = {
          r"chunk's last position"),
     23: ("scaling on the wrong axis: the weights applied to the state's rows after the mma (TP == Q)",
          r"weights w_k go wrong only when they differ from position to position"),
-    24: ("wrong decay index: dA_cumsum of the group", r"reads the decay of another head than its own"),
+    24: ("wrong decay index: dA_cumsum of the group", r"reads dA_cumsum at the group index hi //"),
     25: ("reduction over the wrong set: the state summed over chunks 0..c", r"takes in positions of other "
          r"chunks"),
     26: ("term left out: the decay's exp", r"your decay is dA_cs\[Q-1\] - dA_cs\[k\] itself"),
@@ -663,8 +663,8 @@ STATE = {
     28: ("wrong dtype: the mma operands cast to bfloat16 on float32 inputs",
          r"rounds to a low-precision dtype"),
     29: ("wrong store index: (bi, hi, c), dt_out's axis order", r"raised IndexError.*outside.*TILE units"),
-    41: ("wrong index: dt_out of the group", r"reads dt of another head"),
-    42: ("wrong index: x of the group", r"reads x of another head"),
+    41: ("wrong index: dt_out of the group", r"reads dt_out at the group index hi //"),
+    42: ("wrong index: x of the group", r"reads x at the group index hi //"),
     31: ("extra nonlinearity: the weights clamped to at most 1", r"(With dt (= 0 your outputs are not 0|"
          r"doubled.*a nonlinearity to dt)|dt is already through its softplus)"),
     51: ("wrong accumulator start: ct.ones", r"plus the same constant \+1"),

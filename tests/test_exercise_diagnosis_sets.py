@@ -1,4 +1,4 @@
-"""The fourth to fifteenth sets of planted mistakes (``planted_{fourth,...,fifteenth}_set.py``): 480
+"""The fourth to sixteenth sets of planted mistakes (``planted_{fourth,...,sixteenth}_set.py``): 520
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
 (no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
@@ -16,6 +16,7 @@ import planted_fourteenth_set
 import planted_fourth_set
 import planted_ninth_set
 import planted_seventh_set
+import planted_sixteenth_set
 import planted_sixth_set
 import planted_tenth_set
 import planted_thirteenth_set
@@ -35,7 +36,7 @@ SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": plant
         "seventh": planted_seventh_set, "eighth": planted_eighth_set, "ninth": planted_ninth_set,
         "tenth": planted_tenth_set, "eleventh": planted_eleventh_set, "twelfth": planted_twelfth_set,
         "thirteenth": planted_thirteenth_set, "fourteenth": planted_fourteenth_set,
-        "fifteenth": planted_fifteenth_set}
+        "fifteenth": planted_fifteenth_set, "sixteenth": planted_sixteenth_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -458,12 +459,12 @@ HINTS = {
     ("fourteenth", "ex05", 1): r"your state is transposed\.",
     ("fourteenth", "ex05", 2): r"a mask or a bound off by one at the ragged end\.",
     ("fourteenth", "ex05", 3): r"exp\(dA_cs\[Q-1\]\) \* dt_k: the whole chunk's decay at every position",
-    ("fourteenth", "ex05", 4): r"your kernel reads the decay of another head than its own\.",
+    ("fourteenth", "ex05", 4): r"your kernel reads dA_cumsum at the group index hi // HEADS_PER_GROUP",
     ("fourteenth", "ex05", 5): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
     ("fourteenth", "ex05", 6): r"your kernel takes the LAST chunk's decay as 1",
     ("fourteenth", "ex05", 7): r"dt inside the exp, where it multiplies it",
     ("fourteenth", "ex05", 8): r"ct\.mma's two operands must share one dtype \(cast with",
-    ("fourteenth", "ex06", 1): r"the term of the chunk's own state is wrong\.",
+    ("fourteenth", "ex06", 1): r"loads states\'s tile with the shape \(TN, TP\), its sizes exchanged",
     ("fourteenth", "ex06", 2): r"the loop's range stops short of it or starts after it \(a bound from",
     ("fourteenth", "ex06", 3): r"exp\(dA_last\) \* \(state \+ states\[c\]\), where only the carried state is",
     ("fourteenth", "ex06", 4): r"your kernel reads the decay of another chunk than its own\.",
@@ -482,7 +483,7 @@ HINTS = {
     ("fourteenth", "ex08", 1): r"the path of d final_states is wrong\.",
     ("fourteenth", "ex08", 2): r"the loop's range stops short of it or starts after it \(a bound from",
     ("fourteenth", "ex08", 3): r"the carried tile is not decayed at all \(the decay left out, or put on",
-    ("fourteenth", "ex08", 4): r"your kernel reads the decay of another chunk than its own\.",
+    ("fourteenth", "ex08", 4): r"with dA_cumsum\'s chunks in reverse order",
     ("fourteenth", "ex08", 5): r"the reduction in ddA_last mixes elements\.",
     ("fourteenth", "ex08", 6): r"it is stored before chunk 0's update \(inside the loop, or before the",
     ("fourteenth", "ex08", 7): r"Your ddA_last is the right value times 1 - g_c \(a sigmoid's",
@@ -527,8 +528,50 @@ HINTS = {
     ("fifteenth", "ex08", 6): r"the load's index or its tile shape takes the array's axes in another",
     ("fifteenth", "ex08", 7): r"the exponent's sign is flipped\.",
     ("fifteenth", "ex08", 8): r"has index 3 on axis 1 \(chunk\)",
+    ("sixteenth", "ex04", 1): r"ct\.bid\(1\) runs to 4: is that block index used on this axis",
+    ("sixteenth", "ex04", 2): r"A mask of your own in place of the padding must keep exactly the positions",
+    ("sixteenth", "ex04", 3): r"With dt = 0 your outputs are not 0 .*no bias or softplus here",
+    ("sixteenth", "ex04", 4): r"summed over axis 0 \(its rows s\) where axis 1 \(its columns k\) belongs",
+    ("sixteenth", "ex04", 5): r"With A = 1 for every head, your output is right",
+    ("sixteenth", "ex04", 6): r"your kernel reads dt with its position \(axis 1\) and head \(axis 2\) axes",
+    ("sixteenth", "ex04", 7): r"your running sum is scaled by 1\.443 = LOG2E",
+    ("sixteenth", "ex04", 8): r"With A = 0 your outputs are not 0",
+    ("sixteenth", "ex05", 1): r"the exponent is scaled by log2\(e\) = 1\.4427 and then taken with ct\.exp",
+    ("sixteenth", "ex05", 2): r"the chunk's end value dA_cs\[Q-1\] is 0 in your decay",
+    ("sixteenth", "ex05", 3): r"your state's rows follow the chunk's positions k, not x's elements",
+    ("sixteenth", "ex05", 4): r"your decay takes the chunk's end from position 0 instead of Q-1",
+    ("sixteenth", "ex05", 5): r"are 1 at every position: x and B enter as they are, without their",
+    ("sixteenth", "ex05", 6): r"your kernel reads dt_out and dA_cumsum at the group index hi //",
+    ("sixteenth", "ex05", 7): r"an exponent clamped with ct\.maximum\(v, 0\.0\)",
+    ("sixteenth", "ex05", 8): INDEX + r"|has index 5 on axis 1 \(chunk\).*ct\.bid\(2\) runs to 5",
+    ("sixteenth", "ex06", 1): r"the exponent scaled by ln\(2\)² = 0\.4805",
+    ("sixteenth", "ex06", 2): r"no block stores at index 0 of axis 1.*a loop whose range starts late",
+    ("sixteenth", "ex06", 3): r"has index 2 on axis 0 \(batch\).*ct\.bid\(1\) runs to 2",
+    ("sixteenth", "ex06", 4): r"with initial_states = 0: your kernel leaves the initial state out",
+    ("sixteenth", "ex06", 5): r"your kernel loads states's tile with the shape \(TN, TP\), its sizes",
+    ("sixteenth", "ex06", 6): r"a mask or a bound compares n's index with p = 5 \(the two sizes",
+    ("sixteenth", "ex06", 7): r"decays the carried tile by the decay from the sequence's start to the",
+    ("sixteenth", "ex06", 8): r"your final_states equals the right chunk_init_states of chunk 2",
+    ("sixteenth", "ex07", 1): r"P is not zero above the diagonal \(k > s\)",
+    ("sixteenth", "ex07", 2): r"P @ x with the decay exp\(dA_cs\[Q-1\] - dA_cs\[k\]\), the decay from k "
+                              r"to the chunk's END",
+    ("sixteenth", "ex07", 3): r"your y is exp\(dA_cs\[s\] \* log2\(e\)\)",
+    ("sixteenth", "ex07", 4): r"so dt reaches the wrong elements when it differs from position to position",
+    ("sixteenth", "ex07", 5): r"your kernel turns B's tile around with a reshape where a transpose belongs",
+    ("sixteenth", "ex07", 6): r"with chunk_init_states = 0: your kernel leaves the state term out",
+    ("sixteenth", "ex07", 7): r"y is stored at the group index hi // HEADS_PER_GROUP",
+    ("sixteenth", "ex07", 8): r"your product sums P\[s, k\] x_k over the TARGETS s",
+    ("sixteenth", "ex08", 1): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
+    ("sixteenth", "ex08", 2): r"so the reduction in ddA_last mixes elements",
+    ("sixteenth", "ex08", 3): r"the right value times log2\(e\) = 1\.4427: the exp2 form's scale",
+    ("sixteenth", "ex08", 4): r"with dS_out = 0: your kernel leaves chunk c's own dS_out out",
+    ("sixteenth", "ex08", 5): r"A range in a kernel steps forward only \(no negative step\)",
+    ("sixteenth", "ex08", 6): r"the decay left out, or put on the chunk's own term instead of the",
+    ("sixteenth", "ex08", 7): r"with dA_cumsum's chunks in reverse order",
+    ("sixteenth", "ex08", 8): r"holds the right values at the wrong places \(the chunks come in reverse",
 }
-#: slips whose hint does not name their cause yet
+
+
 def run_planted(monkeypatch, which: str, exercise: str, mistake: int) -> None:
     """Run the exercise's check on the set's kernel with ``mistake`` appended to every launch."""
     check_name, module = CHECKS[exercise]

@@ -28,6 +28,7 @@ named only when an experiment confirmed it; otherwise the check says where the w
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -277,8 +278,15 @@ def decay_index(hint: str, key: str = "dA_cumsum") -> list:
             return replace(b, **{key: t.narrow(2, index % t.shape[2], 1).expand_as(t).clone()})
         return make
 
+    def reversed_chunks(b):
+        t = b[key]
+        return None if t.shape[2] < 2 else replace(b, **{key: t.flip(2).contiguous()})
+
     return [*chunk_decay_one(hint, key),
             *exchanged_axes(key, {1: "head", 2: "chunk"}, hint),
+            AsIf(f"{key}'s chunks in reverse order", reversed_chunks,
+                 "your kernel reads the decay of chunk n - 1 - c for chunk c (in a backward walk, the loop "
+                 "counter i where the chunk c = n - 1 - i belongs)", hint),
             AsIf(f"every chunk's {key} equal to the last chunk's", every_chunk_from(-1),
                  "your kernel reads the LAST chunk's decay in every chunk (a fixed index, or the loop's "
                  "bound where its counter belongs)", hint),
@@ -313,6 +321,36 @@ def exchanged_axes(key: str, axes: dict[int, str], hint: str) -> list[AsIf]:
             for i, d1 in enumerate(dims) for d2 in dims[i + 1:]]
 
 
+def read_at_group(keys: dict[str, int], groups: Callable[[Inputs], int]) -> list[AsIf]:
+    """Per-head inputs (``keys``: name -> head axis) read at the group index hi // HEADS_PER_GROUP where the
+    head hi belongs (only B and C are per group): the kernel's output is the answer to the inputs whose head
+    hi holds head hi // HEADS_PER_GROUP's values, with ``groups(inputs)`` groups. Tried for all of ``keys``
+    together, then every smaller set of them."""
+
+    def make(which):
+        def f(b):
+            g = groups(b)
+            changed = {}
+            for key in which:
+                t = b[key]
+                h = t.shape[keys[key]]
+                if g < 2 or h <= g or h % g:   # one group: the group index is 0, a fixed index's answer
+                    return None
+                index = torch.arange(h, device=t.device) // (h // g)
+                changed[key] = t.index_select(keys[key], index).clone()
+            return replace(b, **changed)
+        return f
+
+    names = list(keys)
+    sets = [w for size in range(len(names), 0, -1) for w in itertools.combinations(names, size)]
+    return [AsIf(f"{' and '.join(w)} of every head hi taken from head hi // HEADS_PER_GROUP", make(w),
+                 f"your kernel reads {' and '.join(w)} at the group index hi // HEADS_PER_GROUP where the "
+                 f"head index hi belongs", f"{' and '.join(w)} {'have' if len(w) > 1 else 'has'} one entry "
+                 f"per HEAD: index {'them' if len(w) > 1 else 'it'} with this block's head hi; only B and C "
+                 f"have one per group, at hi // HEADS_PER_GROUP.")
+            for w in sets]
+
+
 def reshaped_for_transpose(key: str, chunk: Callable[[Inputs], int], hint: str) -> AsIf:
     """The (Q, T) tile of ``key`` (b, l, ., d) in each chunk (T = d rounded up to a power of two, zero padded)
     reshaped to (T, Q) and transposed back, or reshaped where a transpose belongs: element [k, j] of the tile
@@ -337,6 +375,64 @@ def reshaped_for_transpose(key: str, chunk: Callable[[Inputs], int], hint: str) 
                 f"your kernel turns {key}'s tile around with a reshape where a transpose belongs: a reshape "
                 f"keeps the elements in their order and only regroups them, so element [k, j] comes from "
                 f"somewhere else", hint)
+
+
+def reshaped_tile(key: str, hint: str) -> AsIf:
+    """The (p, n) tiles of ``key`` (..., p, n) loaded as (TN, TP) tiles (the sizes exchanged, zero padded,
+    T = the size rounded up to a power of two) and reshaped to (TP, TN): element [i, j] of the tile read from
+    flat position i*TN + j of the (TN, TP) tile, whose rows run along p and columns along n."""
+
+    def make(b):
+        t = b[key]
+        p, n = t.shape[-2], t.shape[-1]
+        TP, TN = (1 << max(0, (d - 1).bit_length()) for d in (p, n))
+        if TP == TN:
+            return None
+        loaded = torch.zeros((*t.shape[:-2], TN, TP), dtype=t.dtype, device=t.device)
+        loaded[..., :min(p, TN), :min(n, TP)] = t[..., :min(p, TN), :min(n, TP)]
+        out = loaded.reshape(*t.shape[:-2], TP, TN)[..., :p, :n]
+        return replace(b, **{key: out.contiguous()})
+
+    return AsIf(f"{key}'s (TP, TN) tiles loaded as (TN, TP) and reshaped to (TP, TN)", make,
+                f"your kernel loads {key}'s tile with the shape (TN, TP), its sizes exchanged, and reshapes "
+                f"it to (TP, TN): a reshape keeps the elements in their order and only regroups them (it is "
+                f"no transpose), so element [i, j] comes from somewhere else", hint)
+
+
+def read_cut_pn(outputs: Sequence[str], hint: str) -> Reading:
+    """Outputs (..., p, n) right except past a bound along p or n, where they are 0: a mask or a bound on
+    that axis (e.g. n's index compared with p, the two sizes exchanged)."""
+
+    def read(lab, inputs, got):
+        want = lab.reference(inputs)
+        for name in outputs:
+            g, w = got[name].double(), want[name].double()
+            if not bool(torch.isfinite(g).all()):
+                return None
+            tol = lab.atol + lab.rtol * w.abs()
+            wrong = (g - w).abs() > tol
+            if not bool(wrong.any()):
+                continue
+            p, n = w.shape[-2], w.shape[-1]
+            for axis, size, other, said, other_said in ((-1, n, p, "n", "p"), (-2, p, n, "p", "n")):
+                index = torch.arange(size, device=w.device)
+                index = index if axis == -1 else index[:, None]
+                hit = wrong.any(dim=tuple(d for d in range(w.dim()) if d != w.dim() + axis))
+                if not bool(hit.any()):
+                    continue
+                cut = int(hit.nonzero()[0])
+                if not (bool(hit[cut:].all()) and cut > 0):
+                    continue
+                past = (index >= cut).expand_as(w)
+                if bool((wrong == (past & (w.abs() > tol))).all()) and bool((g[past] == 0).all()):
+                    because = (f"a mask or a bound compares {said}'s index with {other_said} = {other} (the "
+                               f"two sizes exchanged)" if cut == other else
+                               f"a mask or a bound cuts {said} at {cut}")
+                    return (f"Your {name} is right at {said} = 0..{cut - 1} and 0 at {said} = "
+                            f"{cut}..{size - 1}: {because}.\n      {hint}", None)
+        return None
+
+    return Reading(lambda b: b, read)
 
 
 def chunk0_everywhere(keys: Sequence[str], chunk: Callable[[Inputs], int], hint: str) -> list[AsIf]:

@@ -24,6 +24,7 @@ from ._experiments import (
     Linearity,
     Reading,
     close,
+    exchanged_axes,
     low_precision,
     misplaced,
     nan_on_cpu,
@@ -478,6 +479,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     h = case.inputs["dt"].shape[2]
     steps = [
         misplaced({"dt_out": _AXES, "dA_cumsum": _AXES}),
+        *exchanged_axes("dt", {1: "position", 2: "head"},
+                        "dt is (b, l, h): chunk c of head hi is tile (bi, c, hi) in tiles of (1, Q, 1), or "
+                        "the positions c*Q + arange(Q) on axis 1 and hi on axis 2 in a gather."),
         Reading(lambda b: b, _read_unreached),
         Reading(lambda b: b, _read_dt_out_product),
         Reading(lambda b: b, _read_cut),

@@ -446,6 +446,10 @@ def _read_state_decay(lab, inputs, got):
              f"{STATE_PROBE_DT:g} here): dt where dA_cs belongs"),
             (torch.exp(-v), "exp(-dA_cs[s]): the exponent's sign is flipped"),
             (torch.exp2(v), "2**dA_cs[s]: ct.exp2 takes the place of ct.exp"),
+            (torch.exp(v * LOG2E), "exp(dA_cs[s] * log2(e)): the exponent scaled by log2(e) = 1.4427 for "
+             "ct.exp2, but taken with ct.exp (exp(v) = 2**(v * log2(e)): the scale goes with ct.exp2 only)"),
+            (torch.exp(v / LOG2E), "exp(dA_cs[s] / log2(e)): the exponent divided by log2(e), where ct.exp "
+             "takes it as it is"),
             (v, "dA_cs[s] itself: the exp is missing"),
             (torch.exp(v[-1:]).expand(Q), "exp(dA_cs[Q-1]) at every position: the decay across the whole "
              "chunk, where position s has decayed only by exp(dA_cs[s])"),
@@ -530,6 +534,46 @@ def _read_output_factor(lab, inputs, got):
     return None
 
 
+def _intra_only(inputs, decay) -> torch.Tensor:
+    """y = P @ x without the state term, float64, with P[s, k] = (C_s . B_k) · decay[s, k] · dt_k for k <= s;
+    ``decay(a)``: a (b, h, nchunks, Q) dA_cumsum -> (b, h, nchunks, Q, Q) [s, k]."""
+    x, dt, a = (inputs[k].double().cpu() for k in ("x", "dt_out", "dA_cumsum"))
+    C, B = inputs["C"].double().cpu(), inputs["B"].double().cpu()
+    b, l, h, p = x.shape
+    g = C.shape[2]
+    nc, Q = a.shape[2], a.shape[3]
+
+    def chunks(t):
+        return torch.nn.functional.pad(t, (0, 0, 0, 0, 0, nc * Q - l)).view(b, nc, Q, t.shape[2], t.shape[3])
+
+    CB = torch.einsum("bcsgn,bckgn->bcgsk", chunks(C), chunks(B)).repeat_interleave(h // g, dim=2)
+    P = CB * decay(a).transpose(1, 2) * dt.transpose(1, 2)[..., None, :] * torch.ones(Q, Q).tril()
+    return torch.einsum("bchsk,bckhp->bcshp", P, chunks(x)).reshape(b, nc * Q, h, p)[:, :l]
+
+
+def _read_intra_decay(lab, inputs, got):
+    """With the entering state = 0: P @ x with another decay than exp(dA_cs[s] - dA_cs[k])."""
+    y = got["y"].double().cpu()
+    if not bool(torch.isfinite(y).all()):
+        return None
+    forms = [
+        (lambda a: torch.exp(a[..., -1:, None] - a[..., None, :]).expand(*a.shape, a.shape[-1]),
+         "exp(dA_cs[Q-1] - dA_cs[k]), the decay from k to the chunk's END (the chunk state's weight, or a "
+         "row maximum subtracted as in a softmax: over all k, the largest dA_cs[s] - dA_cs[k] is dA_cs[s] - "
+         "dA_cs[Q-1]), the same in every row s"),
+        (lambda a: torch.exp(-a[..., None, :]).expand(*a.shape, a.shape[-1]),
+         "exp(-dA_cs[k]): the target's dA_cs[s] is missing from the exponent"),
+        (lambda a: torch.exp(a[..., :, None]).expand(*a.shape, a.shape[-1]),
+         "exp(dA_cs[s]): the decay from the chunk's start to s (the state term's), the source's dA_cs[k] "
+         "missing"),
+    ]
+    for decay, said in forms:
+        if close(y, _intra_only(inputs, decay), lab.rtol, lab.atol):
+            return (f"With the entering state = 0, your output is P @ x with the decay {said}.\n      "
+                    f"{_DECAY_HINT}", None)
+    return None
+
+
 def _p_matrix(lab, base):
     """P as the kernel builds it, read column by column: with no entering state, no decay, dt = 1, float32
     inputs and x = e_j at position k = r*p + j of every chunk (zero elsewhere), y = P @ x holds P's columns
@@ -576,6 +620,9 @@ def _p_matrix(lab, base):
         (CB.clamp(min=0) * low, "C_s . B_k where it is positive and 0 where it is negative: a clamp (or "
          "ReLU) on C Bᵀ"),
         (CB * low / C.shape[-1] ** 0.5, "C_s . B_k / sqrt(n): a scale as in attention"),
+        (torch.diag((CB * low).sum(0)), "0 off the diagonal, with the column sums sum_s P[s, k] on it: your "
+         "product sums P[s, k] x_k over the TARGETS s (axis 0 of P), which gives one row per source k, "
+         "where y[s] sums over the sources k (axis 1 of P): ct.sum(..., axis=1), or simply ct.mma(P, x)"),
     ]
     if next_power_of_two(C.shape[-1]) == Q:  # Cᵀ B compiles on (Q, TN) tiles when TN == Q
         pad = Q - C.shape[-1]
@@ -770,7 +817,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    controls=[lambda b: replace(b, dt_out=torch.full_like(b["dt_out"], 0.5))]),
         Experiment("With the entering state = 0 and dA_cumsum = 0 (every decay 1)",
                    lambda b: replace(b, dA_cumsum=zero(b["dA_cumsum"])),
-                   "so the decay inside the chunk is wrong", _DECAY_HINT, then=decay_power(_DECAY_HINT)),
+                   "so the decay inside the chunk is wrong", _DECAY_HINT,
+                   then=[*decay_power(_DECAY_HINT), Reading(_no_state, _read_intra_decay)]),
         Experiment("With the entering state = 0 and C and B the same for every group",
                    lambda b: same_groups(b, ("C", "B")), "so your kernel reads C and B of the wrong group",
                    group_hint),

@@ -37,6 +37,7 @@ from ._experiments import (
     nan_on_cpu,
     once,
     positions,
+    read_at_group,
     read_clamp,
     read_offset,
     replace,
@@ -492,7 +493,15 @@ def _read_weights(lab, inputs, got):
         (torch.exp(v - v[-1]) * d, "exp(dA_cs[k] - dA_cs[Q-1]) * dt_k: the decay's exponent has its sign "
          "flipped"),
         (torch.exp(v[-1] - v), "exp(dA_cs[Q-1] - dA_cs[k]) without dt_k: the factor dt is missing"),
-        (d, "dt_k alone: the decay is missing"),
+        (d, "dt_k alone: the decay is missing (or every decay is 1: an exponent clamped with ct.maximum(v, "
+         "0.0), which is 0 for every v <= 0, where ct.minimum(v, 0.0) or no clamp belongs)"),
+        (torch.ones_like(d), "1 at every position: x and B enter as they are, without their weights (neither "
+         "the decay nor dt_k)"),
+        (torch.exp(-v) * d, "exp(-dA_cs[k]) * dt_k: the chunk's end value dA_cs[Q-1] is 0 in your decay (not "
+         "taken, or picked with a mask that selects nothing: the last position is Q-1, not Q)"),
+        (torch.exp((v[-1] - v) * LOG2E) * d, "exp((dA_cs[Q-1] - dA_cs[k]) * log2(e)) * dt_k: the exponent is "
+         "scaled by log2(e) = 1.4427 and then taken with ct.exp (log2(e) applied twice, or ct.exp where "
+         "ct.exp2 belongs): exp(v) = 2**(v * log2(e)), one log2(e) and ct.exp2"),
         (torch.exp2(v[-1] - v) * d, "2**(dA_cs[Q-1] - dA_cs[k]) * dt_k: your kernel computes 2**v where the "
          "decay is exp(v)"),
         ((v[-1] - v) * d, "(dA_cs[Q-1] - dA_cs[k]) * dt_k: your decay is dA_cs[Q-1] - dA_cs[k] itself, "
@@ -643,6 +652,7 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
         same_batch(["x", "B", "dt_out", "dA_cumsum"]),
         *exchanged_axes("B", {2: "group", 3: "state (n)"}, _LAYOUT_HINT),
         *exchanged_axes("x", {2: "head", 3: "head dim (p)"}, _LAYOUT_HINT),
+        *read_at_group({"dt_out": 1, "dA_cumsum": 1, "x": 2}, lambda b: b["B"].shape[2]),
         reshaped_for_transpose("B", lambda b: b["dt_out"].shape[3], _TRANSPOSE_HINT),
         reshaped_for_transpose("x", lambda b: b["dt_out"].shape[3], _TRANSPOSE_HINT),
         Confusion("dA_cumsum", "dt_out", "dt_out holds the step sizes dt_k, dA_cumsum the running sums of "

@@ -42,8 +42,10 @@ from ._experiments import (
     positions,
     read_alternating_transpose,
     read_clamp,
+    read_cut_pn,
     read_transposed_store,
     replace,
+    reshaped_tile,
     rounded_decays,
     same_batch,
     scaled_up,
@@ -130,7 +132,7 @@ def _reference(inputs):
     return {"chunk_init_states": entering, "final_states": final}
 
 
-def decay_experiments(hint: str, log2e: float = LOG2E) -> list[Experiment]:
+def decay_experiments(hint: str, log2e: float = LOG2E) -> list:
     """The experiments on the decay across a chunk, exp(dA_cumsum[..., c, Q-1]), shared with exercise 8:
     exp2 for exp, the sign, another position of the chunk, a sum over the chunk, the next chunk."""
 
@@ -146,8 +148,20 @@ def decay_experiments(hint: str, log2e: float = LOG2E) -> list[Experiment]:
         dA = b["dA_cumsum"]
         return replace(b, dA_cumsum=torch.cat([dA[:, :, :1], dA], dim=2))
 
+    def running(b):  # each chunk's decay the sum of the decays of chunks 0..c (from the sequence's start)
+        dA = b["dA_cumsum"].clone()
+        if dA.shape[2] < 2:
+            return None
+        dA[..., -1] = torch.cumsum(dA[..., -1], dim=2)
+        return replace(b, dA_cumsum=dA)
+
     last = "the decay across chunk c is exp(dA_cumsum[bi, hi, c, Q-1]), one element: "
     return [
+        AsIf("each chunk's decay dA_cumsum[bi, hi, c, Q-1] replaced by the sum of those of chunks 0..c",
+             running, "your kernel decays the carried tile by the decay from the sequence's start to the "
+             "end of chunk c (a running sum of the chunk decays), where the decay across chunk c alone "
+             "belongs: the carried tile already holds the decays of the chunks before",
+             last + "ct.load(dA_cumsum, (bi, hi, c, Q - 1), shape=()), nothing summed over the chunks."),
         Experiment("With dA_cumsum multiplied by log2(e)",
                    lambda b: replace(b, dA_cumsum=b["dA_cumsum"] * log2e),
                    "your kernel computes 2**v where the decay is exp(v)",
@@ -466,6 +480,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
              "once per chunk; after the loop the state already LEAVES the last chunk: store it as it is.",
              outputs=["final_states"]),
         *exchanged_axes("states", {1: "chunk", 2: "head"}, own_hint),
+        reshaped_tile("states", own_hint),
+        reshaped_tile("initial_states", init_hint),
+        read_cut_pn(["chunk_init_states", "final_states"], "the states are (p, n): a mask of your own keeps "
+                    "rows i < p and columns j < n (or load with padding_mode=ct.PaddingMode.ZERO and mask "
+                    "nothing)."),
         read_last_store("chunk_init_states", "final_states", "it is stored before the last chunk's update "
                         "(inside the loop, or before the update)", "final_states is the state LEAVING the "
                         "last chunk: store it once, after the loop, when every chunk has been added."),

@@ -264,7 +264,12 @@ def _read_ddA_factor(lab, inputs, got):
     forms = [("a = dA_cumsum[bi, hi, c, Q-1], the exponent itself", a),
              ("g_c once more (g_c squared in all)", torch.exp(a)), ("1 / g_c (no g_c in all)", torch.exp(-a)),
              ("-1 (the sign flipped)", -torch.ones_like(a)),
-             ("1 - g_c (a sigmoid's derivative, g (1 - g), in place of exp's)", 1 - torch.exp(a))]
+             ("1 - g_c (a sigmoid's derivative, g (1 - g), in place of exp's)", 1 - torch.exp(a)),
+             ("log2(e) = 1.4427: the exp2 form's scale kept in the derivative (g_c = exp(a) = exp2(a * "
+              "log2(e)) is one function of a, whose derivative is g_c, with no log2(e))",
+              torch.full_like(a, 1.4426950408889634)),
+             ("ln(2) = 0.6931: the derivative of 2**a (2**a * ln 2) where g_c = exp(a)",
+              torch.full_like(a, 0.6931471805599453))]
     constant = float(ratio[0])
     if abs(constant - 1.0) > 1e-3 and bool(torch.isclose(ratio, torch.full_like(ratio, constant),
                                                           rtol=1e-3).all()):
