@@ -29,8 +29,8 @@ import torch
 
 from ..kernels._host import placeholder
 
-__all__ = ["NO_CARRY", "carry_kept", "carry_reset", "chunk_end_keys", "chunk_end_seq", "entering_rows",
-           "entering_seq", "seq_idx_arg", "seq_tile"]
+__all__ = ["NO_CARRY", "SEQ_GAP", "carry_kept", "carry_reset", "chunk_end_keys", "chunk_end_seq",
+           "entering_rows", "entering_seq", "seq_gap", "seq_idx_arg", "seq_tile"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -38,11 +38,25 @@ ZERO = ct.PaddingMode.ZERO
 #: without an infinity in the arithmetic; exp2(NO_CARRY · log2(e)) flushes to 0
 NO_CARRY = -1.0e30
 
+#: the log2 gap between two sequences of a packed row in a decay's exponent (:func:`seq_gap`): exp2 of
+#: anything below -SEQ_GAP + 100 flushes to 0 in float32, so a key of an earlier sequence adds nothing
+SEQ_GAP = 256.0
+
 
 @ct.function
 def seq_tile(seq_idx, b, tile, T):
     """seq_idx of row b at the T positions of tile ``tile`` (T,) int32 (0 past the row's end)."""
     return ct.load(seq_idx, (b, tile), shape=(1, T), padding_mode=ZERO).reshape((T,))
+
+
+@ct.function
+def seq_gap(seq_m, seq_k):
+    """(TM, TK) float32: SEQ_GAP · (seq_k - seq_m), for rows m and keys k of seq_idx seq_m (TM,) and seq_k
+    (TK,). Added to the exponent of a decay exp2(v), it keeps v where m and k are in one sequence (adding an
+    exact 0) and makes exp2 flush to 0 where k is in an earlier sequence (k <= m: seq_k < seq_m); above the
+    diagonal (seq_k > seq_m) exp2 overflows, where the causal mask then puts 0. A block-diagonal
+    ``ct.where`` on P does the same, but its (TM, TK) bool tile doubles the scan's registers and spills."""
+    return (seq_k.astype(ct.float32)[None, :] - seq_m.astype(ct.float32)[:, None]) * SEQ_GAP
 
 
 @ct.function
@@ -59,13 +73,13 @@ def entering_seq(seq_idx, b, c, Q):
 
 
 @ct.function
-def carry_reset(seq_idx, b, c, Q, w, dA_cs_last):
-    """For a walk over chunks: ``(w masked to the chunk's last sequence, the log of the carry's decay over
-    chunk c)``, the latter dA_cs_last, or :data:`NO_CARRY` where the chunk ends in another sequence than
-    the one its entering state belongs to. w (Q,) float32: each position's weight in the local state."""
+def carry_reset(seq_idx, b, c, Q, dA_cs_last):
+    """For a walk over chunks: ``(last(c), the log of the carry's decay over chunk c)``, the latter
+    dA_cs_last, or :data:`NO_CARRY` where the chunk ends in another sequence than the one its entering state
+    belongs to. The local state takes only the positions k with seq_idx[k] = last(c): the walk masks each
+    key tile's weights with it (:func:`seq_tile`), never the whole chunk's, which would spill."""
     last = chunk_end_seq(seq_idx, b, c, Q)
-    w = ct.where(seq_tile(seq_idx, b, c, Q) == last, w, 0.0)
-    return w, ct.where(last == entering_seq(seq_idx, b, c, Q), dA_cs_last, NO_CARRY)
+    return last, ct.where(last == entering_seq(seq_idx, b, c, Q), dA_cs_last, NO_CARRY)
 
 
 @ct.function

@@ -33,7 +33,7 @@ from ._scan_parts import entering_state_T, inter_chunk_heads, rows_only
 from .chunk_cb import launch_chunk_cb, launch_key_log2
 from .config import ChunkScan
 from .plan import Plan, ScanCall
-from .resets import entering_rows, seq_idx_arg, seq_tile
+from .resets import entering_rows, seq_gap, seq_idx_arg, seq_tile
 
 __all__ = ["chunk_scan_chunk_kernel", "launch_scan_chunk", "scan_chunk_plan"]
 
@@ -44,32 +44,30 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
               Q, TM, TK, TP, HB, MASK, KEY_LOG2, seq_idx=None, seq_m=None, HAS_SEQ_IDX=False):
     """One key tile kt of the intra-chunk sum for the block's HB heads: acc_j += P_j @ x_kt, with
     P_j = CB[m, k] ∘ exp2(a_m - a_k) ∘ dt_k, or CB[m, k] ∘ exp2(a_m - kd_k) (KEY_LOG2); ∘ [k <= m] when
-    MASK; ∘ [seq_m = seq_k] with HAS_SEQ_IDX (seq_m (TM,): the rows' seq_idx)."""
+    MASK. With HAS_SEQ_IDX (seq_m (TM,): the rows' seq_idx) the block-diagonal mask [seq_m = seq_k] rides in
+    the exponent (:func:`~mamba2_tutorial.fast.resets.seq_gap`): a ct.where on P spills the kernel."""
     k_tile = c * (Q // TK) + kt
     CB_mk = ct.load(CB, (b, c, g, i_m, kt), shape=(1, 1, 1, TM, TK)).reshape((TM, TK))
     CB_mk = CB_mk.astype(ct.float32)  # a no-op for a float32 CB; a bfloat16 CB is widened
     if MASK:
         k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
         causal = m_pos[:, None] >= k_pos[None, :]
-    if HAS_SEQ_IDX:  # the block-diagonal mask of a packed row, with the causal one where MASK
-        keep = seq_m[:, None] == seq_tile(seq_idx, b, k_tile, TK)[None, :]
-        if MASK:
-            keep = keep & causal
+    if HAS_SEQ_IDX:  # 0 within a sequence, <= -SEQ_GAP across a boundary (and >= SEQ_GAP above the diagonal)
+        gap = seq_gap(seq_m, seq_tile(seq_idx, b, k_tile, TK))
     new_accs = ()
     for j in ct.static_iter(range(HB)):
         h = hb * HB + j
         x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO)
         if KEY_LOG2:  # dt_out holds kd_k = a_k - log2(dt_k): exp2(a_m - kd_k) = decay · dt_k
             kd = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
-            P = CB_mk * ct.exp2(a_ms[j][:, None] - kd[None, :], flush_to_zero=True)
+            v = a_ms[j][:, None] - kd[None, :]
+            P = CB_mk * ct.exp2(v + gap if HAS_SEQ_IDX else v, flush_to_zero=True)
         else:
             a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
             dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
-            decay = ct.exp2(ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0), flush_to_zero=True)
-            P = CB_mk * decay * dt_k[None, :]
-        if HAS_SEQ_IDX:
-            P = ct.where(keep, P, 0.0)
-        elif MASK:
+            v = ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0)
+            P = CB_mk * ct.exp2(v + gap if HAS_SEQ_IDX else v, flush_to_zero=True) * dt_k[None, :]
+        if MASK:  # above the diagonal a packed row's gap makes exp2 overflow: the causal mask removes it
             P = ct.where(causal, P, 0.0)
         new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
     return new_accs
@@ -172,7 +170,7 @@ def chunk_scan_chunk_kernel(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D
         if carries is not None:
             carries = carries + (segment_carry_T(x, carry, seg_prefix, b, c, h, i_p, TP, NS,
                                                  chunks_per_segment),)
-    if UNROLL and (c + 1) * Q <= seqlen:
+    if UNROLL and not HAS_SEQ_IDX and (c + 1) * Q <= seqlen:  # packed rows unrolled double the registers
         for i_m in ct.static_iter(range(Q // TM)):
             _row_tile(x, z, dt_out, dA_cumsum, C, CB, chunk_init_states, D, out, b, c, g, hb, i_m,
                       c * (Q // TM) + i_m, i_p, seqlen, Q, TM, TK, TP, NS, HB, D_MODE, HAS_Z, KEY_LOG2, S_cTs,
