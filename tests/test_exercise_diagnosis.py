@@ -702,7 +702,8 @@ PASSING = {
     22: ("scaling on the wrong axis: the chunk's dA row as a per-row decay (TP == Q)",
          r"another position than the chunk's last"),
     23: ("wrong chunk index: the decay of chunk c - 1", r"reads the decay of another chunk than its own"),
-    24: ("reduction over the wrong set: the decay as dA[Q-1] - dA[0]", r"a sum over the chunk"),
+    24: ("reduction over the wrong set: the decay as dA[Q-1] - dA[0]",
+         r"takes the decay across chunk c as exp\(dA_cs\[Q-1\] - dA_cs\[0\]\)"),
     25: ("term left out: no decay", r"(With dA_cumsum = 0 \(every decay 1\).*so the decay is wrong|"
          r"the carried tile is not decayed at all)"),
     26: ("extra nonlinearity: a sigmoid gate as the decay", r"a sigmoid takes the place of the exp"),
@@ -755,8 +756,8 @@ SCAN = {
     23: ("scaling on the wrong axis: dt on x's columns (TP == Q)", r"dt reaches the wrong elements"),
     24: ("wrong decay index: the state term decayed from position 0", r"the decay from position 0, which "
          r"leaves out position 0's own step"),
-    25: ("reduction over the wrong set: a row-wise dot C_s . B_s", r"(factor C_s \. B_k of P is what goes "
-         r"wrong|C = 0 your outputs are not 0 \(every output is linear in C\))"),
+    25: ("reduction over the wrong set: a row-wise dot C_s . B_s", r"your P is C_s \. B_s for every k <= s, "
+         r"each row's own product"),
     26: ("term left out: C Bᵀ", r"(factor C_s \. B_k of P is what goes wrong|C = 0 your outputs are not 0 "
          r"\(every output is linear in C\))"),
     27: ("extra nonlinearity: P's rows normalized", r"(something rescales P's entries|divides by something "

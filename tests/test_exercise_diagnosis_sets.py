@@ -1,4 +1,4 @@
-"""The fourth to sixteenth sets of planted mistakes (``planted_{fourth,...,sixteenth}_set.py``): 520
+"""The fourth to seventeenth sets of planted mistakes (``planted_{fourth,...,seventeenth}_set.py``): 560
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
 (no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
@@ -15,6 +15,7 @@ import planted_fifth_set
 import planted_fourteenth_set
 import planted_fourth_set
 import planted_ninth_set
+import planted_seventeenth_set
 import planted_seventh_set
 import planted_sixteenth_set
 import planted_sixth_set
@@ -36,7 +37,8 @@ SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": plant
         "seventh": planted_seventh_set, "eighth": planted_eighth_set, "ninth": planted_ninth_set,
         "tenth": planted_tenth_set, "eleventh": planted_eleventh_set, "twelfth": planted_twelfth_set,
         "thirteenth": planted_thirteenth_set, "fourteenth": planted_fourteenth_set,
-        "fifteenth": planted_fifteenth_set, "sixteenth": planted_sixteenth_set}
+        "fifteenth": planted_fifteenth_set, "sixteenth": planted_sixteenth_set,
+        "seventeenth": planted_seventeenth_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -348,7 +350,7 @@ HINTS = {
     ("eleventh", "ex06", 3): r"the carried tile is not decayed at all \(the decay left out, or put on",
     ("eleventh", "ex06", 4): r"your kernel uses dA_cumsum as the decay itself, without the exp\.",
     ("eleventh", "ex06", 5): r"your kernel mixes the chunk's other positions into its decay \(a sum",
-    ("eleventh", "ex06", 6): r"your kernel mixes the chunk's other positions into its decay \(a sum",
+    ("eleventh", "ex06", 6): r"takes the decay across chunk c as exp\(dA_cs\[Q-1\] - dA_cs\[0\]\)",
     ("eleventh", "ex06", 7): r"exp\(dA_last\) \* \(state \+ states\[c\]\), where only the carried state is",
     ("eleventh", "ex06", 8): r"A tile carried through a loop keeps one shape and dtype: start it",
     ("eleventh", "ex07", 1): r"your kernel never reads B, it reads C in its place\.",
@@ -569,6 +571,46 @@ HINTS = {
     ("sixteenth", "ex08", 6): r"the decay left out, or put on the chunk's own term instead of the",
     ("sixteenth", "ex08", 7): r"with dA_cumsum's chunks in reverse order",
     ("sixteenth", "ex08", 8): r"holds the right values at the wrong places \(the chunks come in reverse",
+    ("seventeenth", "ex04", 1): r"has index 1 on axis 2 \(head\), in tiles of 8.*a size meant for another",
+    ("seventeenth", "ex04", 2): r"With dt = 0 at each chunk's first position, your output is right",
+    ("seventeenth", "ex04", 3): r"load of A \(shape \(3,\)\) has index 1 on axis 0 \(head\), in tiles of 8",
+    ("seventeenth", "ex04", 4): r"has index 3 on axis 1 \(head\).*ct\.bid\(1\) runs to 4",
+    ("seventeenth", "ex04", 5): r"they grow as a power of dt, so two of them multiply each other",
+    ("seventeenth", "ex04", 6): r"With A = 1 for every head, your output is right",
+    ("seventeenth", "ex04", 7): r"a function of dt that is not 0 at 0 \(softplus",
+    ("seventeenth", "ex04", 8): r"no running sum is taken along the chunk's positions \(the sum runs over",
+    ("seventeenth", "ex05", 1): r"With B equal to 2x \(so that every state is symmetric\), your output is",
+    ("seventeenth", "ex05", 2): r"are right except 0 at the chunk's last position",
+    ("seventeenth", "ex05", 3): r"the weights w_k go wrong only when they differ from position to position",
+    ("seventeenth", "ex05", 4): r"your kernel reads the decay of another chunk than its own",
+    ("seventeenth", "ex05", 5): r"your decay takes the chunk's end from position 0 instead of Q-1",
+    ("seventeenth", "ex05", 6): r"are dt_k alone: the decay is missing",
+    ("seventeenth", "ex05", 7): r"dt inside the exp as well as outside it",
+    ("seventeenth", "ex05", 8): r"With x doubled your outputs do not double",
+    ("seventeenth", "ex06", 1): r"so your kernel transposes the chunk's local state",
+    ("seventeenth", "ex06", 2): r"your final_states equals the right chunk_init_states of chunk 2",
+    ("seventeenth", "ex06", 3): r"the chunk and the head are exchanged",
+    ("seventeenth", "ex06", 4): r"takes the decay across chunk c as exp\(dA_cs\[Q-1\] - dA_cs\[0\]\)",
+    ("seventeenth", "ex06", 5): r"the decay left out, or put on the chunk's own term instead of the",
+    ("seventeenth", "ex06", 6): r"with initial_states = 0: your kernel leaves the initial state out",
+    ("seventeenth", "ex06", 7): r"your kernel applies a nonlinearity to the carried state",
+    ("seventeenth", "ex06", 8): r"has a negative index on axis 3",
+    ("seventeenth", "ex07", 1): r"so your P is transposed \(Pᵀ @ x\) or its mask keeps k >= s",
+    ("seventeenth", "ex07", 2): r"P is not zero above the diagonal \(k > s\)",
+    ("seventeenth", "ex07", 3): r"your kernel applies no decay: the factor exp\(\.\.\.\) is left out",
+    ("seventeenth", "ex07", 4): r"store of y \(shape \(2, 37, 4, 5\)\) has index 1 on axis 2 \(head\)",
+    ("seventeenth", "ex07", 5): r"your P is C_s \. B_s for every k <= s, each row's own product",
+    ("seventeenth", "ex07", 6): r"your y is 1 at every position: the state term is not decayed",
+    ("seventeenth", "ex07", 7): r"a function of C that is not 0 at 0",
+    ("seventeenth", "ex07", 8): r"so the factor dt is wrong \(missing, or applied more than once",
+    ("seventeenth", "ex08", 1): r"so the reduction in ddA_last mixes elements",
+    ("seventeenth", "ex08", 2): r"an index one too large: c \+ 1 where c belongs",
+    ("seventeenth", "ex08", 3): r"the decay left out, or put on the chunk's own term instead of the",
+    ("seventeenth", "ex08", 4): r"Your dstates holds the right values at the wrong places \(the chunks",
+    ("seventeenth", "ex08", 5): r"the right value times 0\.01562 \(a mean for the sum\? a scale\?\)",
+    ("seventeenth", "ex08", 6): r"with dfinal_states = 0: your kernel leaves d final_states out",
+    ("seventeenth", "ex08", 7): r"the right value times exp\(g_c\) / g_c: exp applied to g_c once more",
+    ("seventeenth", "ex08", 8): r"the head and the chunk are exchanged",
 }
 
 

@@ -620,6 +620,12 @@ def _p_matrix(lab, base):
         (CB.clamp(min=0) * low, "C_s . B_k where it is positive and 0 where it is negative: a clamp (or "
          "ReLU) on C Bᵀ"),
         (CB * low / C.shape[-1] ** 0.5, "C_s . B_k / sqrt(n): a scale as in attention"),
+        ((C * B).sum(-1)[:, None] * low, "C_s . B_s for every k <= s, each row's own product: C and B are "
+         "multiplied at the same position and summed over n (a per-position dot product, broadcast along k), "
+         "where P pairs every target s with every source k"),
+        ((C * B).sum(-1)[None, :] * low, "C_k . B_k for every s >= k, each column's own product: C and B are "
+         "multiplied at the same position and summed over n (a per-position dot product, broadcast along s), "
+         "where P pairs every target s with every source k"),
         (torch.diag((CB * low).sum(0)), "0 off the diagonal, with the column sums sum_s P[s, k] on it: your "
          "product sums P[s, k] x_k over the TARGETS s (axis 0 of P), which gives one row per source k, "
          "where y[s] sums over the sources k (axis 1 of P): ct.sum(..., axis=1), or simply ct.mma(P, x)"),
@@ -831,7 +837,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With the entering state = 0 and C_s . B_k = 1 for every s and k (C = B = one unit "
                    "vector)", _unit_CB, "so the factor C_s . B_k of P is what goes wrong (missing, or not "
                    "the matrix C Bᵀ)", "CB[s, k] = C_s . B_k for EVERY pair of positions: CB = ct.mma(C, "
-                   "ct.transpose(B), acc), a (Q, Q) tile, and P = CB * decay * dt[None, :]."),
+                   "ct.transpose(B), acc), a (Q, Q) tile, and P = CB * decay * dt[None, :].",
+                   then=[_p_matrix]),
         low_precision(_exact, "the entering state = 0, x, C and B small integers, dt in {0.5, 1} and no "
                       "decay", ["x", "C", "B"], _MMA_CAST, controls=[lambda b: replace(b, dA_cumsum=zero(
                           b["dA_cumsum"]))]),

@@ -554,7 +554,9 @@ def _read_weights(lab, inputs, got):
                "factor for the chunk, applied before or after the mma), where position k decays only from k "
                "to the chunk's end, exp(dA_cs[Q-1] - dA_cs[k])"),
               (torch.exp((v[-1] - v) * d), "exp((dA_cs[Q-1] - dA_cs[k]) * dt_k): dt inside the exp, where it "
-               "multiplies it (dA_cumsum already holds dt * A)")]
+               "multiplies it (dA_cumsum already holds dt * A)"),
+              (torch.exp((v[-1] - v) * d) * d, "exp((dA_cs[Q-1] - dA_cs[k]) * dt_k) * dt_k: dt inside the "
+               "exp as well as outside it (dA_cumsum already holds dt * A: dt belongs outside only)")]
     for want, meaning in forms:
         if torch.allclose(w, want, rtol=1e-3, atol=1e-5):
             return f"{said} {meaning}.\n      " + _DECAY_HINT, None

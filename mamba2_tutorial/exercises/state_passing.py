@@ -155,8 +155,17 @@ def decay_experiments(hint: str, log2e: float = LOG2E) -> list:
         dA[..., -1] = torch.cumsum(dA[..., -1], dim=2)
         return replace(b, dA_cumsum=dA)
 
+    def from_first(b):  # each chunk's decay taken from its first position to its last
+        dA = b["dA_cumsum"].clone()
+        dA[..., -1] = dA[..., -1] - dA[..., 0]
+        return replace(b, dA_cumsum=dA)
+
     last = "the decay across chunk c is exp(dA_cumsum[bi, hi, c, Q-1]), one element: "
     return [
+        AsIf("each chunk's decay dA_cumsum[bi, hi, c, Q-1] replaced by dA_cumsum[.., Q-1] - dA_cumsum[.., 0]",
+             from_first, "your kernel takes the decay across chunk c as exp(dA_cs[Q-1] - dA_cs[0]), which "
+             "leaves out the chunk's first step: dA_cumsum[Q-1] already is the sum from the chunk's start "
+             "(it is not a difference)", last + "ct.load(dA_cumsum, (bi, hi, c, Q - 1), shape=())."),
         AsIf("each chunk's decay dA_cumsum[bi, hi, c, Q-1] replaced by the sum of those of chunks 0..c",
              running, "your kernel decays the carried tile by the decay from the sequence's start to the "
              "end of chunk c (a running sum of the chunk decays), where the decay across chunk c alone "
