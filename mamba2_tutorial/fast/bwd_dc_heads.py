@@ -26,7 +26,7 @@ from ..kernels.chunk_state import LOG2E
 from ..runtime.launch import launch
 from ..runtime.specs import KernelSpec
 from .bwd_dx_heads import heads_block, load_cb
-from .resets import entering_seq, seq_tile
+from .resets import entering_seq, packed_decay_tile, seq_tile
 
 __all__ = ["SPECS", "chunk_bwd_dc_heads_kernel", "launch_dc_heads"]
 
@@ -67,9 +67,10 @@ def chunk_bwd_dc_heads_kernel(x, dy, dt_out, dA_cumsum, C, B, CB, chunk_init_sta
                 k_pos = kt * T + ct.arange(T, dtype=ct.int32)
                 CB_mk = load_cb(CB, b, c, g, mt, kt, T)
                 dM = ct.mma(dy_m, ct.transpose(x_k), ct.zeros((T, T), dtype=ct.float32))
-                L = decay_tile(a_m, a_k, m_pos, k_pos)
-                if HAS_SEQ_IDX:  # the block-diagonal mask of a packed row
-                    L = ct.where(seq_m[:, None] == seq_tile(seq_idx, b, k_tile, T)[None, :], L, 0.0)
+                if HAS_SEQ_IDX:  # the block-diagonal mask of a packed row, in the decay's exponent
+                    L = packed_decay_tile(a_m, a_k, m_pos, k_pos, seq_m, seq_tile(seq_idx, b, k_tile, T))
+                else:
+                    L = decay_tile(a_m, a_k, m_pos, k_pos)
                 dCB = dM * L * dt_k[None, :]
                 da_m = da_m + ct.sum(dCB * CB_mk, axis=1)
                 B_k = load_rows(B, b, k_tile, g, T, NS).astype(x.dtype)

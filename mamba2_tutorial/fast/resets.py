@@ -30,7 +30,7 @@ import torch
 from ..kernels._host import placeholder
 
 __all__ = ["NO_CARRY", "SEQ_GAP", "carry_kept", "carry_reset", "chunk_end_keys", "chunk_end_seq",
-           "entering_rows", "entering_seq", "seq_gap", "seq_idx_arg", "seq_tile"]
+           "entering_rows", "entering_seq", "packed_decay_tile", "seq_gap", "seq_idx_arg", "seq_tile"]
 
 ZERO = ct.PaddingMode.ZERO
 
@@ -51,12 +51,23 @@ def seq_tile(seq_idx, b, tile, T):
 
 @ct.function
 def seq_gap(seq_m, seq_k):
-    """(TM, TK) float32: SEQ_GAP · (seq_k - seq_m), for rows m and keys k of seq_idx seq_m (TM,) and seq_k
-    (TK,). Added to the exponent of a decay exp2(v), it keeps v where m and k are in one sequence (adding an
-    exact 0) and makes exp2 flush to 0 where k is in an earlier sequence (k <= m: seq_k < seq_m); above the
-    diagonal (seq_k > seq_m) exp2 overflows, where the causal mask then puts 0. A block-diagonal
-    ``ct.where`` on P does the same, but its (TM, TK) bool tile doubles the scan's registers and spills."""
-    return (seq_k.astype(ct.float32)[None, :] - seq_m.astype(ct.float32)[:, None]) * SEQ_GAP
+    """(TM, TK) float32: min(SEQ_GAP · (seq_k - seq_m), 0), for rows m and keys k of seq_idx seq_m (TM,)
+    and seq_k (TK,). Added to the exponent of a decay exp2(v), it keeps v where m and k are in one sequence
+    (adding an exact 0) and makes exp2 flush to 0 where k is in an earlier sequence (k <= m: seq_k <
+    seq_m). Never positive: a row past the row's end reads seq_idx 0 (zero padding), and a positive gap
+    there would make exp2 overflow into inf and 0 · inf into NaN. A block-diagonal ``ct.where`` on P does the
+    same, but its (TM, TK) bool tile doubles the scan's registers and spills."""
+    return ct.minimum((seq_k.astype(ct.float32)[None, :] - seq_m.astype(ct.float32)[:, None]) * SEQ_GAP, 0.0)
+
+
+def packed_decay_tile(a_m, a_k, m_pos, k_pos, seq_m, seq_k):
+    """The causal decay L = exp(a_m - a_k) of a (rows × keys) tile of a packed row, 0 above the diagonal and
+    between two sequences (``a_m``, ``a_k`` in log2 units; seq_m (TM,), seq_k (TK,) their seq_idx): the
+    backward's decay tile with the block-diagonal mask in the exponent (:func:`seq_gap`), not a second
+    ``ct.where``, which spills. A plain function: cuTile inlines it."""
+    causal = m_pos[:, None] >= k_pos[None, :]
+    v = ct.minimum(a_m[:, None] - a_k[None, :], 0.0) + seq_gap(seq_m, seq_k)
+    return ct.where(causal, ct.exp2(v, flush_to_zero=True), 0.0)
 
 
 @ct.function

@@ -52,7 +52,7 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
     if MASK:
         k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
         causal = m_pos[:, None] >= k_pos[None, :]
-    if HAS_SEQ_IDX:  # 0 within a sequence, <= -SEQ_GAP across a boundary (and >= SEQ_GAP above the diagonal)
+    if HAS_SEQ_IDX:  # 0 within a sequence, <= -SEQ_GAP across a boundary
         gap = seq_gap(seq_m, seq_tile(seq_idx, b, k_tile, TK))
     new_accs = ()
     for j in ct.static_iter(range(HB)):
@@ -67,7 +67,7 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
             dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
             v = ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0)
             P = CB_mk * ct.exp2(v + gap if HAS_SEQ_IDX else v, flush_to_zero=True) * dt_k[None, :]
-        if MASK:  # above the diagonal a packed row's gap makes exp2 overflow: the causal mask removes it
+        if MASK:
             P = ct.where(causal, P, 0.0)
         new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
     return new_accs
