@@ -20,18 +20,12 @@ import torch
 from mamba2_tutorial import fast
 from mamba2_tutorial.fast.forward import ssd_forward
 from mamba2_tutorial.perf.bench import packed_seq_idx
-from mamba2_tutorial.runtime.compile import compile_cubin
-from mamba2_tutorial.runtime.cubin_info import cubin_resources
-from mamba2_tutorial.runtime.launch import recording
+from mamba2_tutorial.runtime.compile import launch_resources
 
 #: (config name in the shipped table, chunk size): the classes a long packed row and a packed one-tile batch
 #: meet, and the unrolled scan of the small chunk sizes
 CONFIGS = [("segmented-occ2-acc-kd+chunk-bf16cb-kd", 256), ("fused-occ2-acc-kd+chunk-bf16cb-kd", 256),
            ("fused-occ2-kd+chunk-bf16cb-kd-unrolled", 128)]
-
-
-def _kernel_name(kernel) -> str:
-    return getattr(getattr(kernel, "_pyfunc", None), "__name__", None) or getattr(kernel, "__name__", "?")
 
 
 def _frames(cfg, Q: int, seq_idx, training: bool) -> dict[str, int]:
@@ -46,17 +40,13 @@ def _frames(cfg, Q: int, seq_idx, training: bool) -> dict[str, int]:
     if training:
         for t in (x, dt, A, B, C):
             t.requires_grad_()
-    launches = []
-    with recording(lambda kernel, grid, args: launches.append((kernel, args))):
+
+    def run():
         y = ssd_forward(x, dt, A, B, C, Q, config=cfg, backend="cpu", seq_idx=seq_idx)
         if training:
             y.float().sum().backward()
-    frames: dict[str, int] = {}
-    for kernel, args in launches:
-        name = _kernel_name(kernel)
-        frame = cubin_resources(compile_cubin(kernel, args, "sm_90"))["frame_bytes"]
-        frames[name] = max(frames.get(name, 0), frame)
-    return frames
+
+    return {name: r["frame_bytes"] for name, r in launch_resources(run, "sm_90").items()}
 
 
 #: stack frame bytes a packed row may add to a backward chunk kernel that spills a few words without packing

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -47,6 +47,7 @@ __all__ = [
     "cutile_ir",
     "find_tileiras",
     "format_table",
+    "launch_resources",
     "main",
     "quick_plan",
     "representative_specs",
@@ -136,6 +137,27 @@ def compile_cubin(kernel, args, arch: str = "sm_90") -> bytes:
     :func:`mamba2_tutorial.runtime.cubin_info.cubin_resources`."""
     find_tileiras()
     return _export(kernel, args, "cubin", gpu_code=arch)
+
+
+def launch_resources(run: Callable[[], object], arch: str = "sm_90") -> dict[str, dict[str, int]]:
+    """What the kernels a call launches cost the SM: ``run()`` runs with every launch recorded and none
+    executed (``runtime.launch.recording``: its outputs are left unwritten), each launched kernel is compiled
+    for ``arch`` with its recorded arguments, on a machine without a GPU, and its cubin read
+    (``cubin_info.cubin_resources``). ``{kernel name: {"registers", "frame_bytes"}}`` in launch order, the
+    largest over a kernel's launches; a stack frame above 0 bytes means registers spilled to local memory."""
+    from .launch import recording
+
+    launches = []
+    with recording(lambda kernel, grid, args: launches.append((kernel, args))):
+        run()
+    found: dict[str, dict[str, int]] = {}
+    for kernel, args in launches:
+        name = _kernel_name(kernel)
+        got = cubin_resources(compile_cubin(kernel, args, arch))
+        was = found.setdefault(name, {"registers": 0, "frame_bytes": 0})
+        for key in was:
+            was[key] = max(was[key], got[key])
+    return found
 
 
 def _format_error(exc: BaseException) -> str:
