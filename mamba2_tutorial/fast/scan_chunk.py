@@ -66,7 +66,8 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
             a_k = ct.load(dA_cumsum, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,)) * LOG2E
             dt_k = ct.load(dt_out, (b, h, c, kt), shape=(1, 1, 1, TK)).reshape((TK,))
             v = ct.minimum(a_ms[j][:, None] - a_k[None, :], 0.0)
-            P = CB_mk * ct.exp2(v + gap if HAS_SEQ_IDX else v, flush_to_zero=True) * dt_k[None, :]
+            decay = ct.exp2(v + gap if HAS_SEQ_IDX else v, flush_to_zero=True)
+            P = CB_mk * decay * dt_k[None, :]
         if MASK:
             P = ct.where(causal, P, 0.0)
         new_accs = new_accs + (ct.mma(P.astype(x.dtype), x_k.reshape((TK, TP)), accs[j]),)
