@@ -1,4 +1,4 @@
-"""The fourth to seventeenth sets of planted mistakes (``planted_{fourth,...,seventeenth}_set.py``): 560
+"""The fourth to eighteenth sets of planted mistakes (``planted_{fourth,...,eighteenth}_set.py``): 600
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
 (no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import planted_eighteenth_set
 import planted_eighth_set
 import planted_eleventh_set
 import planted_fifteenth_set
@@ -38,7 +39,8 @@ SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": plant
         "tenth": planted_tenth_set, "eleventh": planted_eleventh_set, "twelfth": planted_twelfth_set,
         "thirteenth": planted_thirteenth_set, "fourteenth": planted_fourteenth_set,
         "fifteenth": planted_fifteenth_set, "sixteenth": planted_sixteenth_set,
-        "seventeenth": planted_seventeenth_set}
+        "seventeenth": planted_seventeenth_set,
+        "eighteenth": planted_eighteenth_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -109,7 +111,7 @@ HINTS = {
     ("fifth", "ex06", 5): r"two of the store's block indices are the same number",
     ("fifth", "ex06", 6): r"your kernel decays the chunk's own state too",
     ("fifth", "ex06", 7): INDEX,
-    ("fifth", "ex06", 8): r"axis 4 lies inside the tile each store writes",
+    ("fifth", "ex06", 8): r"axis 4 lies inside the tile of one block",
     ("fifth", "ex07", 1): r"ct\.mma's two operands must share one dtype",
     ("fifth", "ex07", 2): r"loads without padding_mode=ZERO",
     ("fifth", "ex07", 3): r"reads or writes another batch entry than its own",
@@ -354,7 +356,7 @@ HINTS = {
     ("eleventh", "ex06", 7): r"exp\(dA_last\) \* \(state \+ states\[c\]\), where only the carried state is",
     ("eleventh", "ex06", 8): r"A tile carried through a loop keeps one shape and dtype: start it",
     ("eleventh", "ex07", 1): r"your kernel never reads B, it reads C in its place\.",
-    ("eleventh", "ex07", 2): r"with x only at each chunk's last position, your output is wrong\)\.",
+    ("eleventh", "ex07", 2): r"your output is not 0 at the positions before it\)\.",
     ("eleventh", "ex07", 3): r"the decay inside the chunk is wrong\.",
     ("eleventh", "ex07", 4): r"has index 5 on axis 1 \(chunk\).*an index one too large",
     ("eleventh", "ex07", 5): r"dt reaches the wrong elements when it differs from position to",
@@ -421,7 +423,7 @@ HINTS = {
     ("thirteenth", "ex05", 1): r"has index 2 on axis 2 \(group\)",
     ("thirteenth", "ex05", 2): r"the decay's exponent has its sign flipped\.",
     ("thirteenth", "ex05", 3): r"the factor dt is missing\.",
-    ("thirteenth", "ex05", 4): r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the",
+    ("thirteenth", "ex05", 4): r"your decay runs to the end of position k's own block",
     ("thirteenth", "ex05", 5): r"on the CPU tile executor \(which fills undetermined padding with NaN\)",
     ("thirteenth", "ex05", 6): r"your state is transposed\.",
     ("thirteenth", "ex05", 7): r"the state is scaled by a constant \(the decay's end value, or a factor",
@@ -611,6 +613,46 @@ HINTS = {
     ("seventeenth", "ex08", 6): r"with dfinal_states = 0: your kernel leaves d final_states out",
     ("seventeenth", "ex08", 7): r"the right value times exp\(g_c\) / g_c: exp applied to g_c once more",
     ("seventeenth", "ex08", 8): r"the head and the chunk are exchanged",
+    ("eighteenth", "ex04", 1): r"it starts one position late, so position s is left out of its own sum",
+    ("eighteenth", "ex04", 2): r"each position counts its own step several times and no earlier step",
+    ("eighteenth", "ex04", 3): r"has index 2 on axis 3 \(position in the chunk\), in tiles of 4",
+    ("eighteenth", "ex04", 4): r"a sum taken in pieces whose totals are not carried on",
+    ("eighteenth", "ex04", 5): r"a sum taken in pieces whose totals are not carried on",
+    ("eighteenth", "ex04", 6): r"summed over axis 0 \(its rows s\) where axis 1",
+    ("eighteenth", "ex04", 7): r"a loop over pieces of that axis that stops short",
+    ("eighteenth", "ex04", 8): r"With A = 0 your outputs are not 0",
+    ("eighteenth", "ex05", 1): r"exp\(dA_cs\[k\] - dA_cs\[Q-1\]\) \* dt_k: the decay's exponent has its sign",
+    ("eighteenth", "ex05", 2): r"only the first part of the chunk reaches the state",
+    ("eighteenth", "ex05", 3): r"Two tiles whose shapes neither match nor broadcast meet",
+    ("eighteenth", "ex05", 4): r"your decay runs to the end of position k's own block",
+    ("eighteenth", "ex05", 5): r"only the last part of the chunk reaches the state",
+    ("eighteenth", "ex05", 6): r"without dt_k: the factor dt is missing",
+    ("eighteenth", "ex05", 7): r"dt is already through its softplus",
+    ("eighteenth", "ex05", 8): r"the right weights squared",
+    ("eighteenth", "ex06", 1): r"your kernel reads the decay of another chunk than its own",
+    ("eighteenth", "ex06", 2): r"adds the local state of chunk c \+ 1 where chunk c's belongs",
+    ("eighteenth", "ex06", 3): r"the loop's range stops short of it or starts after it",
+    ("eighteenth", "ex06", 4): r"your final_states equals the right chunk_init_states of chunk 2",
+    ("eighteenth", "ex06", 5): r"mixes the chunk's other positions into its decay \(a sum over the chunk",
+    ("eighteenth", "ex06", 6): r"takes the decay across chunk c as exp\(dA_cs\[Q-1\] - dA_cs\[0\]\)",
+    ("eighteenth", "ex06", 7): r"the decay left out, or put on the chunk's own term instead of the",
+    ("eighteenth", "ex06", 8): r"exp\(exp\(v\)\) for v = -0\.5, so exp is applied twice",
+    ("eighteenth", "ex07", 1): r"dA_cumsum's sign flipped, your output is the right answer to the unchanged",
+    ("eighteenth", "ex07", 2): r"so the diagonal k = s is what goes wrong",
+    ("eighteenth", "ex07", 3): r"your output is not 0 at the positions before it",
+    ("eighteenth", "ex07", 4): r"so dt reaches the wrong elements when it differs from position to position",
+    ("eighteenth", "ex07", 5): r"so the decay inside the chunk is wrong",
+    ("eighteenth", "ex07", 6): r"only the last block of 4 keys reaches y",
+    ("eighteenth", "ex07", 7): r"your y is 1 at every position: the state term is not decayed",
+    ("eighteenth", "ex07", 8): r"with dA_cumsum replaced by exp\(dA_cumsum\)",
+    ("eighteenth", "ex08", 1): r"the decay left out, or put on the chunk's own term instead of the",
+    ("eighteenth", "ex08", 2): r"index 0 is never stored: the loop's range stops short",
+    ("eighteenth", "ex08", 3): r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the decay is",
+    ("eighteenth", "ex08", 4): r"reads the decay from another position than the chunk's last",
+    ("eighteenth", "ex08", 5): r"ddA_last of chunk c takes in the states of other chunks",
+    ("eighteenth", "ex08", 6): r"with dS_out = 0: your kernel leaves chunk c's own dS_out out",
+    ("eighteenth", "ex08", 7): r"the right value times exp\(g_c\) / g_c",
+    ("eighteenth", "ex08", 8): r"ddA_last pairs dS with the state of another chunk",
 }
 
 

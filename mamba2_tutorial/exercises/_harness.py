@@ -433,10 +433,11 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
                     f"{what} left {int(never.sum())} of {never.numel()} output elements unwritten (still "
                     f"{UNWRITTEN:.4g}): exactly the elements at index {which} of axis {dim} (of size "
                     f"{never.shape[dim]}; the output's shape is {tuple(never.shape)}).",
-                    f"axis {dim} lies inside the tile each store writes, and the stored tiles do not cover "
-                    f"index {which} of it: the stored tile's shape does not match the array's axes (a "
+                    f"axis {dim} lies inside the tile of one block, and the stores do not cover index "
+                    f"{which} of it: a loop over pieces of that axis that stops short (range(n - 1) where "
+                    f"range(n) belongs), a store of a tile whose shape does not match the array's axes (a "
                     f"reshape to another shape, or TP and TN exchanged: the shape lists one size per axis of "
-                    f"the array, in its order), or a mask keeps those elements out.",
+                    f"the array, in its order), or a mask that keeps those elements out.",
                 )
             if written_right and dim in loop_axes:
                 return (

@@ -252,6 +252,21 @@ def _read_impulse(lab, inputs, got):
     if bool((step == (pos == q0)).all()):
         v = float(dA[hh, 1, q0])
         if abs(v + 1.0) < 1e-4:
+            # a sum over a size-1 axis leaves every step where it is; a triangle broadcast the wrong way
+            # counts a step once per key before it, which shows only where that count is above 1
+            again = lab.run(_impulse(inputs, at=Q - 1)) if q0 != Q - 1 else None
+            if again is not None and bool(torch.isfinite(again["dA_cumsum"]).all()):
+                late = again["dA_cumsum"][0][hh, 1]
+                others_late = late.abs() > 1e-6
+                w = float(late[Q - 1])
+                if bool((others_late == (pos == Q - 1)).all()) and w < -1.0 - 1e-4:
+                    return (f"{said}: only position {q0} is nonzero and it holds -1, but with the step "
+                            f"at position {Q - 1} your dA_cumsum holds {w:.4g} there and 0 before: each "
+                            f"position counts its own step several times and no earlier step reaches it. "
+                            f"A triangle W[s, k] = v_s (the row's own value, v[:, None]) summed over k, "
+                            f"where W[s, k] = v_k (v[None, :]) belongs.\n      dA_cumsum[s] = sum over k "
+                            f"<= s of v_k: ct.where(pos[:, None] >= pos[None, :], v[None, :], 0.0) summed "
+                            f"over axis 1, or simply ct.cumsum(v, axis=0).", None)
             return (f"{said}: the value stays at its own position, unchanged (dt * A = -1), so no running "
                     f"sum is taken along the chunk's positions (the sum runs over another axis, of size "
                     f"1).\n      Reshape the (1, Q, 1) tile to (Q,) and take ct.cumsum(..., axis=0): the sum "

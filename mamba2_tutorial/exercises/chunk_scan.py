@@ -239,6 +239,30 @@ def _last_position_only(b):
     return replace(b, x=x)
 
 
+def _future_leak(experiment):
+    """``experiment`` (right with x only at each chunk's first position), reported only where a later
+    position does reach an earlier output: with x only at each chunk's last position (and no entering state)
+    the right y is 0 before it, and the kernel's is not. A kernel that gets the later keys wrong some other
+    way (their decay, say) is right on the first positions too, but leaks nothing."""
+
+    def run(lab, base):
+        found = experiment(lab, base)
+        if found is None:
+            return None
+        changed = _last_position_only(_no_state(base))
+        got = lab.run(changed)
+        if got is None:
+            return None
+        y = got["y"].double()
+        Q, l = base["dt_out"].shape[-1], y.shape[1]
+        pos = torch.arange(l)
+        before = (pos % Q != Q - 1) & (pos != l - 1)              # the positions before each chunk's last
+        leaked = y[:, before].abs().amax() > max(lab.atol, 1e-6)
+        return found if bool(leaked) else None
+
+    return run
+
+
 def _read_last_sources(lab, inputs, got):
     """With the entering state 0 and x only at each chunk's last position (``_last_position_only``): the
     right output is 0 everywhere but at those positions. A kernel whose output is 0 there too, and right
@@ -641,6 +665,15 @@ def _p_matrix(lab, base):
     for want, meaning in forms:
         if not close(want, CB * low) and close(P, want, 1e-3, 1e-4):
             return f"{said} {meaning}.\n      {hint}", None
+    T = Q // 2
+    while T >= 2:  # only the last T keys (source columns) reach y: an accumulator restarted per key block
+        if close(P, CB * low * (k >= Q - T).double(), 1e-3, 1e-4):
+            return (f"{said} right in its last {T} columns (sources k = {Q - T}..{Q - 1}) and 0 in the "
+                    f"others: only the last block of {T} keys reaches y, so the accumulator over the key "
+                    f"blocks starts again (set to zeros) inside the loop over them.\n      Start the "
+                    f"accumulator once, before the loop over key blocks, and add every block's P @ x into "
+                    f"it.", None)
+        T //= 2
     tol = 1e-3 * max(1.0, float(CB.abs().max()))
     wrong = (P - CB * low).abs() > tol
     parts = [f"{int(wrong[m].sum())} of {int(m.sum())} entries {name}"
@@ -792,12 +825,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    lambda b: replace(b, dA_cumsum=-b["dA_cumsum"]),
                    "the decay's exponent has its sign flipped", _DECAY_HINT, undo=True),
         Reading(_last_position_only, _read_last_sources),
-        Experiment("With the entering state = 0 and x zero except at each chunk's first position",
-                   _first_position_only,
-                   "so later positions leak into earlier outputs: P is not zero above the diagonal (k > s) "
-                   "(the check confirmed it: with x only at each chunk's last position, your output is "
-                   "wrong)",
-                   _DECAY_HINT, controls=[_last_position_only]),
+        _future_leak(Experiment(
+            "With the entering state = 0 and x zero except at each chunk's first position",
+            _first_position_only, "so later positions leak into earlier outputs: P is not zero above the "
+            "diagonal (k > s) (the check confirmed it: with x only at each chunk's last position, your "
+            "output is not 0 at the positions before it)", _DECAY_HINT, controls=[_last_position_only])),
         Experiment("With the entering state = 0 and C_s . B_k = 0 whenever s - k is even (the diagonal "
                    "among them)", lambda b: _parity(b, same=False),
                    "so the diagonal k = s is what goes wrong (the check confirmed it: with only the diagonal "
@@ -850,6 +882,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     ]
     steps = [
         misplaced({"y": ("batch entry", "position", "head", "")}),
+        AsIf("dA_cumsum replaced by exp(dA_cumsum)",
+             lambda b: replace(b, dA_cumsum=torch.exp(b["dA_cumsum"])),
+             "your kernel takes the exp of dA_cumsum before it uses it (at the load, say): dA_cumsum already "
+             "is the log of the decay, so every decay is the exp of a difference of dA_cumsum itself",
+             _DECAY_HINT),
         Reading(lambda b: b, _read_output_factor),
         Reading(lambda b: b, _read_cut),
         AsIf("C's rows scaled by dt (C_s * dt_s) and dt = 1", _dt_into_C, "your kernel scales C's rows, the "

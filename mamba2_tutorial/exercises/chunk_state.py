@@ -557,6 +557,14 @@ def _read_weights(lab, inputs, got):
                "multiplies it (dA_cumsum already holds dt * A)"),
               (torch.exp((v[-1] - v) * d) * d, "exp((dA_cs[Q-1] - dA_cs[k]) * dt_k) * dt_k: dt inside the "
                "exp as well as outside it (dA_cumsum already holds dt * A: dt belongs outside only)")]
+    T = Q_ // 2
+    while T >= 2:  # the decay to the end of k's own block of T positions (a chunk walked in blocks)
+        ends = v[(torch.arange(Q_) // T) * T + T - 1]
+        forms.append((torch.exp(ends - v) * d, f"exp(dA_cs[end of k's block] - dA_cs[k]) * dt_k, with the "
+                      f"chunk walked in blocks of {T}: your decay runs to the end of position k's own block, "
+                      f"where it runs to the chunk's end, dA_cs[Q-1] (taken from the whole chunk's row, not "
+                      f"the block's)"))
+        T //= 2
     for want, meaning in forms:
         if torch.allclose(w, want, rtol=1e-3, atol=1e-5):
             return f"{said} {meaning}.\n      " + _DECAY_HINT, None

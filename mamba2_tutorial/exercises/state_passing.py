@@ -465,6 +465,26 @@ def _exact(base):
                    dA_cumsum=torch.zeros_like(base["dA_cumsum"]))
 
 
+def _shifted_local(k: int, keep_last: bool):
+    """The local states moved by one chunk: k = -1, chunk c gets chunk c + 1's (the last chunk 0, or its own
+    with ``keep_last``); k = 1, chunk c gets chunk c - 1's (chunk 0 gets 0). None with one chunk."""
+
+    def make(b):
+        S = b["states"]
+        if S.shape[1] < 2:
+            return None
+        out = torch.zeros_like(S)
+        if k < 0:
+            out[:, :-1] = S[:, 1:]
+            if keep_last:
+                out[:, -1] = S[:, -1]
+        else:
+            out[:, 1:] = S[:, :-1]
+        return replace(b, states=out)
+
+    return make
+
+
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     """The experiments of exercise 6, in the order they run (see :mod:`._experiments`)."""
     lab = Lab(_run(kernel, backend, device, case), _reference)
@@ -536,6 +556,14 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "your kernel applies a nonlinearity to the carried state (an activation? a clamp?)",
                   "the recurrence is linear: state = exp(dA_last) * state + states[c], nothing applied to "
                   "the state."),
+        *[AsIf(f"each chunk's local state taken from the chunk {said}", _shifted_local(k, keep_last),
+               f"your kernel adds the local state of chunk c {sign} 1 where chunk c's belongs: the state "
+               f"leaving chunk c is exp(dA_last of c) * (the state entering c) + states[c], the same chunk c "
+               f"in both (a walk that builds the state entering chunk c from chunk c - 1 needs chunk c - 1's "
+               f"decay and local state)", own_hint)
+          for k, keep_last, said, sign in ((-1, False, "after (the last chunk's 0)", "+"),
+                                           (-1, True, "after (the last chunk's its own)", "+"),
+                                           (1, False, "before (chunk 0's 0)", "-"))],
         Experiment("With every chunk's local state a copy of chunk 0's",
                    lambda b: None if b["states"].shape[1] < 2 else replace(
                        b, states=b["states"][:, :1].expand_as(b["states"]).clone()),
