@@ -23,9 +23,9 @@ from mamba2_tutorial.perf.bench import packed_seq_idx
 from mamba2_tutorial.runtime.compile import launch_resources
 
 #: (config name in the shipped table, chunk size): the classes a long packed row and a packed one-tile batch
-#: meet, and the unrolled scan of the small chunk sizes
+#: meet, the unrolled scan of the small chunk sizes, and a walk over the whole chunk in one step (no occupancy)
 CONFIGS = [("segmented-occ2-acc-kd+chunk-bf16cb-kd", 256), ("fused-occ2-acc-kd+chunk-bf16cb-kd", 256),
-           ("fused-occ2-kd+chunk-bf16cb-kd-unrolled", 128)]
+           ("fused-occ2-kd+chunk-bf16cb-kd-unrolled", 128), ("fused+shared", 256)]
 
 
 def _frames(cfg, Q: int, seq_idx, training: bool) -> dict[str, int]:

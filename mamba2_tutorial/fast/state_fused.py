@@ -29,7 +29,7 @@ from ..kernels.state_passing import initial_state_tile
 from ..runtime.launch import launch
 from .config import Fused, Segmented, StateForm
 from .plan import StateCall
-from .resets import carry_reset, seq_idx_arg, seq_tile
+from .resets import SEQ_GAP, carry_reset, seq_idx_arg, seq_tile
 
 __all__ = ["chunk_local_state", "chunk_state_passing_kernel", "chunk_state_passing_plan",
            "chunk_state_passing_tiles", "computed_once", "head_scalars", "key_log2",
@@ -84,10 +84,13 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
         ct.store(dt_out, (b, h, c, 0), dt_c.reshape((1, 1, 1, Q)))
     ct.store(dA_cumsum, (b, h, c, 0), dA_cs.reshape((1, 1, 1, Q)))
     dA_cs_last = ct.extract(dA_cs, (Q - 1,), shape=(1,))
-    w = ct.exp2(ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E, flush_to_zero=True) * dt_c
+    v = ct.minimum(dA_cs_last - dA_cs, 0.0) * LOG2E
     log_decay = dA_cs_last
-    if HAS_SEQ_IDX:
-        last, log_decay = carry_reset(seq_idx, b, c, Q, dA_cs_last)
+    if HAS_SEQ_IDX:  # the local state takes only the chunk's last sequence (last): the walk masks the others'
+        last, log_decay = carry_reset(seq_idx, b, c, Q, dA_cs_last)  # weights as it uses them, which
+        if TK == Q:  # for one step over the whole chunk is a gap in their exponent (a ct.where spills there)
+            v = v + ct.minimum((seq_tile(seq_idx, b, c, Q) - last).astype(ct.float32) * SEQ_GAP, 0.0)
+    w = ct.exp2(v, flush_to_zero=True) * dt_c
     # decay over the whole chunk, as in state_passing_kernel: S_c+1 = exp(dA_cs_last) · S_c + local
     decay = ct.exp2(log_decay * LOG2E, flush_to_zero=True).reshape((1, 1))
     acc = decay * S if FORM & ACC else ct.zeros((TP, TN), dtype=ct.float32)
@@ -97,8 +100,8 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
         x_k = ct.load(x, (b, k_tile, h, i_p), shape=(1, TK, 1, TP), padding_mode=ZERO).reshape((TK, TP))
         B_k = ct.load(B, (b, k_tile, g, i_n), shape=(1, TK, 1, TN), padding_mode=ZERO).reshape((TK, TN))
         w_k = ct.extract(w, (kt,), shape=(TK,))
-        if HAS_SEQ_IDX:  # only the positions of the chunk's last sequence, tile by tile (the whole chunk's
-            w_k = ct.where(seq_tile(seq_idx, b, k_tile, TK) == last, w_k, 0.0)  # mask on w spills)
+        if HAS_SEQ_IDX and TK < Q:  # tile by tile: a mask on the whole chunk's w would spill in this loop
+            w_k = ct.where(seq_tile(seq_idx, b, k_tile, TK) == last, w_k, 0.0)
         xw = (x_k.astype(ct.float32) * w_k[:, None]).astype(x.dtype)
         acc = ct.mma(ct.transpose(xw), B_k.astype(x.dtype), acc)
     return log_decay, acc if FORM & ACC else decay * S + acc
