@@ -1,4 +1,4 @@
-"""The fourth to eighteenth sets of planted mistakes (``planted_{fourth,...,eighteenth}_set.py``): 600
+"""The fourth to nineteenth sets of planted mistakes (``planted_{fourth,...,nineteenth}_set.py``): 640
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
 (no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
@@ -15,6 +15,7 @@ import planted_fifteenth_set
 import planted_fifth_set
 import planted_fourteenth_set
 import planted_fourth_set
+import planted_nineteenth_set
 import planted_ninth_set
 import planted_seventeenth_set
 import planted_seventh_set
@@ -40,7 +41,8 @@ SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": plant
         "thirteenth": planted_thirteenth_set, "fourteenth": planted_fourteenth_set,
         "fifteenth": planted_fifteenth_set, "sixteenth": planted_sixteenth_set,
         "seventeenth": planted_seventeenth_set,
-        "eighteenth": planted_eighteenth_set}
+        "eighteenth": planted_eighteenth_set,
+        "nineteenth": planted_nineteenth_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -653,6 +655,46 @@ HINTS = {
     ("eighteenth", "ex08", 6): r"with dS_out = 0: your kernel leaves chunk c's own dS_out out",
     ("eighteenth", "ex08", 7): r"the right value times exp\(g_c\) / g_c",
     ("eighteenth", "ex08", 8): r"ddA_last pairs dS with the state of another chunk",
+    ("nineteenth", "ex04", 1): r"it starts one position late, so position s is left out of its own sum",
+    ("nineteenth", "ex04", 2): r"the sum runs backwards, toward the chunk's start",
+    ("nineteenth", "ex04", 3): r"holds -5 = \(s \+ 1\) \* dt_s \* A",
+    ("nineteenth", "ex04", 4): r"summed over axis 0 \(its rows s\) where axis 1",
+    ("nineteenth", "ex04", 5): r"With A the same number for every head, your output is right",
+    ("nineteenth", "ex04", 6): r"With A = 1 for every head, your output is right",
+    ("nineteenth", "ex04", 7): r"a function of dt that is not 0 at 0 \(softplus",
+    ("nineteenth", "ex04", 8): r"a mask that picks positions 0\.\.s works in chunk 0 only",
+    ("nineteenth", "ex05", 1): r"are right except 0 at the chunk's last position",
+    ("nineteenth", "ex05", 2): r"exp\(dA_cs\[k\] - dA_cs\[Q-1\]\) \* dt_k: the decay's exponent has its sign",
+    ("nineteenth", "ex05", 3): r"your decay takes the chunk's end from position 0 instead of Q-1",
+    ("nineteenth", "ex05", 4): r"without dt_k: the factor dt is missing",
+    ("nineteenth", "ex05", 5): r"dt is already through its softplus",
+    ("nineteenth", "ex05", 6): r"only the last part of the chunk reaches the state",
+    ("nineteenth", "ex05", 7): r"a head's group is hi // HEADS_PER_GROUP, always below g",
+    ("nineteenth", "ex05", 8): r"so your state is transposed",
+    ("nineteenth", "ex06", 1): r"index 2 is never stored: the loop's range stops short",
+    ("nineteenth", "ex06", 2): r"a mask that picks the chunk's last position selects nothing",
+    ("nineteenth", "ex06", 3): r"8 times exp\(v\), exp summed over 8 positions of the chunk",
+    ("nineteenth", "ex06", 4): r"load of dA_cumsum \(shape \(2, 3, 3, 8\)\) has index 3 on axis 2 \(chunk\)",
+    ("nineteenth", "ex06", 5): r"has index 3 on axis 1 \(chunk\).*an index one too large",
+    ("nineteenth", "ex06", 6): r"with initial_states = 0: your kernel leaves the initial state out",
+    ("nineteenth", "ex06", 7): r"exp\(exp\(v\)\) for v = -0\.5, so exp is applied twice",
+    ("nineteenth", "ex06", 8): r"the decay left out, or put on the chunk's own term instead of the",
+    ("nineteenth", "ex07", 1): r"so the diagonal k = s is what goes wrong",
+    ("nineteenth", "ex07", 2): r"your P is B_s \. C_k under the mask: C and B exchanged",
+    ("nineteenth", "ex07", 3): r"so dt reaches the wrong elements when it differs from position to position",
+    ("nineteenth", "ex07", 4): r"dA_cumsum's sign flipped, your output is the right answer to the unchanged",
+    ("nineteenth", "ex07", 5): r"with chunk_init_states = 0: your kernel leaves the state term out",
+    ("nineteenth", "ex07", 6): r"your output is not 0 at the positions before it",
+    ("nineteenth", "ex07", 7): r"an index c - 1 needs c >= 1",
+    ("nineteenth", "ex07", 8): r"a function of C that is not 0 at 0",
+    ("nineteenth", "ex08", 1): r"index 0 is never stored: the loop's range stops short",
+    ("nineteenth", "ex08", 2): r"an index one too large: c \+ 1 where c belongs",
+    ("nineteenth", "ex08", 3): r"ddA_last pairs S_c with dS after chunk c's update",
+    ("nineteenth", "ex08", 4): r"with dS_out = 0: your kernel leaves chunk c's own dS_out out",
+    ("nineteenth", "ex08", 5): r"the decay left out, or put on the chunk's own term instead of the",
+    ("nineteenth", "ex08", 6): r"exp\(exp\(v\)\) for v = -0\.5, so exp is applied twice",
+    ("nineteenth", "ex08", 7): r"reads the decay from another position than the chunk's last",
+    ("nineteenth", "ex08", 8): r"the head and the chunk are exchanged",
 }
 
 

@@ -23,7 +23,8 @@ from mamba2_tutorial.perf.bench import packed_seq_idx
 from mamba2_tutorial.runtime.compile import launch_resources
 
 #: (config name in the shipped table, chunk size): the classes a long packed row and a packed one-tile batch
-#: meet, the unrolled scan of the small chunk sizes, and a walk over the whole chunk in one step (no occupancy)
+#: meet, the unrolled scan of the small chunk sizes, and a walk over the whole chunk in one step (no
+#: occupancy hint)
 CONFIGS = [("segmented-occ2-acc-kd+chunk-bf16cb-kd", 256), ("fused-occ2-acc-kd+chunk-bf16cb-kd", 256),
            ("fused-occ2-kd+chunk-bf16cb-kd-unrolled", 128), ("fused+shared", 256)]
 

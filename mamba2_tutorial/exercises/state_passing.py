@@ -252,8 +252,9 @@ def read_decay(carried: Sequence[torch.Tensor], last: torch.Tensor, what: str, h
     if abs(g) < 1e-6:
         return (f"With dA_cumsum = {DECAY_PROBE_V} at every position of every chunk and {what}, the tile "
                 f"your kernel carries is 0 after the first chunk: it is not carried from one chunk to the "
-                f"next (it restarts each chunk).\n      The carried tile is updated, not replaced: "
-                f"{hint}", None)
+                f"next (it restarts each chunk, or its decay is 0: a mask that picks the chunk's last "
+                f"position selects nothing, pos == Q where pos == Q - 1 belongs).\n      The carried tile is "
+                f"updated, not replaced: {hint}", None)
     if abs(g - right) <= 1e-4 * right:
         return None
     said = (f"With dA_cumsum = {DECAY_PROBE_V} at every position of every chunk and {what}, your kernel "
@@ -276,6 +277,12 @@ def read_decay(carried: Sequence[torch.Tensor], last: torch.Tensor, what: str, h
             if abs(k - factor) <= 1e-3 * factor:
                 return (f"{said}: exp({k:.4g} * v) for v = {DECAY_PROBE_V}, the exponent scaled by {meaning}."
                         f"\n      {hint}", None)
+    ratio = g / right
+    if abs(ratio - round(ratio)) < 1e-3 and round(ratio) >= 2:
+        n = round(ratio)
+        return (f"{said}: {n} times exp(v), exp summed over {n} positions of the chunk (every position holds "
+                f"{DECAY_PROBE_V} here): a sum over the chunk's row where its last element alone is the "
+                f"decay.\n      {hint}", None)
     return (f"{said}: your decay is another function of dA_cumsum[bi, hi, c, Q-1] than its exp.\n      "
             f"{hint}", None)
 
