@@ -2,9 +2,10 @@
 from the open tier's contracts without reading the diagnosis code, as the attempts of two learners pairing on
 the open tier who structure their kernels unlike the worked answer. One writes "scalar-minded" code (loops
 over single positions with ct.extract, explicit running variables, if-statements on the loop counter); the
-other writes "whole-tile" code (full (Q, Q) masks and products built with ct.arange / ct.where, a chunk's last value
-taken as a masked ct.sum). Each slip is one the structure invites, measured on the checks before any fix, and
-kept here as a tested mistake (``tests/test_exercise_diagnosis_sets.py`` says what hint each gets).
+other writes "whole-tile" code (full (Q, Q) masks and products built with ct.arange / ct.where, a chunk's
+last value taken as a masked ct.sum). Each slip is one the structure invites, measured on the checks before
+any fix, and kept here as a tested mistake (``tests/test_exercise_diagnosis_sets.py`` says what hint each
+gets).
 
 Each kernel is right for M = 0 and plants mistake M for M = 1..8; no slip needs an alternative code path.
 """
