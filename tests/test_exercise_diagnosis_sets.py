@@ -1,4 +1,4 @@
-"""The fourth to nineteenth sets of planted mistakes (``planted_{fourth,...,nineteenth}_set.py``): 640
+"""The fourth to twentieth sets of planted mistakes (``planted_{fourth,...,twentieth}_set.py``): 680
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
 (no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
@@ -24,6 +24,7 @@ import planted_sixth_set
 import planted_tenth_set
 import planted_thirteenth_set
 import planted_twelfth_set
+import planted_twentieth_set
 import pytest
 
 import mamba2_tutorial.exercises as exercises
@@ -42,7 +43,8 @@ SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": plant
         "fifteenth": planted_fifteenth_set, "sixteenth": planted_sixteenth_set,
         "seventeenth": planted_seventeenth_set,
         "eighteenth": planted_eighteenth_set,
-        "nineteenth": planted_nineteenth_set}
+        "nineteenth": planted_nineteenth_set,
+        "twentieth": planted_twentieth_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -649,7 +651,7 @@ HINTS = {
     ("eighteenth", "ex07", 8): r"with dA_cumsum replaced by exp\(dA_cumsum\)",
     ("eighteenth", "ex08", 1): r"the decay left out, or put on the chunk's own term instead of the",
     ("eighteenth", "ex08", 2): r"index 0 is never stored: the loop's range stops short",
-    ("eighteenth", "ex08", 3): r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the decay is",
+    ("eighteenth", "ex08", 3): r"the carried gradient is decayed before it is stored",
     ("eighteenth", "ex08", 4): r"reads the decay from another position than the chunk's last",
     ("eighteenth", "ex08", 5): r"ddA_last of chunk c takes in the states of other chunks",
     ("eighteenth", "ex08", 6): r"with dS_out = 0: your kernel leaves chunk c's own dS_out out",
@@ -695,6 +697,46 @@ HINTS = {
     ("nineteenth", "ex08", 6): r"exp\(exp\(v\)\) for v = -0\.5, so exp is applied twice",
     ("nineteenth", "ex08", 7): r"reads the decay from another position than the chunk's last",
     ("nineteenth", "ex08", 8): r"the head and the chunk are exchanged",
+    ("twentieth", "ex04", 1): r"nonzero at positions 0\.\.4, not 4\.\.7: the sum runs backwards",
+    ("twentieth", "ex04", 2): r"it starts one position late, so position s is left out of its own sum",
+    ("twentieth", "ex04", 3): r"holds -5 = \(s \+ 1\) \* dt_s \* A",
+    ("twentieth", "ex04", 4): r"summed over axis 0 \(its rows s\) where axis 1",
+    ("twentieth", "ex04", 5): r"has index 3 on axis 2 \(head\).*ct\.bid\(1\) runs to 4",
+    ("twentieth", "ex04", 6): r"With A = 1 for every head, your output is right",
+    ("twentieth", "ex04", 7): r"With A = 0 your outputs are not 0",
+    ("twentieth", "ex04", 8): r"nonzero at positions 0\.\.3, not 4\.\.7: the sum runs backwards",
+    ("twentieth", "ex05", 1): r"so your state is transposed",
+    ("twentieth", "ex05", 2): r"are right except 0 at the chunk's last position",
+    ("twentieth", "ex05", 3): r"your kernel takes a running sum of dA_cumsum",
+    ("twentieth", "ex05", 4): r"has index 5 on axis 1 \(chunk\).*ct\.bid\(2\) runs to 5",
+    ("twentieth", "ex05", 5): r"are dt_k alone: the decay is missing",
+    ("twentieth", "ex05", 6): r"dt is already through its softplus",
+    ("twentieth", "ex05", 7): r"the weights w_k go wrong only when they differ from position to position",
+    ("twentieth", "ex05", 8): r"your decay takes the chunk's end from position 0 instead of Q-1",
+    ("twentieth", "ex06", 1): r"takes the decay across chunk c as exp\(dA_cs\[Q-1\] - dA_cs\[0\]\)",
+    ("twentieth", "ex06", 2): r"the decay left out, or put on the chunk's own term instead of the",
+    ("twentieth", "ex06", 3): r"scales the chunk's own state by 1 - decay, a moving average's gate",
+    ("twentieth", "ex06", 4): r"by the decay from the sequence's start to the end of chunk c",
+    ("twentieth", "ex06", 5): r"with initial_states = 0: your kernel leaves the initial state out",
+    ("twentieth", "ex06", 6): r"your kernel adds the initial state in every chunk",
+    ("twentieth", "ex06", 7): r"your kernel decays the carried state before it stores it",
+    ("twentieth", "ex06", 8): r"your final_states equals the right chunk_init_states of chunk 2",
+    ("twentieth", "ex07", 1): r"so your P is transposed \(Pᵀ @ x\) or its mask keeps k >= s",
+    ("twentieth", "ex07", 2): r"your output is not 0 at the positions before it",
+    ("twentieth", "ex07", 3): r"dA_cumsum's sign flipped, your output is the right answer to the unchanged",
+    ("twentieth", "ex07", 4): r"the decay from k to the chunk's END",
+    ("twentieth", "ex07", 5): r"your P is C_s \. B_s for every k <= s, each row's own product",
+    ("twentieth", "ex07", 6): r"your kernel applies no decay: the factor exp\(\.\.\.\) is left out",
+    ("twentieth", "ex07", 7): r"a function of C that is not 0 at 0",
+    ("twentieth", "ex07", 8): r"your kernel never reads C, it reads B in its place",
+    ("twentieth", "ex08", 1): r"Your dstates holds chunk_init_states, the forward state S_c",
+    ("twentieth", "ex08", 2): r"index 0 is never stored: the loop's range stops short",
+    ("twentieth", "ex08", 3): r"the decay left out, or put on the chunk's own term instead of the",
+    ("twentieth", "ex08", 4): r"an index one too large: c \+ 1 where c belongs",
+    ("twentieth", "ex08", 5): r"ddA_last of chunk c takes in the states of other chunks",
+    ("twentieth", "ex08", 6): r"with dfinal_states = 0: your kernel leaves d final_states out",
+    ("twentieth", "ex08", 7): r"the right value times g_c once more \(g_c squared in all\)",
+    ("twentieth", "ex08", 8): r"the carried gradient is decayed before it is stored",
 }
 
 

@@ -472,6 +472,34 @@ def _exact(base):
                    dA_cumsum=torch.zeros_like(base["dA_cumsum"]))
 
 
+def _gated_local(b):
+    """Each chunk's local state times 1 - exp(dA_cumsum[c, Q-1]) (an exponential moving average's gate)."""
+    g = torch.exp(b["dA_cumsum"][..., -1].double())                  # (b, h, nchunks)
+    gate = (1 - g).transpose(1, 2)[..., None, None]                  # (b, nchunks, h, 1, 1)
+    return replace(b, states=(b["states"].double() * gate).to(b["states"].dtype))
+
+
+def _initial_every_chunk(b):
+    """The initial state added to every chunk's local state."""
+    return replace(b, states=b["states"] + b["initial_states"][:, None])
+
+
+def _read_stored_decayed(lab, inputs, got):
+    """final_states right, and every stored entering state the right one times its chunk's decay: the carried
+    state is decayed before the store where the decay belongs after it."""
+    want = lab.reference(inputs)
+    if not close(got["final_states"], want["final_states"], lab.rtol, lab.atol):
+        return None
+    g = torch.exp(inputs["dA_cumsum"][..., -1].double()).transpose(1, 2)[..., None, None]  # (b, nc, h, 1, 1)
+    if not bool((g - 1).abs().max() > 1e-3) or not close(got["chunk_init_states"],
+                                                          want["chunk_init_states"] * g, lab.rtol, lab.atol):
+        return None
+    return ("Your final_states is right, but every chunk_init_states[c] is the right one times chunk c's "
+            "decay exp(dA_cumsum[bi, hi, c, Q-1]): your kernel decays the carried state before it stores it, "
+            "where chunk c's entering state is stored first and decayed after.\n      In the loop: store the "
+            "state entering chunk c, then state = exp(dA_last) * state + states[c].", None)
+
+
 def _shifted_local(k: int, keep_last: bool):
     """The local states moved by one chunk: k = -1, chunk c gets chunk c + 1's (the last chunk 0, or its own
     with ``keep_last``); k = 1, chunk c gets chunk c - 1's (chunk 0 gets 0). None with one chunk."""
@@ -527,6 +555,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Reading(lambda b: b, _read_added_again),
         Reading(lambda b: b, _read_chunk_left_out),
         Reading(lambda b: b, _read_start_reused),
+        Reading(lambda b: b, _read_stored_decayed),
         same_batch(["states", "dA_cumsum", "initial_states"]),
         Experiment("With the local states negated", lambda b: replace(b, states=-b["states"]),
                    "your kernel subtracts the chunk's own state", "state = exp(dA_last) * state + states[c]: "
@@ -591,6 +620,9 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With initial_states = 0", lambda b: replace(b, initial_states=zero(b["initial_states"])),
                    "so the initial state's path is wrong", init_hint,
                    then=[*counted("initial_states", "the initial state", init_hint),
+                         AsIf("initial_states added to every chunk's local state", _initial_every_chunk,
+                              "your kernel adds the initial state in every chunk, where it only starts the "
+                              "carried state before chunk 0", init_hint),
                          AsIf("initial_states decayed by chunk 0's decay exp(dA_cumsum[bi, hi, 0, Q-1])",
                               _initial_decayed, "your kernel decays the initial state once before chunk 0 "
                               "(chunk 0's entry is the initial state itself; its decay comes with chunk 0's "
@@ -601,7 +633,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                          AsIf("each chunk's local state multiplied by its decay exp(dA_cumsum[bi, hi, c, "
                               "Q-1])", decayed_by_chunk("states"), "your kernel decays the chunk's own state "
                               "too: exp(dA_last) * (state + states[c]), where only the carried state is "
-                              "decayed", own_hint)]),
+                              "decayed", own_hint),
+                         AsIf("each chunk's local state multiplied by 1 - exp(dA_cumsum[bi, hi, c, Q-1])",
+                              _gated_local, "your kernel scales the chunk's own state by 1 - decay, a moving "
+                              "average's gate: the recurrence adds states[c] as it is (it already holds its "
+                              "own decays and dt)", own_hint)]),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
                    index_hint, then=decay_index(index_hint),

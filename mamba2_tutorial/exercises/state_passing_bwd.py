@@ -285,6 +285,27 @@ def _read_ddA_factor(lab, inputs, got):
     return None
 
 
+def _read_dstates_forms(lab, inputs, got):
+    """dstates that are another tile than the carried gradient dS: the forward state S_c stored in its place,
+    or dS decayed by g_c before the store."""
+    want = lab.reference(inputs)["dstates"]
+    dstates = got["dstates"].double()
+    if close(dstates, want, lab.rtol, lab.atol):
+        return None
+    if close(dstates, inputs["chunk_init_states"].double(), lab.rtol, lab.atol):
+        return ("Your dstates holds chunk_init_states, the forward state S_c entering each chunk, where "
+                "the gradient belongs: dstates[c] is dL/dS_c, the carried dS as it arrives at chunk c (the "
+                "forward kernel's store of the state, carried over).\n      Store the carried gradient: "
+                "ct.store(dstates, (bi, c, hi, 0, 0), dS), then dS = g * dS + dS_out[bi, c, hi].", None)
+    g = torch.exp(inputs["dA_cumsum"][..., -1].double()).transpose(1, 2)[..., None, None]  # (b, nc, h, 1, 1)
+    if bool((g - 1).abs().max() > 1e-3) and close(dstates, want * g, lab.rtol, lab.atol):
+        return ("Your dstates[c] is the right one times chunk c's decay g_c = exp(dA_cumsum[bi, hi, c, "
+                "Q-1]): the carried gradient is decayed before it is stored, where dstates[c] is dS as it "
+                "arrives from the chunks after c.\n      Store dS first, then dS = g * dS + dS_out[bi, c, "
+                "hi].", None)
+    return None
+
+
 def _read_dinitial_factor(lab, inputs, got):
     """A reading of the base case itself: dstates and ddA_last right, dinitial_states the right one times a
     decay (chunk 0's, once more) or divided by it."""
@@ -469,6 +490,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                    "your kernel subtracts chunk c's own dS_out", "dS = g * dS + dS_out[bi, c, hi]: the "
                    "chunk's own gradient is added.", undo=True),
         Reading(lambda b: b, _read_dinitial_factor),
+        Reading(lambda b: b, _read_dstates_forms),
         Reading(lambda b: b, _read_ddA_factor),
         read_last_store("dstates", "dinitial_states", "it is stored before chunk 0's update (inside the "
                         "loop, or before the update)", "dinitial_states is the gradient that reaches the "
