@@ -1,4 +1,4 @@
-"""The fourth to twentieth sets of planted mistakes (``planted_{fourth,...,twentieth}_set.py``): 680
+"""The fourth to twenty-first sets of planted mistakes (``planted_{fourth,...,twentyfirst}_set.py``): 720
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
 (no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
@@ -25,6 +25,7 @@ import planted_tenth_set
 import planted_thirteenth_set
 import planted_twelfth_set
 import planted_twentieth_set
+import planted_twentyfirst_set
 import pytest
 
 import mamba2_tutorial.exercises as exercises
@@ -44,7 +45,8 @@ SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": plant
         "seventeenth": planted_seventeenth_set,
         "eighteenth": planted_eighteenth_set,
         "nineteenth": planted_nineteenth_set,
-        "twentieth": planted_twentieth_set}
+        "twentieth": planted_twentieth_set,
+        "twentyfirst": planted_twentyfirst_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -737,6 +739,46 @@ HINTS = {
     ("twentieth", "ex08", 6): r"with dfinal_states = 0: your kernel leaves d final_states out",
     ("twentieth", "ex08", 7): r"the right value times g_c once more \(g_c squared in all\)",
     ("twentieth", "ex08", 8): r"the carried gradient is decayed before it is stored",
+    ("twentyfirst", "ex04", 1): r"With A the same number for every head, your output is right",
+    ("twentyfirst", "ex04", 2): r"With dt = 0 your outputs are not 0",
+    ("twentyfirst", "ex04", 3): r"Your dt_out holds what belongs in dA_cumsum",
+    ("twentyfirst", "ex04", 4): r"a running sum of the running sum: the cumsum is taken twice",
+    ("twentyfirst", "ex04", 5): r"With dt = 0 your outputs are not 0",
+    ("twentyfirst", "ex04", 6): r"A reduction or a scan takes an axis the tile has",
+    ("twentyfirst", "ex04", 7): r"With A's sign flipped, your output is the right answer",
+    ("twentyfirst", "ex04", 8): r"With A = 1 for every head, your output is right",
+    ("twentyfirst", "ex05", 1): r"your kernel reads x at the group index hi // HEADS_PER_GROUP",
+    ("twentyfirst", "ex05", 2): r"your decay takes the chunk's end from position Q-2, one short",
+    ("twentyfirst", "ex05", 3): r"exp\(dA_cs\[k\] - dA_cs\[Q-1\]\) \* dt_k: the decay's exponent has",
+    ("twentyfirst", "ex05", 4): r"With dt = 0 your outputs are not 0",
+    ("twentyfirst", "ex05", 5): r"are 1 at every position: x and B enter as they are, without their",
+    ("twentyfirst", "ex05", 6): r"your kernel never reads dt_out, it reads dA_cumsum in its place",
+    ("twentyfirst", "ex05", 7): r"the right weights squared",
+    ("twentyfirst", "ex05", 8): r"The shapes of the operands do not fit",
+    ("twentyfirst", "ex06", 1): r"your kernel reads the initial state of another head",
+    ("twentyfirst", "ex06", 2): r"reads the decay from another position than the chunk's last",
+    ("twentyfirst", "ex06", 3): r"your kernel subtracts the chunk's own state",
+    ("twentyfirst", "ex06", 4): r"a ct\.store goes to an input array",
+    ("twentyfirst", "ex06", 5): r"your kernel reads chunk 0's decay in every chunk",
+    ("twentyfirst", "ex06", 6): r"exp\(v\)\*\*2 for v = -0\.5, so the decay is applied twice",
+    ("twentyfirst", "ex06", 7): r"dA_cumsum's sign flipped, your output is the right answer to the unchanged",
+    ("twentyfirst", "ex06", 8): r"the decay left out, or put on the chunk's own term instead of the",
+    ("twentyfirst", "ex07", 1): r"your kernel never reads B, it reads C in its place",
+    ("twentyfirst", "ex07", 2): r"the mask compares with == where >= belongs",
+    ("twentyfirst", "ex07", 3): r"exp\(dA_cs\[s\] \+ dA_cs\[k\]\): a \+ where the decay from k to s has a -",
+    ("twentyfirst", "ex07", 4): r"your kernel never reads dt_out, it reads dA_cumsum in its place",
+    ("twentyfirst", "ex07", 5): r"the mask is inverted, it keeps the future and drops the past",
+    ("twentyfirst", "ex07", 6): r"your P is 0 everywhere: P @ x never reaches y",
+    ("twentyfirst", "ex07", 7): r"your kernel never reads C, it reads B in its place",
+    ("twentyfirst", "ex07", 8): r"your P is 0 everywhere: P @ x never reaches y",
+    ("twentyfirst", "ex08", 1): r"with dA_cumsum's chunks in reverse order",
+    ("twentyfirst", "ex08", 2): r"or one of the gradients is read where another input belongs",
+    ("twentyfirst", "ex08", 3): r"with dS_out = 0: your kernel leaves chunk c's own dS_out out",
+    ("twentyfirst", "ex08", 4): r"a ct\.store goes to an input array",
+    ("twentyfirst", "ex08", 5): r"dA_cumsum's sign flipped, your output is the right answer to the unchanged",
+    ("twentyfirst", "ex08", 6): r"the right value times exp\(g_c\) / g_c",
+    ("twentyfirst", "ex08", 7): r"the head and the chunk are exchanged",
+    ("twentyfirst", "ex08", 8): r"every output needs its ct\.store\(\.\.\.\)",
 }
 
 

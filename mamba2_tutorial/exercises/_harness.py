@@ -768,6 +768,10 @@ def tile_error_hint(message: str) -> str:
     elif "out of bounds" in low:
         rules.append("an index of ct.extract (or of a constant tile index) lies outside the tile: each entry "
                      "counts in tile units along its axis, from 0 to that axis's number of tiles - 1")
+    if "axis" in low and "out of range for rank" in low:
+        rules.append("a reduction or a scan takes an axis the tile has: a tile of rank r has axes 0..r-1 "
+                     "(a (Q,) tile only axis 0; a (1, Q, 1) tile has the chunk's positions on axis 1: "
+                     "reshape it to (Q,) first, or name that axis)")
     if "step must be positive" in low:
         rules.append("a range in a kernel steps forward only (no negative step): walk backwards with "
                      "for i in range(n): c = n - 1 - i")

@@ -177,6 +177,11 @@ def _read_impulse(lab, inputs, got):
             why = next((text for v, text in known.items() if abs(k - v) < 1e-4 * v), "")
             return (f"{said}: your running sum is scaled by {k:.4g}{why}.\n      dA_cumsum[s] = "
                     f"dt_0*A + ... + dt_s*A: ct.cumsum(dt * A[hi], axis=0), nothing added or scaled.", None)
+        steps = torch.arange(1, Q - q0 + 1, dtype=values.dtype)    # 1, 2, 3, ... from the step on
+        if len(steps) > 1 and bool(torch.isclose(values, -steps, rtol=1e-4, atol=1e-6).all()):
+            return (f"{said}: -1, -2, -3, ... from position {q0} on, a running sum of the running sum: the "
+                    f"cumsum is taken twice (a line repeated, or ct.cumsum applied to dA_cumsum itself)."
+                    f"\n      dA_cumsum[s] = dt_0*A + ... + dt_s*A: one ct.cumsum(dt * A[hi], axis=0).", None)
         right = torch.isclose(values, torch.full_like(values, -1.0), atol=1e-5)
         if bool(right[0]) and not bool(right.all()):
             j = int((~right).nonzero()[0])             # the first wrong position, counted from q0

@@ -585,6 +585,8 @@ def _read_intra_decay(lab, inputs, got):
          "exp(dA_cs[Q-1] - dA_cs[k]), the decay from k to the chunk's END (the chunk state's weight, or a "
          "row maximum subtracted as in a softmax: over all k, the largest dA_cs[s] - dA_cs[k] is dA_cs[s] - "
          "dA_cs[Q-1]), the same in every row s"),
+        (lambda a: torch.exp(a[..., :, None] + a[..., None, :]),
+         "exp(dA_cs[s] + dA_cs[k]): a + where the decay from k to s has a -, exp(dA_cs[s] - dA_cs[k])"),
         (lambda a: torch.exp(-a[..., None, :]).expand(*a.shape, a.shape[-1]),
          "exp(-dA_cs[k]): the target's dA_cs[s] is missing from the exponent"),
         (lambda a: torch.exp(a[..., :, None]).expand(*a.shape, a.shape[-1]),
@@ -644,6 +646,8 @@ def _p_matrix(lab, base):
         (CB.clamp(min=0) * low, "C_s . B_k where it is positive and 0 where it is negative: a clamp (or "
          "ReLU) on C Bᵀ"),
         (CB * low / C.shape[-1] ** 0.5, "C_s . B_k / sqrt(n): a scale as in attention"),
+        (CB * (k == s).double(), "C_s . B_k on the diagonal k = s only, 0 below it: the mask compares with "
+         "== where >= belongs (pos[:, None] >= pos[None, :] keeps every k <= s)"),
         ((C * B).sum(-1)[:, None] * low, "C_s . B_s for every k <= s, each row's own product: C and B are "
          "multiplied at the same position and summed over n (a per-position dot product, broadcast along k), "
          "where P pairs every target s with every source k"),
@@ -665,6 +669,11 @@ def _p_matrix(lab, base):
     for want, meaning in forms:
         if not close(want, CB * low) and close(P, want, 1e-3, 1e-4):
             return f"{said} {meaning}.\n      {hint}", None
+    if float(P.abs().max()) < 1e-6:
+        return (f"{said} 0 everywhere: P @ x never reaches y, so y holds the state term alone. The "
+                f"intra-chunk term is left out (a `y = ...` that replaced `y = y + ...`), or every entry of "
+                f"P is 0 (a decay clamped to 0, ct.minimum(ct.exp(v), 0.0) where ct.exp(ct.minimum(v, 0.0)) "
+                f"belongs).\n      y = P @ x + exp(dA_cs)[:, None] * (C @ stateᵀ), both terms.", None)
     T = Q // 2
     while T >= 2:  # only the last T keys (source columns) reach y: an accumulator restarted per key block
         if close(P, CB * low * (k >= Q - T).double(), 1e-3, 1e-4):

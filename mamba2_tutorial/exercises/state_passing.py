@@ -48,6 +48,7 @@ from ._experiments import (
     reshaped_tile,
     rounded_decays,
     same_batch,
+    same_for_every_head,
     scaled_up,
     small_integers,
     tame_decay,
@@ -620,6 +621,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Experiment("With initial_states = 0", lambda b: replace(b, initial_states=zero(b["initial_states"])),
                    "so the initial state's path is wrong", init_hint,
                    then=[*counted("initial_states", "the initial state", init_hint),
+                         Experiment("With initial_states the same for every head (each a copy of head 0's)",
+                                    lambda b: same_for_every_head(b, "initial_states", 1),
+                                    "so your kernel reads the initial state of another head (a fixed index, "
+                                    "or the batch index bi where the head hi belongs)", init_hint),
                          AsIf("initial_states added to every chunk's local state", _initial_every_chunk,
                               "your kernel adds the initial state in every chunk, where it only starts the "
                               "carried state before chunk 0", init_hint),
