@@ -1,4 +1,5 @@
-"""The fourth to twenty-first sets of planted mistakes (``planted_{fourth,...,twentyfirst}_set.py``): 720
+"""The fourth to twenty-second sets of planted mistakes (``planted_{fourth,...,twentysecond}_set.py``):
+760
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
 (no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
@@ -26,6 +27,7 @@ import planted_thirteenth_set
 import planted_twelfth_set
 import planted_twentieth_set
 import planted_twentyfirst_set
+import planted_twentysecond_set
 import pytest
 
 import mamba2_tutorial.exercises as exercises
@@ -46,7 +48,8 @@ SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": plant
         "eighteenth": planted_eighteenth_set,
         "nineteenth": planted_nineteenth_set,
         "twentieth": planted_twentieth_set,
-        "twentyfirst": planted_twentyfirst_set}
+        "twentyfirst": planted_twentyfirst_set,
+        "twentysecond": planted_twentysecond_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -169,7 +172,7 @@ HINTS = {
     ("sixth", "ex08", 1): r"the path of d final_states is wrong",
     ("sixth", "ex08", 2): r"your ddA_last pairs S_c with",
     ("sixth", "ex08", 3): r"the path of d final_states is wrong",
-    ("sixth", "ex08", 4): r"the reduction in ddA_last mixes elements",
+    ("sixth", "ex08", 4): r"the reduction in ddA_last leaves out elements of the tile",
     ("sixth", "ex08", 5): r"reads chunk_init_states with its chunk \(axis 1\) and head \(axis 2\) axes "
                           r"exchanged",
     ("sixth", "ex08", 6): r"the path of d final_states is wrong",
@@ -779,6 +782,46 @@ HINTS = {
     ("twentyfirst", "ex08", 6): r"the right value times exp\(g_c\) / g_c",
     ("twentyfirst", "ex08", 7): r"the head and the chunk are exchanged",
     ("twentyfirst", "ex08", 8): r"every output needs its ct\.store\(\.\.\.\)",
+    ("twentysecond", "ex04", 1): r"a mask or a bound cuts it at 21",
+    ("twentysecond", "ex04", 2): r"a loop over pieces of that axis that stops short",
+    ("twentysecond", "ex04", 3): r"it starts one position late, so position s is left out of its",
+    ("twentysecond", "ex04", 4): r"With dt = 0 your outputs are not 0",
+    ("twentysecond", "ex04", 5): r"no block stores at index 3, 4 of axis 2, a grid axis.*a ct\.bid of",
+    ("twentysecond", "ex04", 6): r"your dt_out holds it at head 2, chunk 0, position 4",
+    ("twentysecond", "ex04", 7): r"or counts it twice \(a term for it added",
+    ("twentysecond", "ex04", 8): r"no block stores at index 3, 4 of axis 2: a store skipped there",
+    ("twentysecond", "ex05", 1): r"The wrong elements are in every chunk \(2\) and every head \(6\)",
+    ("twentysecond", "ex05", 2): r"only the last part of the chunk reaches the state",
+    ("twentysecond", "ex05", 3): r"your decay runs to the end of position k's own block",
+    ("twentysecond", "ex05", 4): r"without dt_k: the factor dt is missing",
+    ("twentysecond", "ex05", 5): r"so your state is transposed",
+    ("twentysecond", "ex05", 6): r"so your kernel reads B of the wrong group",
+    ("twentysecond", "ex05", 7): r"your kernel turns x's tile around with a reshape where a transpose",
+    ("twentysecond", "ex05", 8): r"a mask or a bound compares n's index with p = 5",
+    ("twentysecond", "ex06", 1): r"The wrong elements are in every batch entry \(2\), every chunk \(3\)",
+    ("twentysecond", "ex06", 2): r"so you store the state after the update",
+    ("twentysecond", "ex06", 3): r"With dA_cumsum = 0 \(every decay 1\), your output is right, so the",
+    ("twentysecond", "ex06", 4): r"a bound from another axis",
+    ("twentysecond", "ex06", 5): r"no block stores at index 2 of axis 2, a grid axis",
+    ("twentysecond", "ex06", 6): r"with initial_states = 0: your kernel leaves the initial state out",
+    ("twentysecond", "ex06", 7): r"so your kernel transposes the chunk's local state",
+    ("twentysecond", "ex06", 8): r"your kernel uses dA_cumsum as the decay itself, without the exp",
+    ("twentysecond", "ex07", 1): r"so the diagonal k = s is what goes wrong",
+    ("twentysecond", "ex07", 2): r"only P's diagonal entry P\[s, s\] is off",
+    ("twentysecond", "ex07", 3): r"so dt reaches the wrong elements when it differs from position to",
+    ("twentysecond", "ex07", 4): r"your y is exp\(dA_cs\[Q-1\] - dA_cs\[s\]\): the decay from s to the",
+    ("twentysecond", "ex07", 5): r"so your P is transposed \(Pᵀ @ x\) or its mask keeps k >= s",
+    ("twentysecond", "ex07", 6): r"so the diagonal k = s is what goes wrong",
+    ("twentysecond", "ex07", 7): r"e = exp\(1\) below the diagonal.*exp applied twice",
+    ("twentysecond", "ex07", 8): r"so the term of the chunk's own inputs, P @ x, is wrong",
+    ("twentysecond", "ex08", 1): r"ddA_last of chunk c takes in the states of other chunks",
+    ("twentysecond", "ex08", 2): r"your kernel walks the chunks from the first to the last",
+    ("twentysecond", "ex08", 3): r"a sum built in parts that keeps only its last part",
+    ("twentysecond", "ex08", 4): r"the reduction in ddA_last leaves out elements of the tile",
+    ("twentysecond", "ex08", 5): r"with dA_cumsum's chunks in reverse order",
+    ("twentysecond", "ex08", 6): r"with dS_out = 0: your kernel leaves chunk c's own dS_out out",
+    ("twentysecond", "ex08", 7): r"ddA_last pairs S_c with dS after chunk c's update",
+    ("twentysecond", "ex08", 8): r"the decay left out, or put on the chunk's own term instead of the",
 }
 
 

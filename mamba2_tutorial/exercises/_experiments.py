@@ -428,8 +428,8 @@ def read_cut_pn(outputs: Sequence[str], hint: str) -> Reading:
                     because = (f"a mask or a bound compares {said}'s index with {other_said} = {other} (the "
                                f"two sizes exchanged)" if cut == other else
                                f"a mask or a bound cuts {said} at {cut}")
-                    return (f"Your {name} is right at {said} = 0..{cut - 1} and 0 at {said} = "
-                            f"{cut}..{size - 1}: {because}.\n      {hint}", None)
+                    return (f"In your {name}, the elements at {said} = 0..{cut - 1} are right and those at "
+                            f"{said} = {cut}..{size - 1} are 0: {because}.\n      {hint}", None)
         return None
 
     return Reading(lambda b: b, read)

@@ -374,7 +374,9 @@ def unwritten(actual: torch.Tensor, expected: torch.Tensor, what: str = "your ke
             f"{what} stored only zeros.",
             "either the skeleton's placeholder (ct.zeros(...)) is still stored, or a mask keeps nothing: a "
             "ct.where whose condition is the wrong way round (>= where < is meant: the positions inside the "
-            "sequence are those with index < its length), or a factor that is always 0.",
+            "sequence are those with index < its length), or a factor that is always 0, or a sum built in "
+            "parts that keeps only its last part (acc = part where acc = acc + part belongs, the last part "
+            "being zero padding).",
         )
     never = actual == UNWRITTEN
     eps = torch.finfo(actual.dtype).eps if actual.dtype.is_floating_point else 0.0

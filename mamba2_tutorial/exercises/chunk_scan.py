@@ -404,6 +404,21 @@ def _read_one_source(lab, inputs, got):
                     f"C_s . B_k = 1, the decay is exp(0) = 1 and dt = 1.\n      P[s, k] = (C_s . B_k) * "
                     f"exp(dA_cs[s] - dA_cs[k]) * dt_k, nothing more.", None)
         values = ", ".join(f"{float(v):.3g}" for v in tail[:4])
+        rest = tail[1:]
+        if len(rest) > 0 and bool(torch.isclose(rest, torch.ones_like(rest), atol=1e-4).all()):
+            return (f"{where}, as it should, but the value at position {k0} itself is "
+                    f"{float(tail[0]):.4g} where it is 1, and the later positions are right: only P's "
+                    f"diagonal entry P[s, s] is off. The term for the current position, computed apart from "
+                    f"the others, is not C_s . B_s * dt_s (a sum over a row, or another product, in its "
+                    f"place).\n      P[s, s] = (C_s . B_s) * dt_s like every other entry: one masked product "
+                    f"with the diagonal kept, pos[:, None] >= pos[None, :], needs no term of its own.", None)
+        e = math.e
+        if len(rest) > 0 and bool(torch.isclose(rest, torch.full_like(rest, e), rtol=1e-4).all()):
+            more = ", ..." if Q - k0 > 4 else ""
+            return (f"{where}, as it should, but with the values {values}{more}: e = exp(1) below the "
+                    f"diagonal, where the decay is exp(0) = 1: your kernel takes the exp of a decay that "
+                    f"already is exp(dA_cs[s] - dA_cs[k]) (exp applied twice).\n      P[s, k] = (C_s . B_k) "
+                    f"* exp(dA_cs[s] - dA_cs[k]) * dt_k: one exp.", None)
         return (f"{where}, as it should, but with the values {values}{', ...' if Q - k0 > 4 else ''} where "
                 f"they are all 1: something rescales P's entries (a normalization of its rows, a softmax?)."
                 f"\n      P[s, k] = (C_s . B_k) * exp(dA_cs[s] - dA_cs[k]) * dt_k, nothing more: unlike "

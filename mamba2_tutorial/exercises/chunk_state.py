@@ -39,6 +39,7 @@ from ._experiments import (
     positions,
     read_at_group,
     read_clamp,
+    read_cut_pn,
     read_offset,
     replace,
     reshaped_for_transpose,
@@ -663,6 +664,8 @@ def _kernel_diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosi
         *exchanged_axes("B", {2: "group", 3: "state (n)"}, _LAYOUT_HINT),
         *exchanged_axes("x", {2: "head", 3: "head dim (p)"}, _LAYOUT_HINT),
         *read_at_group({"dt_out": 1, "dA_cumsum": 1, "x": 2}, lambda b: b["B"].shape[2]),
+        read_cut_pn(["states"], "the state is (p, n): a mask of your own keeps rows i < p and columns j < n "
+                    "(or load with padding_mode=ct.PaddingMode.ZERO and mask nothing)."),
         reshaped_for_transpose("B", lambda b: b["dt_out"].shape[3], _TRANSPOSE_HINT),
         reshaped_for_transpose("x", lambda b: b["dt_out"].shape[3], _TRANSPOSE_HINT),
         Confusion("dA_cumsum", "dt_out", "dt_out holds the step sizes dt_k, dA_cumsum the running sums of "

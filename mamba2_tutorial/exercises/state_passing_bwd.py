@@ -285,6 +285,33 @@ def _read_ddA_factor(lab, inputs, got):
     return None
 
 
+def _mixed_or_missed(experiment, at_last, rule: str):
+    """``experiment`` (right with every tile nonzero at element (0, 0) only: no element mixed in) unless the
+    kernel's ddA_last is 0 with them at the last element (p-1, n-1) only (``at_last``): then the reduction
+    leaves elements out, which the first change cannot see either."""
+
+    def run(lab, base):
+        found = experiment(lab, base)
+        if found is None:
+            return None
+        last = at_last(base)
+        got = lab.run(last)
+        if got is None or lab.agrees(got, lab.reference(last)):
+            return found
+        if float(got["ddA_last"].abs().max()) < 1e-6:
+            return ("With every gradient and state nonzero only at element (0, 0) your ddA_last is right, "
+                    "but with them only at the last element (p-1, n-1) it is 0: the reduction in ddA_last "
+                    "leaves "
+                    "out elements of the tile (a loop over its rows or columns that stops short, range(TP) "
+                    "where range(TN) belongs; one row or column picked out of a partial sum; or a mask of "
+                    "the wrong size).\n      " + rule
+                    + ": one elementwise product dS * S_c, summed over the whole (TP, TN) tile, "
+                    "ct.sum(dS * S).", None)
+        return found
+
+    return run
+
+
 def _read_dstates_forms(lab, inputs, got):
     """dstates that are another tile than the carried gradient dS: the forward state S_c stored in its place,
     or dS decayed by g_c before the store."""
@@ -428,6 +455,17 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
             out[k] = t
         return replace(b, **out)
 
+    def one_element_at(i, j):  # every gradient and state nonzero at element (i, j) only
+        def make(b):
+            p, n = b["dS_out"].shape[-2], b["dS_out"].shape[-1]
+            out = {}
+            for k in ("dS_out", "chunk_init_states", "dfinal_states"):
+                t = zero(b[k])
+                t[..., i % p, j % n] = b[k][..., i % p, j % n]
+                out[k] = t
+            return replace(b, **out)
+        return make
+
     own_gradient = Reading(_own_gradient_last, _read_own_gradient_last)
     ddA_steps = [
         Reading(lambda b: b, _read_ddA_pairs_dfinal),
@@ -457,10 +495,11 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Reading(_one_chunk_of_S, _read_one_chunk_of_S),
         own_gradient,
         Reading(lambda b: b, _read_ddA_factor),
-        Experiment("With every gradient and state nonzero only at element (0, 0)", one_element,
-                   "so the reduction in ddA_last mixes elements",
-                   ddA_rule + ": one elementwise product dS * S_c, summed over the whole (TP, TN) tile, "
-                   "ct.sum(dS * S)."),
+        _mixed_or_missed(Experiment(
+            "With every gradient and state nonzero only at element (0, 0)", one_element,
+            "so the reduction in ddA_last mixes elements",
+            ddA_rule + ": one elementwise product dS * S_c, summed over the whole (TP, TN) tile, "
+            "ct.sum(dS * S)."), one_element_at(-1, -1), ddA_rule),
         low_precision(_exact, "small integer gradients and states and no decay",
                       ["dS_out", "chunk_init_states", "dfinal_states"],
                       "the products dS * S and their sum in ddA_last are float32", controls=[no_decay]),
