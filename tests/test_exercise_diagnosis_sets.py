@@ -1,5 +1,5 @@
-"""The fourth to twenty-second sets of planted mistakes (``planted_{fourth,...,twentysecond}_set.py``):
-760
+"""The fourth to twenty-third sets of planted mistakes (``planted_{fourth,...,twentythird}_set.py``):
+800
 slips written from the exercises' contracts without reading the diagnosis code and measured on the checks
 before any fix (docs/instructors.md). Every slip fails its exercise's check and keeps the hint listed for it
 (no other hint of its exercise appears); the sanity variants pass. The guide's table says which hints name the
@@ -28,6 +28,7 @@ import planted_twelfth_set
 import planted_twentieth_set
 import planted_twentyfirst_set
 import planted_twentysecond_set
+import planted_twentythird_set
 import pytest
 
 import mamba2_tutorial.exercises as exercises
@@ -49,7 +50,8 @@ SETS = {"fourth": planted_fourth_set, "fifth": planted_fifth_set, "sixth": plant
         "nineteenth": planted_nineteenth_set,
         "twentieth": planted_twentieth_set,
         "twentyfirst": planted_twentyfirst_set,
-        "twentysecond": planted_twentysecond_set}
+        "twentysecond": planted_twentysecond_set,
+        "twentythird": planted_twentythird_set}
 INDEX = r"raised IndexError"
 
 #: (set, exercise, M) -> what the hint must say
@@ -822,6 +824,46 @@ HINTS = {
     ("twentysecond", "ex08", 6): r"with dS_out = 0: your kernel leaves chunk c's own dS_out out",
     ("twentysecond", "ex08", 7): r"ddA_last pairs S_c with dS after chunk c's update",
     ("twentysecond", "ex08", 8): r"the decay left out, or put on the chunk's own term instead of the",
+    ("twentythird", "ex04", 1): r"With A = 1 for every head, your output is right",
+    ("twentythird", "ex04", 2): r"With dt = 0 your outputs are not 0",
+    ("twentythird", "ex04", 3): r"With A = 0 your outputs are not 0",
+    ("twentythird", "ex04", 4): r"every position holds the same sum, the whole chunk's",
+    ("twentythird", "ex04", 5): r"so your kernel gets each chunk's first position wrong",
+    ("twentythird", "ex04", 6): r"the tile shape's entries follow the array's axes in order",
+    ("twentythird", "ex04", 7): r"the running sum carries over from one chunk into the next",
+    ("twentythird", "ex04", 8): r"they grow as a power of dt, so two of them multiply each other",
+    ("twentythird", "ex05", 1): r"so your state is transposed",
+    ("twentythird", "ex05", 2): r"exp\(dA_cs\[k\] - dA_cs\[Q-1\]\) \* dt_k: the decay's exponent has",
+    ("twentythird", "ex05", 3): r"reads dt_out and dA_cumsum at the group index hi // HEADS_PER_GROUP",
+    ("twentythird", "ex05", 4): r"your decay takes the chunk's end from position Q-2, one short",
+    ("twentythird", "ex05", 5): r"the weights w_k go wrong only when they differ from position to",
+    ("twentythird", "ex05", 6): r"are dt_k alone: the decay is missing",
+    ("twentythird", "ex05", 7): r"dt inside the exp, where it multiplies it",
+    ("twentythird", "ex05", 8): r"an outer product of two vectors \(a \(p, n\) matrix of rank 1\)",
+    ("twentythird", "ex06", 1): r"the decay left out, or put on the chunk's own term instead of the",
+    ("twentythird", "ex06", 2): r"with initial_states = 0: your kernel leaves the initial state out",
+    ("twentythird", "ex06", 3): r"your final_states equals the right chunk_init_states of chunk 2",
+    ("twentythird", "ex06", 4): r"mixes the chunk's other positions into its decay \(a sum over the chunk",
+    ("twentythird", "ex06", 5): r"no block stores at index 0 of axis 1.*a loop whose range starts late",
+    ("twentythird", "ex06", 6): r"so your kernel transposes the chunk's local state",
+    ("twentythird", "ex06", 7): r"exp\(exp\(v\)\) for v = -0\.5, so exp is applied twice",
+    ("twentythird", "ex06", 8): r"Your chunk_init_states\[c\] holds states\[c\], chunk c's own local state",
+    ("twentythird", "ex07", 1): r"so your P is transposed \(Pᵀ @ x\) or its mask keeps k >= s",
+    ("twentythird", "ex07", 2): r"your output is not 0 at the positions before it",
+    ("twentythird", "ex07", 3): r"so dt reaches the wrong elements when it differs from position to",
+    ("twentythird", "ex07", 4): r"your y is exp\(dA_cs\[Q-1\] - dA_cs\[s\]\): the decay from s to the",
+    ("twentythird", "ex07", 5): r"your y is 1 at every position: the state term is not decayed",
+    ("twentythird", "ex07", 6): r"your output is not 0 at the positions before it",
+    ("twentythird", "ex07", 7): r"a function of C that is not 0 at 0",
+    ("twentythird", "ex07", 8): r"so the state term reads the entering state of another head",
+    ("twentythird", "ex08", 1): r"your kernel never reads dS_out, it reads chunk_init_states in its place",
+    ("twentythird", "ex08", 2): r"the right value times a / g_c: the log-decay a",
+    ("twentythird", "ex08", 3): r"with dS_out = 0: your kernel leaves chunk c's own dS_out out",
+    ("twentythird", "ex08", 4): r"your dinitial_states equals the right dstates of chunk 0",
+    ("twentythird", "ex08", 5): r"ddA_last of chunk c takes in the states of other chunks",
+    ("twentythird", "ex08", 6): r"so the reduction in ddA_last mixes elements",
+    ("twentythird", "ex08", 7): r"takes the decay across chunk c as exp\(dA_cs\[Q-1\] - dA_cs\[0\]\)",
+    ("twentythird", "ex08", 8): r"the carried gradient is decayed before it is stored",
 }
 
 

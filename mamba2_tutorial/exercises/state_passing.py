@@ -485,6 +485,16 @@ def _initial_every_chunk(b):
     return replace(b, states=b["states"] + b["initial_states"][:, None])
 
 
+def _read_stored_local(lab, inputs, got):
+    """chunk_init_states that hold each chunk's own local state states[c]: the local state stored where the
+    carried state entering the chunk belongs."""
+    if not close(got["chunk_init_states"], inputs["states"], lab.rtol, lab.atol):
+        return None
+    return ("Your chunk_init_states[c] holds states[c], chunk c's own local state, where the state ENTERING "
+            "chunk c belongs: the carried state (from initial_states through every chunk before c).\n      "
+            "In the loop: store the carried state, then state = exp(dA_last) * state + states[c].", None)
+
+
 def _read_stored_decayed(lab, inputs, got):
     """final_states right, and every stored entering state the right one times its chunk's decay: the carried
     state is decayed before the store where the decay belongs after it."""
@@ -557,6 +567,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         Reading(lambda b: b, _read_chunk_left_out),
         Reading(lambda b: b, _read_start_reused),
         Reading(lambda b: b, _read_stored_decayed),
+        Reading(lambda b: b, _read_stored_local),
         same_batch(["states", "dA_cumsum", "initial_states"]),
         Experiment("With the local states negated", lambda b: replace(b, states=-b["states"]),
                    "your kernel subtracts the chunk's own state", "state = exp(dA_last) * state + states[c]: "

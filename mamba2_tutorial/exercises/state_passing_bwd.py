@@ -271,7 +271,9 @@ def _read_ddA_factor(lab, inputs, got):
              ("ln(2) = 0.6931: the derivative of 2**a (2**a * ln 2) where g_c = exp(a)",
               torch.full_like(a, 0.6931471805599453)),
              ("exp(g_c) / g_c: exp applied to g_c once more (exp(g_c) where g_c = exp(a) belongs)",
-              torch.exp(torch.exp(a) - a))]
+              torch.exp(torch.exp(a) - a)),
+             ("a / g_c: the log-decay a = dA_cumsum[bi, hi, c, Q-1] in place of the decay g_c = exp(a)",
+              a * torch.exp(-a))]
     constant = float(ratio[0])
     if abs(constant - 1.0) > 1e-3 and bool(torch.isclose(ratio, torch.full_like(ratio, constant),
                                                           rtol=1e-3).all()):
