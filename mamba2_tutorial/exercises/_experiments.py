@@ -689,14 +689,43 @@ def same_chunks(inputs: Inputs, keys: Sequence[str], Q: int) -> Inputs | None:
     return replace(inputs, **out)
 
 
-def decayed_by_chunk(key: str) -> Callable[[Inputs], Inputs]:
-    """A change: ``key`` (b, nchunks, h, ...) multiplied chunk by chunk by its decay g_c =
-    exp(dA_cumsum[bi, hi, c, Q-1]), as a walk that decays a chunk's own term with the carried one sees it."""
+def chunk_decays(inputs: Inputs) -> torch.Tensor:
+    """(b, nchunks, h, 1, 1) float64: every chunk's decay g_c = exp(dA_cumsum[bi, hi, c, Q-1]), laid out to
+    scale a (b, nchunks, h, p, n) array of per-chunk states chunk by chunk."""
+    return torch.exp(inputs["dA_cumsum"][..., -1].double()).transpose(1, 2)[..., None, None]
+
+
+def decayed_by_chunk(key: str, factor: Callable[[torch.Tensor], torch.Tensor] = lambda g: g
+                     ) -> Callable[[Inputs], Inputs]:
+    """A change: ``key`` (b, nchunks, h, ...) multiplied chunk by chunk by ``factor(g_c)``, by default its
+    decay g_c = exp(dA_cumsum[bi, hi, c, Q-1]) itself, as a walk that decays a chunk's own term with the
+    carried one sees it (``lambda g: 1 - g``: a moving average's gate)."""
 
     def make(b):
         t = b[key]
-        g = torch.exp(b["dA_cumsum"][:, :, :t.shape[1], -1].to(t.dtype)).transpose(1, 2)  # (b, nc, h)
-        return replace(b, **{key: t * g.reshape(*g.shape, *([1] * (t.dim() - 3)))})
+        g = factor(chunk_decays(b)[:, :t.shape[1], :, 0, 0])                       # (b, nc, h)
+        return replace(b, **{key: (t.double() * g.reshape(*g.shape, *([1] * (t.dim() - 3)))).to(t.dtype)})
+
+    return make
+
+
+def shifted_chunks(key: str, k: int, keep_last: bool = False) -> Callable[[Inputs], Inputs | None]:
+    """A change: ``key`` (b, nchunks, ...) moved by one chunk. k = 1: chunk c gets chunk c - 1's (chunk 0
+    gets 0); k = -1: chunk c gets chunk c + 1's (the last chunk 0, or its own with ``keep_last``). None with
+    one chunk."""
+
+    def make(b):
+        S = b[key]
+        if S.shape[1] < 2:
+            return None
+        out = torch.zeros_like(S)
+        if k > 0:
+            out[:, 1:] = S[:, :-1]
+        else:
+            out[:, :-1] = S[:, 1:]
+            if keep_last:
+                out[:, -1] = S[:, -1]
+        return replace(b, **{key: out})
 
     return make
 

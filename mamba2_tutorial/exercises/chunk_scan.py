@@ -54,6 +54,7 @@ from ._experiments import (
     same_chunks,
     same_for_every_head,
     scaled_up,
+    shifted_chunks,
     small_integers,
     tame_decay,
 )
@@ -707,20 +708,6 @@ def _p_matrix(lab, base):
             f"      {hint}", None)
 
 
-def _shifted_states(b, k: int):
-    """chunk_init_states moved k chunks later (k = 1: chunk c gets chunk c-1's, chunk 0 zero; k = -1: chunk
-    c gets chunk c+1's, the last chunk zero); None with one chunk."""
-    S = b["chunk_init_states"]
-    if S.shape[1] < 2:
-        return None
-    out = torch.zeros_like(S)
-    if k > 0:
-        out[:, 1:] = S[:, :-1]
-    else:
-        out[:, :-1] = S[:, 1:]
-    return replace(b, chunk_init_states=out)
-
-
 def _first_state_zero(b):
     """chunk_init_states with chunk 0's entering state zero (None when it already is)."""
     S = b["chunk_init_states"]
@@ -784,12 +771,14 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     state_steps = [  # run on the case with x = 0: the state term alone
         *counted("chunk_init_states", "the state term", state_hint),
         AsIf("each chunk's entering state taken from the chunk before (chunk 0's = 0)",
-             lambda b: _shifted_states(b, 1), "your kernel reads chunk c - 1's entering state in chunk c: "
-             "chunk_init_states[c] already is the state ENTERING chunk c (the state passing shifted it)",
+             shifted_chunks("chunk_init_states", 1), "your kernel reads chunk c - 1's entering state in "
+             "chunk c: chunk_init_states[c] already is the state ENTERING chunk c (the state passing shifted "
+             "it)",
              state_hint),
         AsIf("each chunk's entering state taken from the chunk after (the last chunk's = 0)",
-             lambda b: _shifted_states(b, -1), "your kernel reads chunk c + 1's entering state in chunk c "
-             "(the state LEAVING chunk c): chunk_init_states[c] is the state entering chunk c", state_hint),
+             shifted_chunks("chunk_init_states", -1), "your kernel reads chunk c + 1's entering state in "
+             "chunk c (the state LEAVING chunk c): chunk_init_states[c] is the state entering chunk c",
+             state_hint),
         AsIf("chunk 0's entering state = 0", lambda b: _first_state_zero(b), "your kernel leaves the state "
              "term out in chunk 0 (an if that skips it for c == 0): chunk 0's entering state is the initial "
              "state, which need not be 0", state_hint),

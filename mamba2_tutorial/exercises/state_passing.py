@@ -30,6 +30,7 @@ from ._experiments import (
     Linearity,
     Reading,
     chunk_decay_one,
+    chunk_decays,
     close,
     counted,
     decay_index,
@@ -50,6 +51,7 @@ from ._experiments import (
     same_batch,
     same_for_every_head,
     scaled_up,
+    shifted_chunks,
     small_integers,
     tame_decay,
 )
@@ -473,13 +475,6 @@ def _exact(base):
                    dA_cumsum=torch.zeros_like(base["dA_cumsum"]))
 
 
-def _gated_local(b):
-    """Each chunk's local state times 1 - exp(dA_cumsum[c, Q-1]) (an exponential moving average's gate)."""
-    g = torch.exp(b["dA_cumsum"][..., -1].double())                  # (b, h, nchunks)
-    gate = (1 - g).transpose(1, 2)[..., None, None]                  # (b, nchunks, h, 1, 1)
-    return replace(b, states=(b["states"].double() * gate).to(b["states"].dtype))
-
-
 def _initial_every_chunk(b):
     """The initial state added to every chunk's local state."""
     return replace(b, states=b["states"] + b["initial_states"][:, None])
@@ -501,7 +496,7 @@ def _read_stored_decayed(lab, inputs, got):
     want = lab.reference(inputs)
     if not close(got["final_states"], want["final_states"], lab.rtol, lab.atol):
         return None
-    g = torch.exp(inputs["dA_cumsum"][..., -1].double()).transpose(1, 2)[..., None, None]  # (b, nc, h, 1, 1)
+    g = chunk_decays(inputs)
     if not bool((g - 1).abs().max() > 1e-3) or not close(got["chunk_init_states"],
                                                           want["chunk_init_states"] * g, lab.rtol, lab.atol):
         return None
@@ -509,26 +504,6 @@ def _read_stored_decayed(lab, inputs, got):
             "decay exp(dA_cumsum[bi, hi, c, Q-1]): your kernel decays the carried state before it stores it, "
             "where chunk c's entering state is stored first and decayed after.\n      In the loop: store the "
             "state entering chunk c, then state = exp(dA_last) * state + states[c].", None)
-
-
-def _shifted_local(k: int, keep_last: bool):
-    """The local states moved by one chunk: k = -1, chunk c gets chunk c + 1's (the last chunk 0, or its own
-    with ``keep_last``); k = 1, chunk c gets chunk c - 1's (chunk 0 gets 0). None with one chunk."""
-
-    def make(b):
-        S = b["states"]
-        if S.shape[1] < 2:
-            return None
-        out = torch.zeros_like(S)
-        if k < 0:
-            out[:, :-1] = S[:, 1:]
-            if keep_last:
-                out[:, -1] = S[:, -1]
-        else:
-            out[:, 1:] = S[:, :-1]
-        return replace(b, states=out)
-
-    return make
 
 
 def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
@@ -604,7 +579,8 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                   "your kernel applies a nonlinearity to the carried state (an activation? a clamp?)",
                   "the recurrence is linear: state = exp(dA_last) * state + states[c], nothing applied to "
                   "the state."),
-        *[AsIf(f"each chunk's local state taken from the chunk {said}", _shifted_local(k, keep_last),
+        *[AsIf(f"each chunk's local state taken from the chunk {said}",
+               shifted_chunks("states", k, keep_last),
                f"your kernel adds the local state of chunk c {sign} 1 where chunk c's belongs: the state "
                f"leaving chunk c is exp(dA_last of c) * (the state entering c) + states[c], the same chunk c "
                f"in both (a walk that builds the state entering chunk c from chunk c - 1 needs chunk c - 1's "
@@ -651,9 +627,10 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
                               "too: exp(dA_last) * (state + states[c]), where only the carried state is "
                               "decayed", own_hint),
                          AsIf("each chunk's local state multiplied by 1 - exp(dA_cumsum[bi, hi, c, Q-1])",
-                              _gated_local, "your kernel scales the chunk's own state by 1 - decay, a moving "
-                              "average's gate: the recurrence adds states[c] as it is (it already holds its "
-                              "own decays and dt)", own_hint)]),
+                              decayed_by_chunk("states", lambda g: 1 - g),
+                              "your kernel scales the chunk's own state by 1 - decay, a moving average's "
+                              "gate: the recurrence adds states[c] as it is (it already holds its own decays "
+                              "and dt)", own_hint)]),
         Experiment("With the same decays in every chunk of every head (dA_cumsum = -0.3, -0.6, ...)",
                    one_decay, "so your kernel reads the decay of another chunk, head or batch entry",
                    index_hint, then=decay_index(index_hint),

@@ -34,6 +34,7 @@ from ._experiments import (
     Linearity,
     Reading,
     chunk_decay_one,
+    chunk_decays,
     close,
     counted,
     decay_index,
@@ -326,7 +327,7 @@ def _read_dstates_forms(lab, inputs, got):
                 "the gradient belongs: dstates[c] is dL/dS_c, the carried dS as it arrives at chunk c (the "
                 "forward kernel's store of the state, carried over).\n      Store the carried gradient: "
                 "ct.store(dstates, (bi, c, hi, 0, 0), dS), then dS = g * dS + dS_out[bi, c, hi].", None)
-    g = torch.exp(inputs["dA_cumsum"][..., -1].double()).transpose(1, 2)[..., None, None]  # (b, nc, h, 1, 1)
+    g = chunk_decays(inputs)
     if bool((g - 1).abs().max() > 1e-3) and close(dstates, want * g, lab.rtol, lab.atol):
         return ("Your dstates[c] is the right one times chunk c's decay g_c = exp(dA_cumsum[bi, hi, c, "
                 "Q-1]): the carried gradient is decayed before it is stored, where dstates[c] is dS as it "
@@ -449,14 +450,6 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
     def no_decay(b):
         return replace(b, dA_cumsum=zero(b["dA_cumsum"]))
 
-    def one_element(b):  # every gradient and state nonzero at element (0, 0) only
-        out = {}
-        for k in ("dS_out", "chunk_init_states", "dfinal_states"):
-            t = zero(b[k])
-            t[..., 0, 0] = b[k][..., 0, 0]
-            out[k] = t
-        return replace(b, **out)
-
     def one_element_at(i, j):  # every gradient and state nonzero at element (i, j) only
         def make(b):
             p, n = b["dS_out"].shape[-2], b["dS_out"].shape[-1]
@@ -498,7 +491,7 @@ def _diagnosis(kernel, backend: str, device: str, case: Case) -> Diagnosis:
         own_gradient,
         Reading(lambda b: b, _read_ddA_factor),
         _mixed_or_missed(Experiment(
-            "With every gradient and state nonzero only at element (0, 0)", one_element,
+            "With every gradient and state nonzero only at element (0, 0)", one_element_at(0, 0),
             "so the reduction in ddA_last mixes elements",
             ddA_rule + ": one elementwise product dS * S_c, summed over the whole (TP, TN) tile, "
             "ct.sum(dS * S)."), one_element_at(-1, -1), ddA_rule),

@@ -51,13 +51,14 @@ def seq_tile(seq_idx, b, tile, T):
 
 @ct.function
 def seq_gap(seq_m, seq_k):
-    """(TM, TK) float32: min(SEQ_GAP · (seq_k - seq_m), 0), for rows m and keys k of seq_idx seq_m (TM,)
-    and seq_k (TK,). Added to the exponent of a decay exp2(v), it keeps v where m and k are in one sequence
-    (adding an exact 0) and makes exp2 flush to 0 where k is in an earlier sequence (k <= m: seq_k <
-    seq_m). Never positive: a row past the row's end reads seq_idx 0 (zero padding), and a positive gap
-    there would make exp2 overflow into inf and 0 · inf into NaN. A block-diagonal ``ct.where`` on P does the
-    same, but its (TM, TK) bool tile doubles the scan's registers and spills."""
-    return ct.minimum((seq_k.astype(ct.float32)[None, :] - seq_m.astype(ct.float32)[:, None]) * SEQ_GAP, 0.0)
+    """float32: min(SEQ_GAP · (seq_k - seq_m), 0), broadcast over seq_idx tiles of the rows m and the keys k
+    (seq_m[:, None] and seq_k[None, :] for a (TM, TK) tile; a scalar last(c) against a (Q,) tile for a walk's
+    weights). Added to the exponent of a decay exp2(v), it keeps v where m and k are in one sequence (adding
+    an exact 0) and makes exp2 flush to 0 where k is in an earlier sequence (seq_k < seq_m). Never positive:
+    a row past the row's end reads seq_idx 0 (zero padding), and a positive gap there would make exp2
+    overflow into inf and 0 · inf into NaN. A block-diagonal ``ct.where`` on P does the same, but its
+    (TM, TK) bool tile doubles the scan's registers and spills."""
+    return ct.minimum((seq_k.astype(ct.float32) - seq_m.astype(ct.float32)) * SEQ_GAP, 0.0)
 
 
 def packed_decay_tile(a_m, a_k, m_pos, k_pos, seq_m, seq_k):
@@ -66,7 +67,7 @@ def packed_decay_tile(a_m, a_k, m_pos, k_pos, seq_m, seq_k):
     backward's decay tile with the block-diagonal mask in the exponent (:func:`seq_gap`), not a second
     ``ct.where``, which spills. A plain function: cuTile inlines it."""
     causal = m_pos[:, None] >= k_pos[None, :]
-    v = ct.minimum(a_m[:, None] - a_k[None, :], 0.0) + seq_gap(seq_m, seq_k)
+    v = ct.minimum(a_m[:, None] - a_k[None, :], 0.0) + seq_gap(seq_m[:, None], seq_k[None, :])
     return ct.where(causal, ct.exp2(v, flush_to_zero=True), 0.0)
 
 

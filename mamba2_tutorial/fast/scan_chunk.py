@@ -53,7 +53,7 @@ def _key_tile(accs, a_ms, x, dt_out, dA_cumsum, CB, b, c, g, hb, i_m, i_p, kt, m
         k_pos = kt * TK + ct.arange(TK, dtype=ct.int32)
         causal = m_pos[:, None] >= k_pos[None, :]
     if HAS_SEQ_IDX:  # 0 within a sequence, <= -SEQ_GAP across a boundary
-        gap = seq_gap(seq_m, seq_tile(seq_idx, b, k_tile, TK))
+        gap = seq_gap(seq_m[:, None], seq_tile(seq_idx, b, k_tile, TK)[None, :])
     new_accs = ()
     for j in ct.static_iter(range(HB)):
         h = hb * HB + j

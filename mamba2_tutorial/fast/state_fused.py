@@ -29,7 +29,7 @@ from ..kernels.state_passing import initial_state_tile
 from ..runtime.launch import launch
 from .config import Fused, Segmented, StateForm
 from .plan import StateCall
-from .resets import SEQ_GAP, carry_reset, seq_idx_arg, seq_tile
+from .resets import carry_reset, seq_gap, seq_idx_arg, seq_tile
 
 __all__ = ["chunk_local_state", "chunk_state_passing_kernel", "chunk_state_passing_plan",
            "chunk_state_passing_tiles", "computed_once", "head_scalars", "key_log2",
@@ -89,7 +89,7 @@ def chunk_local_state(x, B, dt, dt_out, dA_cumsum, A_h, dt_bias_h, b, c, h, g, i
     if HAS_SEQ_IDX:  # the local state takes only the chunk's last sequence (last): the walk masks the others'
         last, log_decay = carry_reset(seq_idx, b, c, Q, dA_cs_last)  # weights as it uses them, which
         if TK == Q:  # for one step over the whole chunk is a gap in their exponent (a ct.where spills there)
-            v = v + ct.minimum((seq_tile(seq_idx, b, c, Q) - last).astype(ct.float32) * SEQ_GAP, 0.0)
+            v = v + seq_gap(last, seq_tile(seq_idx, b, c, Q))
     w = ct.exp2(v, flush_to_zero=True) * dt_c
     # decay over the whole chunk, as in state_passing_kernel: S_c+1 = exp(dA_cs_last) · S_c + local
     decay = ct.exp2(log_decay * LOG2E, flush_to_zero=True).reshape((1, 1))
